@@ -1,0 +1,95 @@
+// Tensor factories. Values are produced on the host and copied once to the target device.
+#include "tensor/factory.h"
+
+#include <cstring>
+
+#include "tensor/generator.h"
+#include "tensor/ops.h"
+
+namespace lockstep {
+
+Tensor empty(const Shape& shape, TensorOptions o) { return Tensor(shape, o.dtype, o.device); }
+
+Tensor full(const Shape& shape, double value, TensorOptions o) {
+  Tensor t(shape, o.dtype, o.device);
+  ops::fill_(t, value);
+  return t;
+}
+
+Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
+Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {t.dtype(), t.device()}); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), {t.dtype(), t.device()}); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), {t.dtype(), t.device()}); }
+
+// Fills a host tensor of o.dtype with fn(i) for each element, then moves it to o.device.
+template <typename Fn>
+static Tensor generate(const Shape& shape, TensorOptions o, Fn&& fn) {
+  Tensor host(shape, o.dtype, Device::cpu());
+  dispatch(o.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = host.data<T>();
+    for (int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = static_cast<T>(fn(i));
+  });
+  return ops::to_device(host, o.device);
+}
+
+Tensor arange(int64_t end, TensorOptions o) { return arange(0, end, 1, o); }
+
+Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions o) {
+  LOCKSTEP_CHECK(step != 0, "arange: step must be nonzero");
+  int64_t n = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+  if (n < 0) n = 0;
+  return generate({n}, o, [&](int64_t i) { return start + i * step; });
+}
+
+template <typename T>
+static Tensor from_values(const std::vector<T>& values, const Shape& shape, Device device, const char* op) {
+  Shape s = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape;
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  LOCKSTEP_CHECK(n == static_cast<int64_t>(values.size()), op, ": ", values.size(), " values do not fill shape ", s);
+  Tensor host(s, dtype_of<T>::value, Device::cpu());
+  if (n) std::memcpy(host.data_ptr(), values.data(), n * sizeof(T));
+  return ops::to_device(host, device);
+}
+
+Tensor tensor(const std::vector<float>& v, const Shape& s, Device d) { return from_values(v, s, d, "tensor"); }
+Tensor tensor(const std::vector<double>& v, const Shape& s, Device d) { return from_values(v, s, d, "tensor"); }
+Tensor tensor(const std::vector<int64_t>& v, const Shape& s, Device d) { return from_values(v, s, d, "tensor"); }
+
+Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }
+
+Tensor rand(const Shape& shape, TensorOptions o) { return uniform(shape, 0.0, 1.0, o); }
+
+Tensor uniform(const Shape& shape, double low, double high, TensorOptions o) {
+  LOCKSTEP_CHECK(is_floating_point(o.dtype), "uniform: expected a floating-point dtype, got ", dtype_name(o.dtype));
+  LOCKSTEP_CHECK(low <= high, "uniform: low ", low, " is above high ", high);
+  Generator& g = default_generator();
+  if (o.dtype == kFloat32) {
+    float lo = static_cast<float>(low), w = static_cast<float>(high - low);
+    return generate(shape, o, [&](int64_t) { return lo + w * g.uniform_float(); });
+  }
+  return generate(shape, o, [&](int64_t) { return low + (high - low) * g.uniform_double(); });
+}
+
+Tensor randn(const Shape& shape, TensorOptions o) {
+  LOCKSTEP_CHECK(is_floating_point(o.dtype), "randn: expected a floating-point dtype, got ", dtype_name(o.dtype));
+  Generator& g = default_generator();
+  return generate(shape, o, [&](int64_t) { return g.normal(); });
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o) {
+  LOCKSTEP_CHECK(low < high, "randint: empty range [", low, ", ", high, ")");
+  Generator& g = default_generator();
+  uint64_t span = static_cast<uint64_t>(high - low);
+  return generate(shape, o, [&](int64_t) { return low + static_cast<int64_t>(g.below(span)); });
+}
+
+Tensor randperm(int64_t n, TensorOptions o) {
+  LOCKSTEP_CHECK(n >= 0, "randperm: n must be non-negative, got ", n);
+  std::vector<int64_t> p = default_generator().randperm(n);
+  return generate({n}, o, [&](int64_t i) { return p[i]; });
+}
+
+}  // namespace lockstep

@@ -1,0 +1,56 @@
+// Tensor factories, as torch.zeros / torch.tensor / torch.randn. Random draws come from the default
+// generator (tensor/generator.h), seeded by manual_seed, and are drawn on the host so that the same
+// seed gives the same values on every device.
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace lockstep {
+
+struct TensorOptions {
+  Dtype dtype = kFloat32;
+  Device device = Device::cpu();
+  TensorOptions() = default;
+  TensorOptions(Dtype d) : dtype(d) {}
+  TensorOptions(Device d) : device(d) {}
+  TensorOptions(Dtype d, Device dev) : dtype(d), device(dev) {}
+};
+
+Tensor empty(const Shape& shape, TensorOptions opts = {});
+Tensor zeros(const Shape& shape, TensorOptions opts = {});
+Tensor ones(const Shape& shape, TensorOptions opts = {});
+Tensor full(const Shape& shape, double value, TensorOptions opts = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+// [0, end) or [start, end) with a step, int64 unless opts says otherwise.
+Tensor arange(int64_t end, TensorOptions opts = TensorOptions(kInt64));
+Tensor arange(int64_t start, int64_t end, int64_t step = 1, TensorOptions opts = TensorOptions(kInt64));
+
+// From host values with a shape (numel must match); `tensor({1, 2, 3})` is 1-D.
+Tensor tensor(const std::vector<float>& values, const Shape& shape = {}, Device device = Device::cpu());
+Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, Device device = Device::cpu());
+Tensor tensor(const std::vector<int64_t>& values, const Shape& shape = {}, Device device = Device::cpu());
+// Brace lists pick the dtype from the literals: tensor({1.f, 2.f}) is float32, tensor({1.0}) float64.
+inline Tensor tensor(std::initializer_list<float> v, const Shape& s = {}, Device d = Device::cpu()) {
+  return tensor(std::vector<float>(v), s, d);
+}
+inline Tensor tensor(std::initializer_list<double> v, const Shape& s = {}, Device d = Device::cpu()) {
+  return tensor(std::vector<double>(v), s, d);
+}
+inline Tensor tensor(std::initializer_list<int64_t> v, const Shape& s = {}, Device d = Device::cpu()) {
+  return tensor(std::vector<int64_t>(v), s, d);
+}
+// A one-element tensor of shape [].
+Tensor scalar_tensor(double value, TensorOptions opts = {});
+
+Tensor rand(const Shape& shape, TensorOptions opts = {});   // uniform [0, 1)
+Tensor randn(const Shape& shape, TensorOptions opts = {});  // standard normal
+Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts = {});
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = TensorOptions(kInt64));
+Tensor randperm(int64_t n, TensorOptions opts = TensorOptions(kInt64));
+
+}  // namespace lockstep
