@@ -458,13 +458,10 @@ void add_(Tensor& a, const Tensor& b, double alpha) {
   check_defined(b, "add_");
   check_same_device(a, b, "add_");
   check_same_dtype(a, b, "add_");
-  LOCKSTEP_CHECK(a.shape() == b.shape(), "add_: shapes differ: ", a.shape(), " and ", b.shape());
+  LOCKSTEP_CHECK(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "add_: cannot add ", b.shape(),
+                 " into ", a.shape(), " in place");
   if (!a.numel()) return;
-  BroadcastPlan plan;
-  plan.shape = {a.numel()};
-  plan.stride_a = {1};
-  plan.stride_b = {1};
-  plan.numel = a.numel();
+  BroadcastPlan plan = make_plan(a.shape(), a.shape(), b.shape());
   Backend& be = backend_for(a.device());
   if (alpha == 1.0) {
     be.binary(BinaryOp::Add, a, a, b, plan);
@@ -473,6 +470,23 @@ void add_(Tensor& a, const Tensor& b, double alpha) {
     be.binary_scalar(BinaryOp::Mul, scaled, b, alpha, false);
     be.binary(BinaryOp::Add, a, a, scaled, plan);
   }
+}
+
+void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum, double dampening,
+               double weight_decay, bool nesterov, bool first_step) {
+  check_defined(param, "sgd_step_");
+  check_defined(grad, "sgd_step_");
+  check_floating(param, "sgd_step_");
+  LOCKSTEP_CHECK(grad.shape() == param.shape() && grad.dtype() == param.dtype() && grad.device() == param.device(),
+                 "sgd_step_: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
+                 " does not match parameter ", param.shape(), " ", param.dtype(), " on ", param.device());
+  if (momentum != 0) {
+    LOCKSTEP_CHECK(buf.defined() && buf.shape() == param.shape() && buf.dtype() == param.dtype() &&
+                       buf.device() == param.device(),
+                   "sgd_step_: momentum buffer does not match parameter ", param.shape());
+  }
+  if (param.numel())
+    backend_for(param.device()).sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
 }
 
 void mul_(Tensor& a, double s) {

@@ -71,8 +71,14 @@ Tensor clone(const Tensor& a);
 Tensor reshape(const Tensor& a, const Shape& shape);  // shares storage
 void copy_(Tensor& dst, const Tensor& src);  // same shape and dtype; any devices
 void fill_(Tensor& t, double value);
-void add_(Tensor& a, const Tensor& b, double alpha = 1.0);  // a += alpha * b (same shape)
+// a += alpha * b, b broadcast to a's shape.
+void add_(Tensor& a, const Tensor& b, double alpha = 1.0);
 void mul_(Tensor& a, double s);
+
+// torch.optim.SGD's update of one parameter in place (optim/sgd.h states the rule). The momentum
+// buffer is used only when momentum != 0; `first_step` initialises it with the gradient.
+void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
+               double dampening, double weight_decay, bool nesterov, bool first_step);
 
 // True when every element differs by at most atol + rtol * |b| (compared on the host).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

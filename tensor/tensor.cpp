@@ -127,6 +127,16 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   return m ? m->grad_fn : kNoNode;
 }
 
+void Tensor::set_data(const Tensor& src) {
+  TensorImpl& i = checked();
+  const TensorImpl& o = src.checked();
+  i.storage = o.storage;
+  i.offset = o.offset;
+  i.shape = o.shape;
+  i.numel = o.numel;
+  i.dtype = o.dtype;
+}
+
 Tensor Tensor::detach() const {
   const TensorImpl& i = checked();
   auto impl = std::make_shared<TensorImpl>();

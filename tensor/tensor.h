@@ -70,6 +70,10 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const;
   TensorImpl* impl() const { return impl_.get(); }
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  long use_count() const { return impl_.use_count(); }
+  // Points this tensor (and every handle sharing it) at src's data, shape and dtype, as PyTorch's
+  // `param.data = src`. Module::to() uses it so references to parameters stay valid.
+  void set_data(const Tensor& src);
 
   // Autograd fields (pure data; the engine lives in autograd/).
   bool requires_grad() const;
@@ -119,8 +123,11 @@ struct AutogradMeta {
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
-  // Run right after this leaf's gradient has been accumulated in a backward pass (DDP's hook).
-  std::vector<std::function<void(Tensor&)>> post_accumulate_grad_hooks;
+  // The node that accumulates into this leaf's .grad, shared by every use of the leaf in a graph.
+  std::weak_ptr<autograd::Node> grad_accumulator;
+  // Run right after this leaf's gradient has been accumulated in a backward pass (DDP's hook),
+  // keyed by the handle that removes them.
+  std::vector<std::pair<uint64_t, std::function<void(Tensor&)>>> post_accumulate_grad_hooks;
 };
 
 // Prints "tensor([[1, 2], [3, 4]], shape=[2, 2], dtype=float32, device=cpu)"-style text.

@@ -1,0 +1,8 @@
+// The autograd layer in one include: grad mode, the engine and hooks, differentiable ops.
+#pragma once
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/api.h"

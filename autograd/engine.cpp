@@ -1,0 +1,187 @@
+// The backward engine: dependency counting over the graph reachable from the root, then one pass in
+// reverse topological order. Also grad mode, recording, AccumulateGrad and hooks.
+#include "autograd/engine.h"
+
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace lockstep {
+
+static thread_local bool grad_enabled = true;
+bool GradMode::is_enabled() { return grad_enabled; }
+void GradMode::set_enabled(bool enabled) { grad_enabled = enabled; }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward(*this, gradient, retain_graph);
+}
+
+namespace autograd {
+
+namespace {
+thread_local bool backward_running = false;
+thread_local std::vector<std::function<void()>> callbacks;
+uint64_t next_hook_id = 1;
+}  // namespace
+
+std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
+  LOCKSTEP_CHECK(fn_, "backward: trying to backward through the graph of ", op_,
+                 " a second time (its saved tensors were freed); pass retain_graph = true to the first backward");
+  return fn_(grad_output);
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
+  AutogradMeta& meta = leaf_.autograd_meta();
+  if (!meta.grad.defined()) {
+    // Take the incoming tensor itself when nothing else can see it; otherwise copy, so that later
+    // in-place accumulation cannot write into another tensor's gradient.
+    bool exclusive = grad.use_count() == 1 && grad.storage().use_count() == 1;
+    meta.grad = exclusive ? grad.detach() : ops::clone(grad);
+  } else {
+    NoGradGuard no_grad;
+    ops::add_(meta.grad, grad);
+  }
+  for (auto& [id, fn] : meta.post_accumulate_grad_hooks) fn(leaf_);
+  return {};
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined()) return nullptr;
+  if (t.grad_fn()) return t.grad_fn();
+  if (!t.requires_grad()) return nullptr;
+  AutogradMeta& meta = const_cast<Tensor&>(t).autograd_meta();
+  std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    acc->output_shape = t.shape();
+    acc->output_dtype = t.dtype();
+    acc->output_device = t.device();
+    meta.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  if (!needs_grad(inputs)) return out;
+  if (out.use_count() > 1) out = out.detach();  // never rewrite the history of a tensor someone else holds
+  auto node = std::make_shared<FunctionNode>(op, std::move(backward));
+  node->next.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->next.push_back(gradient_edge(t));
+  node->output_shape = out.shape();
+  node->output_dtype = out.dtype();
+  node->output_device = out.device();
+  AutogradMeta& meta = out.autograd_meta();
+  meta.requires_grad = true;
+  meta.grad_fn = std::move(node);
+  return out;
+}
+
+uint64_t register_post_accumulate_grad_hook(Tensor& leaf, std::function<void(Tensor&)> fn) {
+  LOCKSTEP_CHECK(leaf.is_leaf() && leaf.requires_grad(),
+                 "register_post_accumulate_grad_hook: expected a leaf tensor that requires grad");
+  uint64_t id = next_hook_id++;
+  leaf.autograd_meta().post_accumulate_grad_hooks.emplace_back(id, std::move(fn));
+  return id;
+}
+
+void remove_hook(Tensor& leaf, uint64_t handle) {
+  auto& hooks = leaf.autograd_meta().post_accumulate_grad_hooks;
+  std::erase_if(hooks, [&](const auto& h) { return h.first == handle; });
+}
+
+void queue_callback(std::function<void()> fn) {
+  LOCKSTEP_CHECK(backward_running, "queue_callback: only valid while a backward pass runs");
+  callbacks.push_back(std::move(fn));
+}
+
+bool in_backward() { return backward_running; }
+
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  LOCKSTEP_CHECK(root.defined(), "backward: called on an undefined tensor");
+  std::shared_ptr<Node> root_node = gradient_edge(root);
+  LOCKSTEP_CHECK(root_node, "backward: tensor of shape ", root.shape(),
+                 " does not require grad and has no grad_fn (did you forget requires_grad_() or run under NoGradGuard?)");
+  Tensor grad = gradient;
+  if (!grad.defined()) {
+    LOCKSTEP_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for one-element outputs, got shape ",
+                   root.shape());
+    grad = ones_like(root);
+  }
+  LOCKSTEP_CHECK(grad.shape() == root.shape() && grad.dtype() == root.dtype() && grad.device() == root.device(),
+                 "backward: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
+                 " does not match the output ", root.shape(), " ", root.dtype(), " on ", root.device());
+  LOCKSTEP_CHECK(!backward_running, "backward: a backward pass is already running on this thread");
+
+  // Count, for every reachable node, how many edges lead into it.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack{root_node.get()};
+  deps[root_node.get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& next : n->next) {
+      if (!next) continue;
+      if (deps.emplace(next.get(), 0).second) stack.push_back(next.get());
+      ++deps[next.get()];
+    }
+  }
+
+  struct Reset {
+    ~Reset() {
+      backward_running = false;
+      callbacks.clear();
+    }
+  } reset;
+  backward_running = true;
+  NoGradGuard no_grad;  // gradients themselves are not differentiated (no double backward)
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root_node.get()] = grad;
+  std::vector<Node*> ready{root_node.get()};
+  std::vector<Node*> visited;
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    visited.push_back(n);
+    Tensor g;
+    if (auto it = grads.find(n); it != grads.end()) {
+      g = std::move(it->second);
+      grads.erase(it);
+    }
+    std::vector<Tensor> in_grads;
+    if (g.defined()) {
+      LOCKSTEP_CHECK(g.shape() == n->output_shape, "backward: ", n->name(), " received a gradient of shape ", g.shape(),
+                     " for an output of shape ", n->output_shape);
+      in_grads = n->apply(g);
+    }
+    g = Tensor();
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      Node* next = n->next[i].get();
+      if (!next) continue;
+      if (i < in_grads.size() && in_grads[i].defined()) {
+        Tensor& slot = grads[next];
+        slot = slot.defined() ? ops::add(slot, in_grads[i]) : std::move(in_grads[i]);
+      }
+      if (--deps[next] == 0) ready.push_back(next);
+    }
+  }
+  if (!retain_graph)
+    for (Node* n : visited) n->release();
+  // Callbacks may queue more callbacks (DDP finalising after its last bucket): run until none remain.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    auto fn = std::move(callbacks[i]);
+    fn();
+  }
+}
+
+}  // namespace autograd
+}  // namespace lockstep

@@ -1,0 +1,27 @@
+// The backward engine and the hooks DistributedDataParallel builds on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "tensor/tensor.h"
+
+namespace lockstep::autograd {
+
+// Runs the graph behind `root` once, in reverse topological order, accumulating into the .grad of
+// every leaf that requires it. `gradient` defaults to 1 for a one-element root. The graph's saved
+// tensors are freed afterwards unless retain_graph.
+void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);
+
+// Registers fn to run right after `leaf`'s gradient has been accumulated in a backward pass (PyTorch's
+// register_post_accumulate_grad_hook). Returns a handle for remove_hook.
+uint64_t register_post_accumulate_grad_hook(Tensor& leaf, std::function<void(Tensor& leaf)> fn);
+void remove_hook(Tensor& leaf, uint64_t handle);
+
+// Queues fn to run once the current backward pass has visited every node, before backward()
+// returns (PyTorch's Engine::queue_callback). Only valid during backward, e.g. from a hook.
+void queue_callback(std::function<void()> fn);
+// True while this thread is inside backward().
+bool in_backward();
+
+}  // namespace lockstep::autograd
