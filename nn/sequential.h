@@ -14,6 +14,11 @@ class Sequential : public Module {
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules) : Module("Sequential") {
     for (auto& m : modules) push_back(m);
   }
+  // std::make_shared<Sequential>(std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), ...)
+  template <typename... M>
+  explicit Sequential(std::shared_ptr<M>... modules) : Module("Sequential") {
+    (push_back(std::move(modules)), ...);
+  }
   void push_back(std::shared_ptr<Module> m) { register_module(std::to_string(size_), std::move(m)), ++size_; }
   size_t size() const { return size_; }
   std::shared_ptr<Module> operator[](size_t i) const {
