@@ -371,13 +371,7 @@ Tensor stack(const std::vector<Tensor>& ts) {
                        ts[i].device() == f.device(),
                    "stack: tensor ", i, " is ", ts[i].defined() ? ts[i].shape() : Shape{}, " but tensor 0 is ",
                    f.shape(), " ", f.dtype(), " on ", f.device());
-    auto impl = std::make_shared<TensorImpl>();
-    impl->storage = out.storage();
-    impl->offset = out.impl()->offset + static_cast<int64_t>(i) * f.numel();
-    impl->shape = f.shape();
-    impl->numel = f.numel();
-    impl->dtype = f.dtype();
-    Tensor dst(std::move(impl));
+    Tensor dst = view_range(out, static_cast<int64_t>(i) * f.numel(), f.shape());
     copy_(dst, ts[i]);
   }
   return out;
@@ -427,12 +421,21 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
     known *= s[infer];
   }
   LOCKSTEP_CHECK(known == a.numel(), "reshape: cannot reshape ", a.shape(), " (", a.numel(), " elements) into ", shape);
+  return view_range(a, 0, s);
+}
+
+Tensor view_range(const Tensor& base, int64_t offset, const Shape& shape) {
+  check_defined(base, "view_range");
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  LOCKSTEP_CHECK(offset >= 0 && n >= 0 && offset + n <= base.numel(), "view_range: elements [", offset, ", ",
+                 offset + n, ") are outside a tensor of ", base.numel(), " elements");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = a.storage();
-  impl->offset = a.impl()->offset;
-  impl->shape = s;
-  impl->numel = a.numel();
-  impl->dtype = a.dtype();
+  impl->storage = base.storage();
+  impl->offset = base.impl()->offset + offset;
+  impl->shape = shape;
+  impl->numel = n;
+  impl->dtype = base.dtype();
   return Tensor(std::move(impl));
 }
 

@@ -69,6 +69,9 @@ Tensor to_dtype(const Tensor& a, Dtype dtype);  // returns a itself when the dty
 Tensor to_device(const Tensor& a, Device device);  // returns a itself when already there
 Tensor clone(const Tensor& a);
 Tensor reshape(const Tensor& a, const Shape& shape);  // shares storage
+// A contiguous view of `base`'s elements [offset, offset + numel(shape)), shaped `shape` (shares
+// storage). DistributedDataParallel's buckets hand out such views of one flat buffer.
+Tensor view_range(const Tensor& base, int64_t offset, const Shape& shape);
 void copy_(Tensor& dst, const Tensor& src);  // same shape and dtype; any devices
 void fill_(Tensor& t, double value);
 // a += alpha * b, b broadcast to a's shape.
