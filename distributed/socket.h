@@ -1,0 +1,60 @@
+// Socket: an owning TCP socket whose every blocking call is bounded by a deadline. Used by the
+// TCPStore client and server and by the launcher (to pick a free port). Errors are lockstep::Error
+// naming the operation and the address; a deadline that passes raises TimeoutError (store.h) so
+// callers can say what they were waiting for.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "distributed/store.h"  // Clock, Deadline, TimeoutError
+#include "tensor/check.h"
+
+namespace lockstep::dist {
+
+// "HOST:PORT", bracketing IPv6 literals.
+std::string format_address(const std::string& host, uint16_t port);
+
+// Move-only owner of a socket file descriptor. Sockets are created non-blocking and close-on-exec; all
+// I/O goes through poll() first, and send uses MSG_NOSIGNAL so a vanished peer is an error, not SIGPIPE.
+class Socket {
+ public:
+  Socket() = default;
+  Socket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
+  Socket(Socket&& other) noexcept { *this = std::move(other); }
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+
+  // Binds host:port (port 0: the kernel picks a free one) on that address only, and listens.
+  // Throws "cannot listen on HOST:PORT: <reason>".
+  static Socket listen(const std::string& host, uint16_t port);
+  // One connection attempt bounded by `deadline`. Throws "connect to HOST:PORT: <reason>".
+  static Socket connect(const std::string& host, uint16_t port, Deadline deadline);
+
+  // Accepts one pending connection; an invalid Socket when none is pending.
+  Socket accept() const;
+
+  void send_all(const void* data, size_t size, Deadline deadline) const;
+  void recv_all(void* data, size_t size, Deadline deadline) const;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  // The peer's (or, for a listener, the bound) address, for messages.
+  const std::string& peer() const { return peer_; }
+  uint16_t local_port() const;
+  void close();
+
+ private:
+  // Waits for `events` until `deadline`; throws TimeoutError naming `op` when it passes.
+  void poll_until(short events, Deadline deadline, const char* op) const;
+
+  int fd_ = -1;
+  std::string peer_;
+};
+
+}  // namespace lockstep::dist

@@ -1,0 +1,185 @@
+// TCPStore client: connection with retry, one request/reply per call, and the workers rendezvous.
+#include "distributed/tcp_store.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "distributed/tcp_store_protocol.h"
+#include "distributed/tcp_store_server.h"
+
+namespace lockstep::dist {
+
+using detail::Command;
+using detail::FrameReader;
+using detail::FrameWriter;
+using detail::quote;
+
+namespace {
+
+// Counts the stores that have connected (see await_workers); reserved, so num_keys() skips them.
+const std::string kWorkersKey = std::string(detail::kReservedKeyPrefix) + "tcpstore/workers";
+const std::string kWorkersDoneKey = std::string(detail::kReservedKeyPrefix) + "tcpstore/workers_done";
+
+FrameWriter command(Command c) {
+  FrameWriter w;
+  w.u8(static_cast<uint8_t>(c));
+  return w;
+}
+
+}  // namespace
+
+TCPStore::TCPStore(std::string host, uint16_t port, bool is_master, std::chrono::milliseconds timeout,
+                   std::optional<int> world_size, bool wait_for_workers)
+    : Store(timeout), host_(std::move(host)), port_(port) {
+  LOCKSTEP_CHECK(!world_size || *world_size >= 1, "TCPStore: world_size must be at least 1, got ", world_size.value_or(0));
+  if (is_master) {
+    try {
+      server_ = std::make_unique<detail::TCPStoreServer>(host_, port_);
+    } catch (const Error& e) {
+      fail("TCPStore: ", e.what());
+    }
+    port_ = server_->port();
+  }
+  {
+    std::lock_guard lock(mu_);
+    connect_locked(deadline_after(timeout), timeout);
+  }
+  if (world_size && wait_for_workers) await_workers(*world_size);
+}
+
+TCPStore::~TCPStore() = default;
+
+void TCPStore::connect_locked(Deadline deadline, std::chrono::milliseconds timeout) {
+  // The master may not be up yet (ranks start in any order): retry, backing off from 10 ms to 1 s.
+  auto backoff = std::chrono::milliseconds(10);
+  std::string last_error;
+  for (;;) {
+    try {
+      socket_ = Socket::connect(host_, port_, deadline);
+      return;
+    } catch (const Error& e) {
+      last_error = e.what();
+    }
+    auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+  fail("TCPStore: could not connect to master at ", format_address(host_, port_), " within ",
+       detail::format_seconds(timeout), " (last error: ", last_error, ")");
+}
+
+std::vector<uint8_t> TCPStore::request(const std::string& what, const char* waiting_for, FrameWriter& frame,
+                                       std::chrono::milliseconds timeout) {
+  auto bytes = frame.finish();
+  Deadline deadline = deadline_after(timeout);
+  std::lock_guard lock(mu_);
+  if (!socket_.valid()) connect_locked(deadline, timeout);
+  std::vector<uint8_t> body;
+  try {
+    socket_.send_all(bytes.data(), bytes.size(), deadline);
+    uint32_t len = 0;
+    socket_.recv_all(&len, 4, deadline);
+    LOCKSTEP_CHECK(len >= 1 && len <= detail::kMaxMessageBytes, "malformed reply of ", len, " bytes");
+    body.resize(len);
+    socket_.recv_all(body.data(), len, deadline);
+  } catch (const TimeoutError&) {
+    // The reply may still come; drop the connection so it cannot answer a later request.
+    socket_.close();
+    throw TimeoutError(lockstep::detail::str_cat("TCPStore: ", what, ": ", waiting_for, " within ",
+                                       detail::format_seconds(timeout), " (master ", format_address(host_, port_), ")"));
+  } catch (const Error& e) {
+    socket_.close();
+    fail("TCPStore: ", what, " on master ", format_address(host_, port_), ": ", e.what());
+  }
+  if (body[0] == static_cast<uint8_t>(detail::Status::kError)) {
+    FrameReader r(body.data() + 1, body.size() - 1);
+    fail("TCPStore: ", r.str());
+  }
+  LOCKSTEP_CHECK(body[0] == static_cast<uint8_t>(detail::Status::kOk), "TCPStore: ", what, ": bad reply status ",
+                 static_cast<int>(body[0]));
+  body.erase(body.begin());
+  return body;
+}
+
+void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
+  auto w = command(Command::kSet);
+  w.str(key).blob(value);
+  request("set(" + quote(key) + ")", "no reply", w, timeout());
+}
+
+std::vector<uint8_t> TCPStore::get(const std::string& key) {
+  auto w = command(Command::kGet);
+  w.str(key);
+  auto reply = request("get(" + quote(key) + ")", "key not set", w, timeout());
+  FrameReader r(reply.data(), reply.size());
+  auto value = r.blob();
+  r.expect_end();
+  return value;
+}
+
+int64_t TCPStore::add(const std::string& key, int64_t delta) {
+  auto w = command(Command::kAdd);
+  w.str(key).i64(delta);
+  auto reply = request("add(" + quote(key) + ", " + std::to_string(delta) + ")", "no reply", w, timeout());
+  FrameReader r(reply.data(), reply.size());
+  int64_t value = r.i64();
+  r.expect_end();
+  return value;
+}
+
+std::vector<uint8_t> TCPStore::compare_set(const std::string& key, const std::vector<uint8_t>& expected,
+                                           const std::vector<uint8_t>& desired) {
+  auto w = command(Command::kCompareSet);
+  w.str(key).blob(expected).blob(desired);
+  auto reply = request("compare_set(" + quote(key) + ")", "no reply", w, timeout());
+  FrameReader r(reply.data(), reply.size());
+  auto value = r.blob();
+  r.expect_end();
+  return value;
+}
+
+void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  auto w = command(Command::kWait);
+  detail::write_keys(w, keys);
+  request("wait(" + detail::quote_all(keys) + ")", "keys not all set", w, timeout);
+}
+
+bool TCPStore::check(const std::vector<std::string>& keys) {
+  auto w = command(Command::kCheck);
+  detail::write_keys(w, keys);
+  auto reply = request("check(" + detail::quote_all(keys) + ")", "no reply", w, timeout());
+  FrameReader r(reply.data(), reply.size());
+  return r.u8() != 0;
+}
+
+bool TCPStore::delete_key(const std::string& key) {
+  auto w = command(Command::kDelete);
+  w.str(key);
+  auto reply = request("delete_key(" + quote(key) + ")", "no reply", w, timeout());
+  FrameReader r(reply.data(), reply.size());
+  return r.u8() != 0;
+}
+
+int64_t TCPStore::num_keys() {
+  auto w = command(Command::kNumKeys);
+  auto reply = request("num_keys()", "no reply", w, timeout());
+  FrameReader r(reply.data(), reply.size());
+  return r.i64();
+}
+
+// Every store counts itself in; the one that completes the count marks it done, so the master blocks
+// on a single parked wait instead of polling the counter.
+void TCPStore::await_workers(int world_size) {
+  if (add(kWorkersKey, 1) >= world_size) set(kWorkersDoneKey, "");
+  if (!is_master()) return;
+  try {
+    wait({kWorkersDoneKey}, timeout());
+  } catch (const TimeoutError&) {
+    throw TimeoutError(lockstep::detail::str_cat("TCPStore: master at ", format_address(host_, port_), ": only ",
+                                       add(kWorkersKey, 0), " of ", world_size, " stores connected within ",
+                                       detail::format_seconds(timeout())));
+  }
+}
+
+}  // namespace lockstep::dist

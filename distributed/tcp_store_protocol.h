@@ -1,0 +1,116 @@
+// TCPStore wire format, shared by the client (tcp_store.cpp) and the server (tcp_store_server.cpp).
+//
+// Every message is a frame: u32 body length (little-endian), then the body. Integers are
+// little-endian; a string or byte value is a u32 length and the bytes.
+//   request:  u8 Command, then its arguments
+//     kSet key value | kGet key | kAdd key i64 | kCompareSet key expected desired
+//     kWait u32 n, n keys | kCheck u32 n, n keys | kDelete key | kNumKeys
+//   response: u8 Status; on kOk the result, on kError a message string
+//     kSet, kWait: nothing | kGet, kCompareSet: value | kAdd, kNumKeys: i64 | kCheck, kDelete: u8
+// A frame longer than kMaxMessageBytes, or a body that does not parse, ends the connection.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/check.h"
+
+namespace lockstep::dist::detail {
+
+inline constexpr uint32_t kMaxMessageBytes = 64u << 20;
+
+enum class Command : uint8_t { kSet = 1, kGet, kAdd, kCompareSet, kWait, kCheck, kDelete, kNumKeys };
+enum class Status : uint8_t { kOk = 0, kError = 1 };
+
+// Builds one frame; the length prefix is filled in by finish().
+class FrameWriter {
+ public:
+  FrameWriter() : buf_(4) {}
+  FrameWriter& u8(uint8_t v) { return raw(&v, 1); }
+  FrameWriter& u32(uint32_t v) { return raw(&v, 4); }
+  FrameWriter& i64(int64_t v) { return raw(&v, 8); }
+  FrameWriter& bytes(const void* data, size_t n) {
+    LOCKSTEP_CHECK(n <= kMaxMessageBytes, "TCPStore: a value of ", n, " bytes exceeds the ", kMaxMessageBytes,
+                   "-byte message limit");
+    u32(static_cast<uint32_t>(n));
+    return raw(data, n);
+  }
+  FrameWriter& str(std::string_view s) { return bytes(s.data(), s.size()); }
+  FrameWriter& blob(const std::vector<uint8_t>& v) { return bytes(v.data(), v.size()); }
+  std::vector<uint8_t> finish() {
+    size_t body = buf_.size() - 4;
+    LOCKSTEP_CHECK(body <= kMaxMessageBytes, "TCPStore: a message of ", body, " bytes exceeds the ",
+                   kMaxMessageBytes, "-byte limit");
+    uint32_t n = static_cast<uint32_t>(body);
+    std::memcpy(buf_.data(), &n, 4);  // lockstep targets little-endian x86-64 and aarch64 only
+    return std::move(buf_);
+  }
+
+ private:
+  FrameWriter& raw(const void* data, size_t n) {
+    // resize + memcpy rather than insert(): GCC 12 reports a false -Warray-bounds on the latter.
+    size_t old = buf_.size();
+    buf_.resize(old + n);
+    if (n) std::memcpy(buf_.data() + old, data, n);
+    return *this;
+  }
+  std::vector<uint8_t> buf_;
+};
+
+// Reads one frame body; any read past the end throws, so a truncated or garbled body is an Error.
+class FrameReader {
+ public:
+  FrameReader(const uint8_t* data, size_t size) : p_(data), end_(data + size) {}
+  uint8_t u8() { return pod<uint8_t>(); }
+  uint32_t u32() { return pod<uint32_t>(); }
+  int64_t i64() { return pod<int64_t>(); }
+  std::string str() {
+    uint32_t n = u32();
+    need(n);
+    std::string s(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return s;
+  }
+  std::vector<uint8_t> blob() {
+    uint32_t n = u32();
+    need(n);
+    std::vector<uint8_t> v(p_, p_ + n);
+    p_ += n;
+    return v;
+  }
+  std::vector<std::string> str_list() {
+    uint32_t n = u32();
+    need(static_cast<size_t>(n) * 4);  // each key takes at least its length prefix
+    std::vector<std::string> keys;
+    keys.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) keys.push_back(str());
+    return keys;
+  }
+  void expect_end() const { LOCKSTEP_CHECK(p_ == end_, "TCPStore: malformed message: ", end_ - p_, " trailing bytes"); }
+
+ private:
+  void need(size_t n) const {
+    LOCKSTEP_CHECK(static_cast<size_t>(end_ - p_) >= n, "TCPStore: malformed message: truncated");
+  }
+  template <typename T>
+  T pod() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return v;
+  }
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+inline FrameWriter& write_keys(FrameWriter& w, const std::vector<std::string>& keys) {
+  w.u32(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) w.str(k);
+  return w;
+}
+
+}  // namespace lockstep::dist::detail

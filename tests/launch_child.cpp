@@ -1,0 +1,86 @@
+// launch_child: the rank program of launch_test. Prints its environment or misbehaves on request:
+//   env ARGS...          print "R KEY=value" for each launcher variable, then "R ARGS=..."
+//   fail R CODE          rank R exits with CODE after 100 ms; the others sleep 60 s
+//   kill R               rank R kills itself with SIGKILL after 100 ms; the others sleep 60 s
+//   flaky                rank 1 exits 4 unless LOCKSTEP_RESTART_COUNT > 0; then every rank prints "R ok"
+//   ignore_term R        rank R exits 2 after 200 ms; the others ignore SIGTERM and sleep 60 s
+//   echo                 a line on stdout and one on stderr (the last without a newline)
+//   sleep                sleep 60 s
+// Every rank first prints "R PID=pid" so the test can check the launcher left nothing running.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "<unset>";
+}
+
+// One write() per line: lines of different ranks sharing a pipe or file then never interleave.
+void say(int fd, const std::string& line) {
+  if (::write(fd, line.data(), line.size()) < 0) std::_Exit(99);
+}
+
+[[noreturn]] void sleep_then_exit() {
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  std::_Exit(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  int rank = std::atoi(env("RANK").c_str());
+  std::string r = std::to_string(rank) + " ";
+  say(1, r + "PID=" + std::to_string(::getpid()) + "\n");
+
+  if (mode == "env") {
+    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+                             "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "LOCKSTEP_RESTART_COUNT"}) {
+      say(1, r + name + "=" + env(name) + "\n");
+    }
+    std::string args;
+    for (int i = 2; i < argc; ++i) {
+      if (i > 2) args += ' ';
+      args += argv[i];
+    }
+    say(1, r + "ARGS=" + args + "\n");
+    return 0;
+  }
+  if (mode == "fail" && argc == 4) {
+    if (rank != std::atoi(argv[2])) sleep_then_exit();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return std::atoi(argv[3]);
+  }
+  if (mode == "kill" && argc == 3) {
+    if (rank != std::atoi(argv[2])) sleep_then_exit();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::raise(SIGKILL);
+  }
+  if (mode == "flaky") {
+    if (rank == 1 && env("LOCKSTEP_RESTART_COUNT") == "0") return 4;
+    say(1, r + "ok restart=" + env("LOCKSTEP_RESTART_COUNT") + "\n");
+    return 0;
+  }
+  if (mode == "ignore_term" && argc == 3) {
+    if (rank == std::atoi(argv[2])) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return 2;
+    }
+    std::signal(SIGTERM, SIG_IGN);
+    sleep_then_exit();
+  }
+  if (mode == "echo") {
+    say(1, "hello from " + std::to_string(rank) + "\n");
+    say(2, "to stderr " + std::to_string(rank));
+    return 0;
+  }
+  if (mode == "sleep") sleep_then_exit();
+  say(2, "launch_child: bad arguments\n");
+  return 64;
+}

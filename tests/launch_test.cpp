@@ -1,0 +1,274 @@
+// launch tests: runs the real launcher binary on tests/launch_child and checks the ranks' environment,
+// failure propagation (exit status, naming the rank, stopping the others), signals and restarts.
+// The two binaries' paths come as arguments: args = [$(rootpath launch), $(rootpath launch_child)].
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// doctest's main() owns argv, so read ours from /proc.
+std::vector<std::string> own_args() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(f, arg, '\0')) args.push_back(arg);
+  return args;
+}
+
+const std::string& launch_path() {
+  static const std::string path = own_args().at(1);
+  return path;
+}
+const std::string& child_path() {
+  static const std::string path = own_args().at(2);
+  return path;
+}
+
+std::string temp_file(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return std::string(base ? base : "/tmp") + "/launch_test." + std::to_string(::getpid()) + "." + name;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct Result {
+  int exit_code = -1;  // the launcher's exit status; -1 if it did not exit normally
+  std::string out, err;
+  double seconds = 0;
+};
+
+// Runs `launch args...` with stdout/stderr captured in files. `while_running(pid, out_path)` is
+// called until it returns true (for sending signals). The launcher is SIGKILLed after 30 s.
+Result run_launch(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+                  const std::function<bool(pid_t, const std::string&)>& while_running = nullptr) {
+  static int runs = 0;
+  std::string out_path = temp_file("out" + std::to_string(runs)), err_path = temp_file("err" + std::to_string(runs));
+  ++runs;
+  std::vector<std::string> argv_s = {launch_path()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
+  env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  auto start = Clock::now();
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+
+  Result res;
+  int status = 0;
+  bool signalled = !while_running;
+  for (;;) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    if (!signalled) signalled = while_running(pid, out_path);
+    if (Clock::now() - start > std::chrono::seconds(30)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL("launch did not exit within 30 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  res.out = read_file(out_path);
+  res.err = read_file(err_path);
+  return res;
+}
+
+// launch_child prints "R KEY=value" lines: rank -> key -> value.
+std::map<int, std::map<std::string, std::string>> parse_ranks(const std::string& out) {
+  std::map<int, std::map<std::string, std::string>> ranks;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto space = line.find(' '), eq = line.find('=');
+    if (space == std::string::npos || eq == std::string::npos || eq < space) continue;
+    ranks[std::stoi(line.substr(0, space))][line.substr(space + 1, eq - space - 1)] = line.substr(eq + 1);
+  }
+  return ranks;
+}
+
+// Every rank's process is gone (reaped by the launcher, not left running as an orphan).
+void check_all_gone(const std::map<int, std::map<std::string, std::string>>& ranks) {
+  for (const auto& [rank, vars] : ranks) {
+    pid_t pid = std::stoi(vars.at("PID"));
+    CHECK_MESSAGE(::kill(pid, 0) != 0, "rank ", rank, " (pid ", pid, ") is still running");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("launch sets each rank's environment on one node") {
+  for (int n : {1, 2, 3}) {
+    CAPTURE(n);
+    // Both flag spellings; everything after the program goes to it untouched, launcher-like flags too.
+    std::vector<std::string> args = n == 2 ? std::vector<std::string>{"--nproc_per_node=2"}
+                                           : std::vector<std::string>{"--nproc_per_node", std::to_string(n)};
+    for (std::string a : {child_path(), std::string("env"), std::string("a b"), std::string("--nproc_per_node=9")}) {
+      args.push_back(a);
+    }
+    Result res = run_launch(args);
+    CHECK(res.exit_code == 0);
+    CHECK(res.err == "");
+    auto ranks = parse_ranks(res.out);
+    REQUIRE(ranks.size() == static_cast<size_t>(n));
+    std::string port = ranks[0]["MASTER_PORT"];
+    CHECK(std::stoi(port) > 0);
+    CHECK(std::stoi(port) < 65536);
+    for (int r = 0; r < n; ++r) {
+      auto& v = ranks[r];
+      CHECK(v["RANK"] == std::to_string(r));
+      CHECK(v["LOCAL_RANK"] == std::to_string(r));
+      CHECK(v["WORLD_SIZE"] == std::to_string(n));
+      CHECK(v["LOCAL_WORLD_SIZE"] == std::to_string(n));
+      CHECK(v["GROUP_RANK"] == "0");
+      CHECK(v["NODE_RANK"] == "0");
+      CHECK(v["MASTER_ADDR"] == "127.0.0.1");
+      CHECK(v["MASTER_PORT"] == port);
+      CHECK(v["OMP_NUM_THREADS"] == "1");
+      CHECK(v["LOCKSTEP_RESTART_COUNT"] == "0");
+      CHECK(v["ARGS"] == "a b --nproc_per_node=9");
+    }
+  }
+}
+
+TEST_CASE("launch: second node of two") {
+  Result res = run_launch({"--nnodes", "2", "--node_rank=1", "--nproc_per_node", "2", "--master_addr", "10.1.2.3",
+                           "--master_port", "29555", child_path(), "env"},
+                          {"OMP_NUM_THREADS=7", "RANK=99"});
+  CHECK(res.exit_code == 0);
+  auto ranks = parse_ranks(res.out);
+  REQUIRE(ranks.size() == 2);
+  for (int local = 0; local < 2; ++local) {
+    auto& v = ranks[2 + local];
+    CHECK(v["RANK"] == std::to_string(2 + local));  // the launcher's RANK=99 is replaced
+    CHECK(v["LOCAL_RANK"] == std::to_string(local));
+    CHECK(v["WORLD_SIZE"] == "4");
+    CHECK(v["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(v["GROUP_RANK"] == "1");
+    CHECK(v["NODE_RANK"] == "1");
+    CHECK(v["MASTER_ADDR"] == "10.1.2.3");
+    CHECK(v["MASTER_PORT"] == "29555");
+    CHECK(v["OMP_NUM_THREADS"] == "7");  // kept when already set
+  }
+}
+
+TEST_CASE("launch: a failing rank stops the others and sets the exit status") {
+  Result res = run_launch({"--nproc_per_node", "3", child_path(), "fail", "1", "3"});
+  CHECK(res.exit_code == 3);
+  CHECK(res.seconds < 10);  // the other ranks sleep 60 s: they were stopped, not waited for
+  auto ranks = parse_ranks(res.out);  // a slow rank may have been stopped before it printed anything
+  REQUIRE(ranks.count(1));
+  CHECK(contains(res.err, "launch: rank 1 (pid " + ranks[1]["PID"] + ") exited with status 3\n"));
+  CHECK(contains(res.err, "stopping the other 2 running rank(s)"));
+  check_all_gone(ranks);
+}
+
+TEST_CASE("launch: a rank killed by SIGKILL") {
+  Result res = run_launch({"--nproc_per_node", "2", child_path(), "kill", "0"});
+  CHECK(res.exit_code == 128 + SIGKILL);
+  CHECK(res.seconds < 10);
+  auto ranks = parse_ranks(res.out);
+  REQUIRE(ranks.count(0));
+  CHECK(contains(res.err, "launch: rank 0 (pid " + ranks[0]["PID"] + ") killed by signal SIGKILL\n"));
+  check_all_gone(ranks);
+}
+
+TEST_CASE("launch: ranks that ignore SIGTERM are killed after the grace period") {
+  Result res = run_launch({"--nproc_per_node", "3", "--grace_period", "0.5", child_path(), "ignore_term", "0"});
+  CHECK(res.exit_code == 2);
+  CHECK(res.seconds >= 0.5);
+  CHECK(res.seconds < 10);
+  check_all_gone(parse_ranks(res.out));
+}
+
+TEST_CASE("launch: --max_restarts restarts the group after a failure") {
+  Result res = run_launch({"--nproc_per_node", "2", "--max_restarts", "1", child_path(), "flaky"});
+  CHECK(res.exit_code == 0);
+  CHECK(contains(res.err, ") exited with status 4\n"));
+  CHECK(contains(res.err, "launch: restarting all 2 local rank(s) (restart 1 of 1)\n"));
+  CHECK(contains(res.out, "0 ok restart=1\n"));
+  CHECK(contains(res.out, "1 ok restart=1\n"));
+
+  // A rank that always fails: one restart, then the failure's status.
+  res = run_launch({"--nproc_per_node", "2", "--max_restarts=1", child_path(), "fail", "0", "5"});
+  CHECK(res.exit_code == 5);
+  CHECK(contains(res.err, "(restart 1 of 1)"));
+  CHECK_FALSE(contains(res.err, "restart 2"));
+  CHECK(res.seconds < 10);
+}
+
+TEST_CASE("launch: --prefix-output labels each line with its rank") {
+  Result res = run_launch({"--nproc_per_node", "2", "--prefix-output", child_path(), "echo"});
+  CHECK(res.exit_code == 0);
+  CHECK(contains(res.out, "[rank0]: hello from 0\n"));
+  CHECK(contains(res.out, "[rank1]: hello from 1\n"));
+  CHECK(contains(res.err, "[rank0]: to stderr 0\n"));  // the newline-less last line is completed
+  CHECK(contains(res.err, "[rank1]: to stderr 1\n"));
+  CHECK_FALSE(contains(res.out, "to stderr"));
+}
+
+TEST_CASE("launch: SIGTERM to the launcher reaches the ranks") {
+  Result res = run_launch({"--nproc_per_node", "2", child_path(), "sleep"}, {}, [](pid_t pid, const std::string& out) {
+    if (parse_ranks(read_file(out)).size() < 2) return false;  // wait until both ranks are up
+    ::kill(pid, SIGTERM);
+    return true;
+  });
+  CHECK(res.exit_code == 128 + SIGTERM);
+  CHECK(res.seconds < 10);
+  CHECK(contains(res.err, "launch: got SIGTERM, passing it to the ranks"));
+  check_all_gone(parse_ranks(res.out));
+}
+
+TEST_CASE("launch: bad command lines") {
+  Result res = run_launch({"--nproc_per_node", "2"});
+  CHECK(res.exit_code == 1);
+  CHECK(contains(res.err, "launch: no program given"));
+
+  res = run_launch({"--nproc_per_node", "0", child_path()});
+  CHECK(res.exit_code == 2);
+  CHECK(contains(res.err, "--nproc_per_node"));
+
+  res = run_launch({"--nnodes", "2", child_path(), "env"});
+  CHECK(res.exit_code == 1);
+  CHECK(contains(res.err, "--nnodes 2 needs --master_port"));
+
+  res = run_launch({"--nproc_per_node", "2", "./no/such/program"});
+  CHECK(res.exit_code == 127);
+  CHECK(contains(res.err, "launch: cannot start './no/such/program' for rank 0: No such file or directory"));
+}
