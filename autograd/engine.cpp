@@ -24,6 +24,7 @@ namespace autograd {
 namespace {
 thread_local bool backward_running = false;
 thread_local std::vector<std::function<void()>> callbacks;
+thread_local uint64_t pass_id = 0;
 uint64_t next_hook_id = 1;
 }  // namespace
 
@@ -105,6 +106,7 @@ void queue_callback(std::function<void()> fn) {
 }
 
 bool in_backward() { return backward_running; }
+uint64_t backward_pass_id() { return pass_id; }
 
 void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   LOCKSTEP_CHECK(root.defined(), "backward: called on an undefined tensor");
@@ -143,6 +145,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     }
   } reset;
   backward_running = true;
+  ++pass_id;
   NoGradGuard no_grad;  // gradients themselves are not differentiated (no double backward)
   std::unordered_map<Node*, Tensor> grads;
   grads[root_node.get()] = grad;

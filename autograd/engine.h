@@ -23,5 +23,7 @@ void remove_hook(Tensor& leaf, uint64_t handle);
 void queue_callback(std::function<void()> fn);
 // True while this thread is inside backward().
 bool in_backward();
+// Counts backward passes on this thread (1 during the first): hooks use it to tell passes apart.
+uint64_t backward_pass_id();
 
 }  // namespace lockstep::autograd

@@ -1,0 +1,68 @@
+// DistributedDataParallel: wraps a Module so that every rank trains a replica in lockstep, as
+// torch.nn.parallel.DistributedDataParallel. Construction checks that all ranks hold the same
+// parameters (names and shapes) and broadcasts rank 0's parameters and buffers; backward averages
+// gradients across ranks through the Reducer's overlapped, bucketed all-reduce.
+//
+//   auto ddp = std::make_shared<dist::DistributedDataParallel>(model);
+//   loss_fn((*ddp)(x), y).backward();   // .grad now holds the average over ranks
+//   optimizer.step();
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "distributed/reducer.h"
+#include "nn/module.h"
+
+namespace lockstep::dist {
+
+struct DDPOptions {
+  std::vector<int> device_ids;   // {local_rank} on a GPU; empty on the CPU (as PyTorch)
+  int output_device = -1;        // accepted for PyTorch parity: outputs stay where the module puts them
+  double bucket_cap_mb = 25;
+  bool broadcast_buffers = true;  // rank 0's buffers are broadcast before every forward
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+  double first_bucket_cap_mb = 1;
+};
+
+class DistributedDataParallel : public nn::Module {
+ public:
+  // `process_group` defaults to the one init_process_group created.
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options = {},
+                                   std::shared_ptr<ProcessGroup> process_group = nullptr);
+
+  Tensor forward(const Tensor& input) override;
+  // The wrapped model (for evaluation without collectives, or saving its state_dict without the
+  // "module." prefix).
+  const std::shared_ptr<nn::Module>& module() const { return module_; }
+  const std::shared_ptr<ProcessGroup>& process_group() const { return pg_; }
+  Reducer& reducer() { return *reducer_; }
+
+  // Scope guard: while it lives, backward accumulates gradients locally without communication; the
+  // first backward after it synchronises the accumulated gradients.
+  class NoSync {
+   public:
+    explicit NoSync(Reducer& r) : r_(&r), prev_(r.require_sync()) { r.set_require_sync(false); }
+    ~NoSync() { r_->set_require_sync(prev_); }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    Reducer* r_;
+    bool prev_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*reducer_); }
+
+ private:
+  void verify_same_parameters();
+  void broadcast_state(bool parameters);
+
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<ProcessGroup> pg_;
+  DDPOptions options_;
+  std::unique_ptr<Reducer> reducer_;
+};
+
+}  // namespace lockstep::dist

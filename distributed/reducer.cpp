@@ -1,0 +1,139 @@
+// Reducer: bucketed, overlapped gradient all-reduce for DistributedDataParallel.
+#include "distributed/reducer.h"
+
+#include <map>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace lockstep::dist {
+
+Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<ProcessGroup> pg,
+                 ReducerOptions options)
+    : params_(std::move(params)), pg_(std::move(pg)), options_(options) {
+  LOCKSTEP_CHECK(pg_, "DistributedDataParallel: no process group (call init_process_group first)");
+  LOCKSTEP_CHECK(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
+                 options_.bucket_cap_mb);
+  build_buckets();
+  ready_.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i)
+    hooks_.push_back(autograd::register_post_accumulate_grad_hook(params_[i].second,
+                                                                  [this, i](Tensor&) { on_gradient_ready(i); }));
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < params_.size(); ++i) autograd::remove_hook(params_[i].second, hooks_[i]);
+}
+
+void Reducer::build_buckets() {
+  slots_.resize(params_.size());
+  // One open bucket per (dtype, device); buckets are numbered in the order they are opened, which
+  // is the same on every rank, and that is the order they are launched in.
+  std::map<std::pair<int, std::string>, size_t> open;
+  std::vector<int64_t> sizes;
+  const double mib = 1024.0 * 1024.0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const Tensor& p = params_[k].second;
+    auto key = std::make_pair(static_cast<int>(p.dtype()), p.device().str());
+    auto it = open.find(key);
+    if (it == open.end()) {
+      it = open.emplace(key, buckets_.size()).first;
+      buckets_.emplace_back();
+      sizes.push_back(0);
+    }
+    size_t b = it->second;
+    slots_[k] = Slot{k, b, sizes[b]};
+    buckets_[b].slots.push_back(k);
+    sizes[b] += p.numel();
+    double cap = (b == 0 ? options_.first_bucket_cap_mb : options_.bucket_cap_mb) * mib;
+    if (sizes[b] * static_cast<double>(element_size(p.dtype())) >= cap) open.erase(it);
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Tensor& first = params_[buckets_[b].slots[0]].second;
+    buckets_[b].flat = zeros({sizes[b]}, {first.dtype(), first.device()});
+  }
+}
+
+std::vector<std::vector<size_t>> Reducer::bucket_indices() const {
+  std::vector<std::vector<size_t>> out;
+  for (const auto& b : buckets_) out.push_back(b.slots);
+  return out;
+}
+
+void Reducer::reset_for_backward() {
+  pass_ = autograd::backward_pass_id();
+  std::fill(ready_.begin(), ready_.end(), false);
+  for (auto& b : buckets_) {
+    b.pending = b.slots.size();
+    b.work.reset();
+  }
+  next_to_launch_ = 0;
+  autograd::queue_callback([this] { finalize(); });
+}
+
+static Tensor slot_view(const Tensor& flat, int64_t offset, const Tensor& param) {
+  return ops::view_range(flat, offset, param.shape());
+}
+
+void Reducer::on_gradient_ready(size_t i) {
+  if (!require_sync_ || pg_->size() == 1) return;  // one rank: the local gradient is the average
+  if (pass_ != autograd::backward_pass_id()) reset_for_backward();
+  const Slot& s = slots_[i];
+  Bucket& b = buckets_[s.bucket];
+  const Tensor& p = params_[i].second;
+  Tensor view = slot_view(b.flat, s.offset, p);
+  if (p.grad().data_ptr() != view.data_ptr()) ops::copy_(view, p.grad());
+  ready_[i] = true;
+  --b.pending;
+  launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  // Strictly in bucket order, so every rank issues the same sequence of collectives.
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
+    Bucket& b = buckets_[next_to_launch_++];
+    ops::mul_(b.flat, 1.0 / pg_->size());  // sum of gradients / world size = the average
+    b.work = pg_->all_reduce(b.flat, ReduceOp::SUM);
+  }
+}
+
+void Reducer::finalize() {
+  std::vector<std::string> unused;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!ready_[i]) unused.push_back(params_[i].first);
+  if (!unused.empty()) {
+    LOCKSTEP_CHECK(options_.find_unused_parameters, "DistributedDataParallel: parameter(s) received no gradient in "
+                   "this backward pass: ", unused, ". Every parameter must take part in the loss, or construct DDP "
+                   "with find_unused_parameters = true");
+    // Unused here: contribute zeros, so ranks that did use the parameter still get the average.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (ready_[i]) continue;
+      const Slot& s = slots_[i];
+      Tensor view = slot_view(buckets_[s.bucket].flat, s.offset, params_[i].second);
+      ops::fill_(view, 0.0);
+      ready_[i] = true;
+      --buckets_[s.bucket].pending;
+    }
+    launch_ready_buckets();
+  }
+  for (auto& b : buckets_) {
+    b.work->wait();
+    for (size_t i : b.slots) {
+      Tensor& p = params_[i].second;
+      Tensor view = slot_view(b.flat, slots_[i].offset, p);
+      if (options_.gradient_as_bucket_view) {
+        // The bucket itself becomes .grad: later backwards accumulate straight into it.
+        p.autograd_meta().grad = view;
+      } else if (p.grad().defined()) {
+        Tensor g = p.grad();
+        ops::copy_(g, view);
+      } else {
+        p.autograd_meta().grad = ops::clone(view);
+      }
+    }
+  }
+}
+
+}  // namespace lockstep::dist

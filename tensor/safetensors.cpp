@@ -1,0 +1,173 @@
+// safetensors reader and atomic writer.
+#include "tensor/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tensor/ops.h"
+
+namespace lockstep {
+
+namespace {
+
+const char* st_dtype(Dtype d) {
+  switch (d) {
+    case Dtype::Float32: return "F32";
+    case Dtype::Float64: return "F64";
+    case Dtype::Int64: return "I64";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& s, Dtype& d) {
+  if (s == "F32") d = kFloat32;
+  else if (s == "F64") d = kFloat64;
+  else if (s == "I64") d = kInt64;
+  else return false;
+  return true;
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    LOCKSTEP_CHECK(w > 0, "save_safetensors: writing ", path, " failed: ", std::strerror(errno));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const TensorList& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<Tensor> host;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    LOCKSTEP_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
+    LOCKSTEP_CHECK(name != "__metadata__" && !header.contains(name), "save_safetensors: duplicate or reserved name '",
+                   name, "'");
+    host.push_back(ops::to_device(t, Device::cpu()));
+    header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", std::vector<int64_t>(t.shape())},
+                    {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // the format pads the header to 8 bytes with spaces
+  uint64_t len = json.size();
+
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  LOCKSTEP_CHECK(fd >= 0, "save_safetensors: cannot create ", tmp, ": ", std::strerror(errno));
+  try {
+    write_all(fd, &len, 8, path);
+    write_all(fd, json.data(), json.size(), path);
+    for (const Tensor& t : host) write_all(fd, t.data_ptr(), t.nbytes(), path);
+    LOCKSTEP_CHECK(::fsync(fd) == 0, "save_safetensors: fsync of ", tmp, " failed: ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail("save_safetensors: cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
+  }
+  // Make the rename itself durable.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LOCKSTEP_CHECK(in, "load_safetensors: cannot open ", path);
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  LOCKSTEP_CHECK(file_size >= 8, "load_safetensors: ", path, " is truncated (", file_size, " bytes, no header length)");
+  uint64_t len = 0;
+  in.read(reinterpret_cast<char*>(&len), 8);
+  LOCKSTEP_CHECK(len <= file_size - 8 && len <= (100u << 20), "load_safetensors: ", path, " is corrupt or truncated: "
+                 "header length ", len, " does not fit a file of ", file_size, " bytes");
+  std::string json(len, '\0');
+  in.read(json.data(), static_cast<std::streamsize>(len));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(json);
+  } catch (const std::exception& e) {
+    fail("load_safetensors: ", path, " has a corrupt JSON header: ", e.what());
+  }
+  LOCKSTEP_CHECK(header.is_object(), "load_safetensors: ", path, ": the header is not a JSON object");
+  const uint64_t data_size = file_size - 8 - len;
+
+  SafetensorsFile out;
+  struct Entry {
+    std::string name;
+    Dtype dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (auto& [name, v] : header.items()) {
+    if (name == "__metadata__") {
+      LOCKSTEP_CHECK(v.is_object(), "load_safetensors: ", path, ": __metadata__ is not an object");
+      for (auto& [k, s] : v.items()) {
+        LOCKSTEP_CHECK(s.is_string(), "load_safetensors: ", path, ": metadata '", k, "' is not a string");
+        out.metadata[k] = s.get<std::string>();
+      }
+      continue;
+    }
+    Entry e{name, kFloat32, {}, 0, 0};
+    try {
+      LOCKSTEP_CHECK(parse_dtype(v.at("dtype").get<std::string>(), e.dtype), "load_safetensors: ", path, ": tensor '",
+                     name, "' has dtype ", v.at("dtype").dump(), " (lockstep reads F32, F64 and I64)");
+      e.shape = Shape(v.at("shape").get<std::vector<int64_t>>());
+      auto off = v.at("data_offsets").get<std::vector<uint64_t>>();
+      LOCKSTEP_CHECK(off.size() == 2, "load_safetensors: ", path, ": tensor '", name, "' has malformed data_offsets");
+      e.begin = off[0];
+      e.end = off[1];
+    } catch (const nlohmann::json::exception& ex) {
+      fail("load_safetensors: ", path, ": tensor '", name, "' has a malformed entry: ", ex.what());
+    }
+    uint64_t numel = 1;
+    for (int64_t d : e.shape) {
+      LOCKSTEP_CHECK(d >= 0, "load_safetensors: ", path, ": tensor '", name, "' has a negative dimension");
+      numel *= static_cast<uint64_t>(d);
+    }
+    LOCKSTEP_CHECK(e.begin <= e.end && e.end <= data_size && e.end - e.begin == numel * element_size(e.dtype),
+                   "load_safetensors: ", path, " is corrupt or truncated: tensor '", name, "' ", e.shape, " ",
+                   e.dtype, " claims bytes [", e.begin, ", ", e.end, ") of a ", data_size, "-byte data section");
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < entries.size(); ++i)
+    LOCKSTEP_CHECK(entries[i].begin >= entries[i - 1].end, "load_safetensors: ", path, ": tensors '",
+                   entries[i - 1].name, "' and '", entries[i].name, "' overlap");
+  for (const Entry& e : entries) {
+    Tensor t(e.shape, e.dtype, Device::cpu());
+    in.seekg(static_cast<std::streamoff>(8 + len + e.begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
+    LOCKSTEP_CHECK(in, "load_safetensors: ", path, " is truncated while reading tensor '", e.name, "'");
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace lockstep
