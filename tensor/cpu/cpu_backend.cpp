@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "tensor/backend.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
@@ -175,16 +176,8 @@ class CpuBackend final : public Backend {
   void gemm(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha, double beta) override {
     dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      ConstMatMap<T> A(a.data<T>(), a.size(0), a.size(1));
-      ConstMatMap<T> B(b.data<T>(), b.size(0), b.size(1));
-      MatMap<T> C(out.data<T>(), out.size(0), out.size(1));
-      const T al = static_cast<T>(alpha);
-      if (beta == 0) C.setZero();
-      else if (beta != 1) C *= static_cast<T>(beta);
-      if (!ta && !tb) C.noalias() += al * (A * B);
-      else if (!ta && tb) C.noalias() += al * (A * B.transpose());
-      else if (ta && !tb) C.noalias() += al * (A.transpose() * B);
-      else C.noalias() += al * (A.transpose() * B.transpose());
+      cpu::gemm(a.data<T>(), a.size(0), a.size(1), ta, b.data<T>(), b.size(0), b.size(1), tb, out.data<T>(),
+                static_cast<T>(alpha), static_cast<T>(beta));
     });
   }
 
