@@ -1,0 +1,99 @@
+// DataLoader: batches of a dataset in a sampler's order, as torch.utils.data.DataLoader.
+//
+//   auto loader = DataLoader(dataset, {.batch_size = 64, .shuffle = true, .num_workers = 2});
+//   for (int epoch = 0; epoch < 10; ++epoch) {
+//     loader.set_epoch(epoch);
+//     for (auto& batch : loader) ...  // batch.input [B, ...], batch.target [B]
+//   }
+//
+// Each begin() starts an epoch: it draws the sampler's indices and cuts them into batches of
+// batch_size (the last one partial unless drop_last). Batches are collated by Dataset::get_batch
+// (one index_select per tensor for a TensorDataset) and moved to options.device as they are made.
+//
+// num_workers == 0 makes each batch on the calling thread when the iterator advances. num_workers > 0
+// starts that many threads, which make batches ahead of the consumer, at most num_workers * prefetch
+// batches in flight; the iterator still yields them strictly in order. An exception thrown while
+// making a batch is rethrown by the iterator when that batch is due, and ends the epoch. The iterator
+// owns the epoch's threads: destroying it (a `break` out of the loop) stops and joins them. It holds
+// its own reference to the dataset, so it may outlive the loader.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "tensor/device.h"
+
+namespace lockstep::data {
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;                        // a RandomSampler seeded with `seed`; exclusive with `sampler`
+  std::shared_ptr<Sampler> sampler = nullptr;  // null: sequential, or random with `shuffle`
+  bool drop_last = false;                      // drop the last batch when it is partial
+  int num_workers = 0;                         // background threads making batches; 0 makes them inline
+  int prefetch = 2;                            // batches in flight per worker
+  Device device = Device::cpu();               // where batches are delivered
+  uint64_t seed = 0;                           // the RandomSampler's seed with `shuffle`
+};
+
+namespace detail { class EpochRun; }
+
+class DataLoader {
+ public:
+  class Iterator;
+
+  explicit DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options = {});
+
+  // Starts an epoch (see above); end() is the matching sentinel.
+  Iterator begin();
+  Iterator end();
+  // Batches per epoch.
+  int64_t size() const;
+  // Forwards to the sampler (DistributedSampler and RandomSampler reorder by epoch).
+  void set_epoch(int64_t epoch) { sampler_->set_epoch(epoch); }
+
+  const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
+  const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
+  const DataLoaderOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<Dataset> dataset_;
+  DataLoaderOptions options_;
+  std::shared_ptr<Sampler> sampler_;
+};
+
+// An input iterator over one epoch's batches. Move-only: it owns the epoch (and its threads).
+class DataLoader::Iterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = Batch;
+  using difference_type = std::ptrdiff_t;
+  using pointer = Batch*;
+  using reference = Batch&;
+
+  Iterator();  // the end
+  Iterator(Iterator&&) noexcept;
+  Iterator& operator=(Iterator&&) noexcept;
+  ~Iterator();
+
+  Batch& operator*() { return batch_; }
+  Batch* operator->() { return &batch_; }
+  // Waits for the next batch; rethrows the exception that making it raised.
+  Iterator& operator++();
+  // True for two ends, or an iterator and itself.
+  bool operator==(const Iterator& other) const { return run_ == other.run_; }
+
+ private:
+  friend class DataLoader;
+  explicit Iterator(std::unique_ptr<detail::EpochRun> run);
+  void advance();
+
+  std::unique_ptr<detail::EpochRun> run_;  // null at the end
+  Batch batch_;
+};
+
+}  // namespace lockstep::data
