@@ -1,0 +1,73 @@
+// What the kernel files share: launch geometry, the grid-stride loop, a block-wide reduction and
+// scratch memory from the caching allocator.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tensor/cuda/allocator.h"
+#include "tensor/cuda/context.h"
+#include "tensor/cuda/cuda_check.h"
+
+namespace lockstep::cuda::detail {
+
+constexpr int kThreads = 256;  // threads per block unless a kernel says otherwise
+
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks for a grid-stride loop over n elements: one element per thread up to 32 resident blocks per
+// SM; beyond that each thread loops.
+inline unsigned grid_for(int64_t n, const DeviceContext& ctx, int threads = kThreads) {
+  const int64_t cap = int64_t{32} * ctx.sm_count();
+  return static_cast<unsigned>(std::clamp<int64_t>(ceil_div(n, threads), 1, cap));
+}
+
+// The smallest power of two >= n, clamped to [32, 256]: a block size for work of width n.
+inline int block_for(int64_t n) {
+  int b = 32;
+  while (b < kThreads && b < n) b *= 2;
+  return b;
+}
+
+// for (i over [0, n)) spread across the whole grid.
+#define LOCKSTEP_GRID_STRIDE(i, n)                                                      \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+// Combines one value per thread across a 1-D block (blockDim.x a power of two, at most kThreads) and
+// returns the result to every thread. `smem` holds blockDim.x values.
+template <typename Acc, typename Combine>
+__device__ Acc block_reduce(Acc v, Combine combine, Acc* smem) {
+  const unsigned t = threadIdx.x;
+  smem[t] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (t < s) smem[t] = combine(smem[t], smem[t + s]);
+    __syncthreads();
+  }
+  Acc r = smem[0];
+  __syncthreads();  // smem may be reused right after
+  return r;
+}
+
+// Device memory for the duration of one op. Returning it to the cache right after queuing the kernels
+// that use it is safe: the next user of the block is queued on the same stream, after them.
+class Scratch {
+ public:
+  Scratch(size_t nbytes, int device)
+      : nbytes_(nbytes), device_(device), ptr_(CachingAllocator::instance().allocate(nbytes, device)) {}
+  ~Scratch() { CachingAllocator::instance().deallocate(ptr_, nbytes_, device_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  size_t nbytes_;
+  int device_;
+  void* ptr_;
+};
+
+}  // namespace lockstep::cuda::detail

@@ -1,0 +1,216 @@
+// Reductions over the middle dimension of [outer, n, inner]: sum, mean, max, argmax.
+//
+// Two kernels, by layout: reduce_rows (inner == 1: each output is a contiguous row, reduced by one
+// block) and reduce_cols (inner > 1: 32 adjacent outputs per block, so loads are coalesced, with 8
+// threads down each column). When there are too few outputs to fill the GPU (the all-elements sum is
+// one output) each one is split over several blocks (`splits`), which write partial accumulators;
+// a second launch of the same kernel reduces those. Float sums accumulate in double, as on the CPU.
+#include <cmath>
+#include <type_traits>
+
+#include "tensor/cuda/cuda_backend.h"
+#include "tensor/cuda/launch.cuh"
+#include "tensor/tensor.h"
+
+namespace lockstep::cuda::detail {
+namespace {
+
+template <typename T>
+__device__ bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return isnan(v);
+  else return false;
+}
+
+template <typename T>
+__device__ T lowest() {
+  if constexpr (std::is_floating_point_v<T>) return -INFINITY;
+  else return INT64_MIN;
+}
+
+// A reduction: Acc, the identity, how an element enters (lift, with its position k along n), how two
+// accumulators combine (commutative: blocks finish in any order), and the output.
+template <typename T, ReduceOp Op>
+struct Reducer;
+
+template <typename T, ReduceOp Op>
+  requires(Op == ReduceOp::Sum || Op == ReduceOp::Mean)
+struct Reducer<T, Op> {
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  using Out = T;
+  __device__ static Acc identity() { return Acc(0); }
+  __device__ static Acc lift(T v, int64_t) { return Acc(v); }
+  __device__ static Acc combine(Acc a, Acc b) { return a + b; }
+  __device__ static Out finish(Acc a, int64_t n) {
+    if constexpr (Op == ReduceOp::Mean) return static_cast<T>(a / static_cast<Acc>(n));
+    else return static_cast<T>(a);
+  }
+};
+
+// NaN wins, as in PyTorch.
+template <typename T>
+struct Reducer<T, ReduceOp::Max> {
+  using Acc = T;
+  using Out = T;
+  __device__ static Acc identity() { return lowest<T>(); }
+  __device__ static Acc lift(T v, int64_t) { return v; }
+  __device__ static Acc combine(Acc a, Acc b) { return is_nan(a) ? a : is_nan(b) ? b : (a < b ? b : a); }
+  __device__ static Out finish(Acc a, int64_t) { return a; }
+};
+
+template <typename T>
+struct ArgAcc {
+  T value;
+  int64_t index;  // -1: no element yet
+};
+
+// The first position of the largest value; a NaN counts as larger than any number (the first NaN wins),
+// as in the CPU backend.
+template <typename T>
+struct Reducer<T, ReduceOp::Argmax> {
+  using Acc = ArgAcc<T>;
+  using Out = int64_t;
+  __device__ static Acc identity() { return {T(0), -1}; }
+  __device__ static Acc lift(T v, int64_t k) { return {v, k}; }
+  __device__ static Acc combine(Acc a, Acc b) {
+    if (a.index < 0) return b;
+    if (b.index < 0) return a;
+    const bool an = is_nan(a.value), bn = is_nan(b.value);
+    if (an != bn) return an ? a : b;
+    if (!an && a.value != b.value) return a.value > b.value ? a : b;
+    return a.index < b.index ? a : b;
+  }
+  __device__ static Out finish(Acc a, int64_t) { return a.index; }
+};
+
+// Reads element k of the reduced dimension: an input value on the first pass, a partial on the second.
+template <typename R, bool kPartial, typename In>
+__device__ typename R::Acc load(const In& v, int64_t k) {
+  if constexpr (kPartial) return v;
+  else return R::lift(v, k);
+}
+
+// inner == 1. grid: (splits, rows); block b of a row reduces elements [b * chunk, (b + 1) * chunk).
+// With one split it writes out[o]; otherwise partial[o * splits + b]. `count` is n for the mean.
+template <typename T, ReduceOp Op, bool kPartial>
+__global__ void reduce_rows(const std::conditional_t<kPartial, typename Reducer<T, Op>::Acc, T>* x, int64_t outer,
+                            int64_t n, int64_t chunk, typename Reducer<T, Op>::Acc* partial,
+                            typename Reducer<T, Op>::Out* out, int64_t count) {
+  using R = Reducer<T, Op>;
+  using Acc = typename R::Acc;
+  __shared__ Acc smem[kThreads];
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk, end = min(n, begin + chunk);
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    Acc acc = R::identity();
+    for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x)
+      acc = R::combine(acc, load<R, kPartial>(x[o * n + k], k));
+    acc = block_reduce(acc, [](Acc a, Acc b) { return R::combine(a, b); }, smem);
+    if (threadIdx.x == 0) {
+      if (gridDim.x == 1) out[o] = R::finish(acc, count);
+      else partial[o * gridDim.x + blockIdx.x] = acc;
+    }
+  }
+}
+
+constexpr int kColWidth = 32, kColDepth = 8;  // reduce_cols' block: 32 columns x 8 threads down each
+
+// inner > 1. grid: (column groups, outer, splits); block z reduces positions [z * chunk, (z + 1) * chunk)
+// of its 32 columns. With one split it writes out[o, i]; otherwise partial[o, z, i].
+template <typename T, ReduceOp Op, bool kPartial>
+__global__ void reduce_cols(const std::conditional_t<kPartial, typename Reducer<T, Op>::Acc, T>* x, int64_t outer,
+                            int64_t n, int64_t inner, int64_t chunk, typename Reducer<T, Op>::Acc* partial,
+                            typename Reducer<T, Op>::Out* out, int64_t count) {
+  using R = Reducer<T, Op>;
+  using Acc = typename R::Acc;
+  __shared__ Acc smem[kColDepth][kColWidth];
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kColWidth + threadIdx.x;
+  const int64_t begin = static_cast<int64_t>(blockIdx.z) * chunk, end = min(n, begin + chunk);
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    Acc acc = R::identity();
+    if (i < inner)
+      for (int64_t k = begin + threadIdx.y; k < end; k += kColDepth)
+        acc = R::combine(acc, load<R, kPartial>(x[(o * n + k) * inner + i], k));
+    smem[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < inner) {
+      for (int y = 1; y < kColDepth; ++y) acc = R::combine(acc, smem[y][threadIdx.x]);
+      if (gridDim.z == 1) out[o * inner + i] = R::finish(acc, count);
+      else partial[(o * gridDim.z + blockIdx.z) * inner + i] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+constexpr int64_t kMaxGridY = 65535;
+
+template <typename T, ReduceOp Op>
+void run_reduce(DeviceContext& ctx, const T* x, typename Reducer<T, Op>::Out* out, int64_t outer, int64_t n,
+                int64_t inner) {
+  using Acc = typename Reducer<T, Op>::Acc;
+  const int64_t target_blocks = 4 * int64_t{ctx.sm_count()};
+  const unsigned grid_y = static_cast<unsigned>(std::min(outer, kMaxGridY));
+  if (inner == 1) {
+    // Split rows when there are too few to fill the GPU, keeping >= 4096 elements per block.
+    int64_t splits = 1;
+    if (outer < target_blocks / 2)
+      splits = std::clamp<int64_t>(std::min(n / 4096, ceil_div(target_blocks, outer)), 1, 1024);
+    const int64_t chunk = ceil_div(n, splits);
+    splits = ceil_div(n, chunk);
+    const int threads = block_for(chunk);
+    if (splits == 1) {
+      reduce_rows<T, Op, false><<<dim3(1, grid_y), threads, 0, ctx.stream()>>>(x, outer, n, n, nullptr, out, n);
+      LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_rows");
+      return;
+    }
+    Scratch partial(outer * splits * sizeof(Acc), ctx.device());
+    reduce_rows<T, Op, false><<<dim3(static_cast<unsigned>(splits), grid_y), threads, 0, ctx.stream()>>>(
+        x, outer, n, chunk, partial.as<Acc>(), out, n);
+    LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_rows");
+    reduce_rows<T, Op, true><<<dim3(1, grid_y), block_for(splits), 0, ctx.stream()>>>(
+        partial.as<Acc>(), outer, splits, splits, nullptr, out, n);
+    LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_rows (partials)");
+    return;
+  }
+  const int64_t groups = ceil_div(inner, kColWidth), blocks = groups * outer;
+  // Likewise for columns, keeping >= 256 positions per block.
+  int64_t splits = 1;
+  if (blocks < target_blocks / 2)
+    splits = std::clamp<int64_t>(std::min(n / 256, ceil_div(target_blocks, blocks)), 1, 1024);
+  const int64_t chunk = ceil_div(n, splits);
+  splits = ceil_div(n, chunk);
+  const dim3 block(kColWidth, kColDepth);
+  if (splits == 1) {
+    reduce_cols<T, Op, false><<<dim3(static_cast<unsigned>(groups), grid_y, 1), block, 0, ctx.stream()>>>(
+        x, outer, n, inner, n, nullptr, out, n);
+    LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_cols");
+    return;
+  }
+  Scratch partial(outer * splits * inner * sizeof(Acc), ctx.device());
+  reduce_cols<T, Op, false>
+      <<<dim3(static_cast<unsigned>(groups), grid_y, static_cast<unsigned>(splits)), block, 0, ctx.stream()>>>(
+          x, outer, n, inner, chunk, partial.as<Acc>(), out, n);
+  LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_cols");
+  reduce_cols<T, Op, true><<<dim3(static_cast<unsigned>(groups), grid_y, 1), block, 0, ctx.stream()>>>(
+      partial.as<Acc>(), outer, splits, inner, splits, nullptr, out, n);
+  LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_cols (partials)");
+}
+
+}  // namespace
+
+void CudaBackend::reduce(ReduceOp op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) {
+  OnDevice on(out.device());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = a.data<T>();
+    switch (op) {
+      case ReduceOp::Sum: return run_reduce<T, ReduceOp::Sum>(on.ctx, x, out.data<T>(), outer, n, inner);
+      case ReduceOp::Max: return run_reduce<T, ReduceOp::Max>(on.ctx, x, out.data<T>(), outer, n, inner);
+      case ReduceOp::Argmax: return run_reduce<T, ReduceOp::Argmax>(on.ctx, x, out.data<int64_t>(), outer, n, inner);
+      case ReduceOp::Mean:
+        if constexpr (std::is_floating_point_v<T>)
+          return run_reduce<T, ReduceOp::Mean>(on.ctx, x, out.data<T>(), outer, n, inner);
+        fail("mean: expected a floating-point tensor, got ", a.dtype());
+    }
+  });
+}
+
+}  // namespace lockstep::cuda::detail

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The one script to run on a lent GPU machine, on a bundle made by tools/make_gpu_bundle.sh:
+#   tools/gpu_check.sh [bundle_dir]          (default: gpu_bundle/, or this script's folder inside a bundle)
+# It finds the CUDA 13 libraries there (system CUDA or PyTorch's pip nvidia-* wheels), runs every test
+# and benchmark in the bundle's MANIFEST, prints a short table, and exits non-zero if a test failed or
+# skipped for want of a device. Full output of each binary: <bundle>/logs/<name>.log.
+set -uo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ $# -ge 1 ]; then bundle="$1"; elif [ -f "$here/MANIFEST" ]; then bundle="$here"; else bundle="gpu_bundle"; fi
+[ -f "$bundle/MANIFEST" ] || { echo "gpu_check: no $bundle/MANIFEST; make a bundle with tools/make_gpu_bundle.sh" >&2; exit 2; }
+bundle="$(cd "$bundle" && pwd)"
+per_binary_timeout="${GPU_CHECK_TIMEOUT:-600}"
+
+# --- the CUDA libraries ----------------------------------------------------------------------------
+# Likely places first (a toolkit, the system, PyTorch's nvidia-* wheels); one scan of / for the rest.
+want=(libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2)
+declare -A found
+for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64 \
+         /usr/local/lib/python3*/*-packages/nvidia/*/lib /usr/lib/python3*/*-packages/nvidia/*/lib \
+         "$HOME"/.local/lib/python3*/site-packages/nvidia/*/lib /opt/conda/lib/python3*/site-packages/nvidia/*/lib; do
+  for so in "${want[@]}"; do
+    [ -z "${found[$so]:-}" ] && [ -e "$d/$so" ] && found[$so]="$d/$so"
+  done
+done
+missing=()
+for so in "${want[@]}"; do [ -n "${found[$so]:-}" ] || missing+=("$so"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  expr=()
+  for so in "${missing[@]}"; do expr+=(-o -name "$so"); done
+  while read -r f; do
+    so="$(basename "$f")"
+    [ -n "${found[$so]:-}" ] || found[$so]="$f"
+  done < <(find / \( -path /proc -o -path /sys -o -path /dev -o -path "$bundle" \) -prune -o \( -false "${expr[@]}" \) -print 2>/dev/null)
+fi
+libpath="$bundle/lib"
+for so in "${want[@]}"; do
+  [ -n "${found[$so]:-}" ] || continue
+  d="$(dirname "${found[$so]}")"
+  case ":$libpath:" in *":$d:"*) ;; *) libpath="$libpath:$d" ;; esac
+done
+driver_lib="$( (ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 / {print $NF; exit}') )"
+
+# Run through the bundled glibc where this machine's is older than the build machine's.
+built_glibc="$(awk '/^glibc/ {print $2}' "$bundle/BUILD_INFO" 2>/dev/null)"
+host_glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+use_bundled_glibc=0
+if [ -n "$built_glibc" ] && [ "$(printf '%s\n%s\n' "$built_glibc" "${host_glibc:-0}" | sort -V | head -1)" != "$built_glibc" ]; then
+  use_bundled_glibc=1
+fi
+echo "== lockstep gpu_check: $(head -1 "$bundle/BUILD_INFO" 2>/dev/null)"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | sed 's/^/   gpu /'
+else
+  echo "   gpu: nvidia-smi not found"
+fi
+echo "   glibc: here ${host_glibc:-?}, built with ${built_glibc:-?}$([ $use_bundled_glibc = 1 ] && echo ' (using the bundled one)')"
+printf '   %-18s %s\n' libcuda.so.1 "${driver_lib:-not in the ld cache (no NVIDIA driver?)}"
+for so in "${want[@]}"; do printf '   %-18s %s\n' "$so" "${found[$so]:-missing}"; done
+
+# --- run the manifest ------------------------------------------------------------------------------
+mkdir -p "$bundle/logs"
+failed=0
+results=()
+benches=()
+while read -r kind name args; do
+  [ -n "${kind:-}" ] || continue
+  log="$bundle/logs/$name.log"
+  start=$(date +%s.%N)
+  # shellcheck disable=SC2206  # args are split on purpose
+  cmd=("$bundle/bin/$name" $args)
+  if [ "$use_bundled_glibc" = 1 ]; then
+    cmd=("$bundle/lib/glibc/ld-linux-x86-64.so.2" --library-path "$libpath:$bundle/lib/glibc" "${cmd[@]}")
+  fi
+  LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout "$per_binary_timeout" "${cmd[@]}" >"$log" 2>&1
+  rc=$?
+  secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+  if [ $rc -eq 0 ] && grep -q "^SKIPPED: no CUDA device" "$log"; then
+    result="NO-GPU"  # passed only because no device was visible: a failure on a GPU machine
+  elif [ $rc -eq 0 ]; then
+    result="PASS"
+  elif [ $rc -eq 124 ]; then
+    result="TIMEOUT"
+  else
+    result="FAIL($rc)"
+  fi
+  [ "$result" = PASS ] || failed=1
+  results+=("$(printf '%-6s %-28s %-9s %6ss' "$kind" "$name" "$result" "$secs")")
+  if [ "$kind" = bench ]; then
+    while read -r _ bname value unit; do benches+=("$(printf '%-34s %12s %s' "$bname" "$value" "$unit")"); done \
+      < <(grep '^BENCH ' "$log")
+  fi
+  if [ "$result" = NO-GPU ]; then
+    echo "--- $name: $(grep -m1 '^SKIPPED' "$log")"
+  elif [ "$result" != PASS ]; then
+    echo "--- $name: $result; last lines of $log:"
+    tail -n 40 "$log" | sed 's/^/   | /'
+  fi
+done <"$bundle/MANIFEST"
+
+echo
+echo "kind   binary                       result       time"
+printf '%s\n' "${results[@]}"
+if [ ${#benches[@]} -gt 0 ]; then
+  echo
+  echo "benchmark                                 value unit"
+  printf '%s\n' "${benches[@]}"
+fi
+echo
+if [ $failed = 0 ]; then echo "gpu_check: all passed"; else echo "gpu_check: FAILURES (logs in $bundle/logs)"; fi
+exit $failed
