@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
     std::printf("lockstep device=%s mlp %ld-%ld-%ld-%ld batch=%ld steps=%dx%d min_ms=%.3f samples_per_s=%.0f\n",
                 dev.str().c_str(), long(in), long(hidden), long(hidden), long(out), long(batch), rounds, steps, ms[0],
                 batch / med * 1e3);
+    // For tools/gpu_check.sh's table, then the line other scripts read.
+    std::printf("BENCH mlp_step_%s_%ld-%ld-%ld_b%ld %.3f ms\n", dev.is_cuda() ? "cuda" : "cpu", long(in), long(hidden),
+                long(out), long(batch), med);
     std::printf("step_ms %.3f\n", med);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mlp_bench: %s\n", e.what());

@@ -106,6 +106,12 @@ if [ ${#benches[@]} -gt 0 ]; then
   echo "benchmark                                 value unit"
   printf '%s\n' "${benches[@]}"
 fi
+# Side by side with PyTorch on the same GPU (the GEMM-bound MLP), where the image has it.
+if [ -f "$bundle/torch_mlp.py" ] && python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+  echo
+  echo "PyTorch, same workload:"
+  timeout 300 python3 "$bundle/torch_mlp.py" 1 50 --device cuda --in 4096 --hidden 4096 --batch 1024 2>&1 | tail -n 1
+fi
 echo
 if [ $failed = 0 ]; then echo "gpu_check: all passed"; else echo "gpu_check: FAILURES (logs in $bundle/logs)"; fi
 exit $failed

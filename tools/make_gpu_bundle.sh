@@ -17,6 +17,7 @@ TARGETS=(
   "test //tests:tensor_test"
   "test //tests:cuda_test"
   "bench //tensor/cuda:cuda_bench"
+  "bench //examples:mlp_bench --device cuda --in 4096 --hidden 4096 --batch 1024 --steps 50 --rounds 3"
 )
 
 out="${1:-gpu_bundle}"
@@ -43,7 +44,9 @@ for t in "${TARGETS[@]}"; do
   pkg="${label#//}"
   pkg="${pkg%%:*}"
   src="$bin_dir/$pkg/$name"
-  [ -x "$src" ] || { echo "make_gpu_bundle: $label did not produce $src" >&2; exit 1; }
+  [ -x "$src" ] || { # PyTorch's reference step, run beside ours where the GPU machine has PyTorch.
+cp ../shared/anchors/torch_mlp.py "$out/" 2>/dev/null || true
+echo "make_gpu_bundle: $label did not produce $src" >&2; exit 1; }
   cp -L "$src" "$out/bin/$name"
   echo "$kind $name${args:+ $args}" >>"$out/MANIFEST"
   # "soname => /path (addr)" lines; a library ldd cannot find is an error here, not on the GPU machine.
