@@ -1,0 +1,17 @@
+// lockstep::dist in one include: rendezvous stores, process groups and the default group
+// (init_process_group & co). ProcessGroupNCCL is included where lockstep is built with NCCL
+// (LOCKSTEP_WITH_NCCL).
+#pragma once
+
+#include "distributed/file_store.h"
+#include "distributed/init.h"
+#include "distributed/prefix_store.h"
+#include "distributed/process_group.h"
+#include "distributed/process_group_gloo.h"
+#include "distributed/store.h"
+#include "distributed/tcp_store.h"
+#include "distributed/work.h"
+
+#ifdef LOCKSTEP_WITH_NCCL
+#include "distributed/process_group_nccl.h"
+#endif

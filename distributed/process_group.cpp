@@ -1,0 +1,85 @@
+// ProcessGroup: argument checks shared by every backend.
+#include "distributed/process_group.h"
+
+#include "tensor/check.h"
+
+namespace lockstep::dist {
+
+namespace {
+
+void check_defined(const Tensor& t, const char* op, const char* what) {
+  LOCKSTEP_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+}
+
+void check_like(const Tensor& t, const Tensor& ref, const char* op, const char* what, size_t i, const char* ref_what) {
+  check_defined(t, op, what);
+  LOCKSTEP_CHECK(t.dtype() == ref.dtype(), op, ": ", what, "[", i, "] is ", dtype_name(t.dtype()), " but ", ref_what,
+                 " is ", dtype_name(ref.dtype()), " (every tensor of a collective has one dtype)");
+  LOCKSTEP_CHECK(t.shape() == ref.shape(), op, ": ", what, "[", i, "] has shape ", t.shape(), " but ", ref_what,
+                 " has shape ", ref.shape());
+  LOCKSTEP_CHECK(t.device() == ref.device(), op, ": ", what, "[", i, "] is on ", t.device(), " but ", ref_what,
+                 " is on ", ref.device());
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
+  LOCKSTEP_CHECK(size >= 1, "ProcessGroup: world size must be at least 1, got ", size);
+  LOCKSTEP_CHECK(rank >= 0 && rank < size, "ProcessGroup: rank ", rank, " is out of range for world size ", size,
+                 " (ranks are 0..", size - 1, ")");
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_defined(tensor, "all_reduce", "the tensor");
+  check_tensor(tensor, "all_reduce");
+  return do_all_reduce(tensor, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root) {
+  check_defined(tensor, "broadcast", "the tensor");
+  LOCKSTEP_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is out of range for world size ", size_,
+                 " (ranks are 0..", size_ - 1, ")");
+  check_tensor(tensor, "broadcast");
+  return do_broadcast(tensor, root);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_defined(input, "all_gather", "the input");
+  LOCKSTEP_CHECK(outputs.size() == static_cast<size_t>(size_), "all_gather: expected one output tensor per rank (",
+                 size_, "), got ", outputs.size());
+  check_tensor(input, "all_gather");
+  for (size_t i = 0; i < outputs.size(); ++i) check_like(outputs[i], input, "all_gather", "outputs", i, "the input");
+  return do_all_gather(outputs, input);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  check_defined(output, "reduce_scatter", "the output");
+  LOCKSTEP_CHECK(inputs.size() == static_cast<size_t>(size_), "reduce_scatter: expected one input tensor per rank (",
+                 size_, "), got ", inputs.size());
+  check_tensor(output, "reduce_scatter");
+  for (size_t i = 0; i < inputs.size(); ++i) check_like(inputs[i], output, "reduce_scatter", "inputs", i, "the output");
+  return do_reduce_scatter(output, inputs, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier() { return do_barrier(); }
+
+std::shared_ptr<Work> ProcessGroup::completed_work(const char* op) {
+  auto work = std::make_shared<Work>(op, 0);
+  work->finish();
+  return work;
+}
+
+namespace detail {
+
+void* contiguous_base(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) return nullptr;
+  auto* base = static_cast<char*>(tensors[0].data_ptr());
+  size_t nbytes = tensors[0].nbytes();
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i].data_ptr() != base + i * nbytes) return nullptr;
+  }
+  return base;
+}
+
+}  // namespace detail
+}  // namespace lockstep::dist

@@ -1,0 +1,68 @@
+// ProcessGroup: the collectives every backend provides (c10d's ProcessGroup). A group is `size()`
+// processes, each knowing its `rank()`; every rank must issue the same collectives, with tensors of
+// the same shape and dtype, in the same order. Each call checks its arguments here, on the calling
+// rank, and then hands them to the backend (ProcessGroupGloo for CPU tensors, ProcessGroupNCCL for
+// CUDA tensors), which queues the operation and returns a Work at once (work.h).
+//
+// Tensors are handles (tensor/tensor.h): the collectives write into the caller's tensors in place,
+// and the Work keeps them alive until it has finished. Supported dtypes: float32, float64, int64.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/work.h"
+#include "tensor/tensor.h"
+
+namespace lockstep::dist {
+
+class ProcessGroup {
+ public:
+  // Throws unless size >= 1 and 0 <= rank < size.
+  ProcessGroup(int rank, int size);
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend_name() const = 0;
+
+  // tensor = op(tensor of every rank), in place on every rank.
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM);
+  // tensor = root's tensor, on every rank.
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0);
+  // outputs[r] = input of rank r. `outputs` holds size() tensors shaped like `input`. Outputs that are
+  // consecutive slices of one allocation (chunks of one tensor) are gathered into directly.
+  std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input);
+  // output = op over ranks of inputs[rank()]: `inputs` holds size() tensors shaped like `output`.
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM);
+  // Completes once every rank has entered the barrier.
+  std::shared_ptr<Work> barrier();
+
+ protected:
+  // The backend's own tensor requirement (device); `op` names the collective in the error.
+  virtual void check_tensor(const Tensor& t, const char* op) const = 0;
+  // Called with checked arguments.
+  virtual std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root) = 0;
+  virtual std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  virtual std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> do_barrier() = 0;
+
+  // A Work that has already finished successfully (zero-element collectives).
+  static std::shared_ptr<Work> completed_work(const char* op);
+
+ private:
+  int rank_;
+  int size_;
+};
+
+namespace detail {
+// When tensors[i] starts right where tensors[i - 1] ends, for every i (consecutive slices of one
+// allocation), the first one's data pointer; else null. All tensors have the same dtype and numel.
+void* contiguous_base(const std::vector<Tensor>& tensors);
+}  // namespace detail
+
+}  // namespace lockstep::dist

@@ -1,0 +1,312 @@
+// init_process_group & co, one process per rank (tests/multiprocess.h): env://, tcp:// and file://,
+// the default group's identity, the data/ hook and the free-function collectives, destroy then init
+// again on the same port, and the rendezvous errors (bad options, a missing variable, a rank claimed
+// twice, disagreeing world sizes, ranks that never come).
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/world.h"
+#include "distributed/init.h"
+#include "tensor/cuda/cuda.h"
+#include "tensor/factory.h"
+#include "tests/multiprocess.h"
+
+namespace {
+
+using namespace lockstep;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTimeout{10000};
+
+// A rank starts from a clean slate: nothing inherited from the test runner's environment.
+void clear_env() {
+  for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCKSTEP_TIMEOUT",
+                        "GLOO_SOCKET_IFNAME"}) {
+    ::unsetenv(v);
+  }
+}
+
+void set_env(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+
+dist::InitOptions tcp_options(uint16_t port, int world_size, int rank) {
+  dist::InitOptions o;
+  o.backend = "gloo";
+  o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+  o.world_size = world_size;
+  o.rank = rank;
+  o.timeout = kTimeout;
+  return o;
+}
+
+void expect_all(const Tensor& t, double value, const std::string& what) {
+  for (double v : t.to_vector<double>()) RANK_CHECK(v == value, what, ": got ", v, ", expected ", value);
+}
+
+// The default group as every rank sees it once initialized, and one call of each free collective.
+void exercise_default_group(int W, int rank) {
+  RANK_CHECK(dist::is_initialized());
+  RANK_CHECK(dist::get_rank() == rank, "get_rank() is ", dist::get_rank());
+  RANK_CHECK(dist::get_world_size() == W, "get_world_size() is ", dist::get_world_size());
+  RANK_CHECK(dist::get_backend() == "gloo", "get_backend() is ", dist::get_backend());
+  RANK_CHECK(dist::default_pg()->size() == W);
+  auto& provider = data::default_world_provider();
+  RANK_CHECK(static_cast<bool>(provider), "data::default_world_provider() is not set");
+  RANK_CHECK(provider() == std::make_pair(W, rank), "the data hook says {", provider().first, ", ", provider().second, "}");
+
+  Tensor t = full({5}, rank + 1.0);
+  dist::all_reduce(t);
+  expect_all(t, W * (W + 1) / 2.0, "all_reduce SUM");
+  dist::all_reduce(t, dist::ReduceOp::MAX);
+  expect_all(t, W * (W + 1) / 2.0, "all_reduce MAX");
+  const int root = W - 1;
+  Tensor b = full({3}, rank == root ? 42.0 : 0.0, kInt64);
+  dist::broadcast(b, root);
+  expect_all(b, 42, "broadcast");
+  std::vector<Tensor> gathered;
+  for (int r = 0; r < W; ++r) gathered.push_back(zeros({2}, kFloat64));
+  dist::all_gather(gathered, full({2}, 10.0 * rank, kFloat64));
+  for (int r = 0; r < W; ++r) expect_all(gathered[r], 10.0 * r, "all_gather output " + std::to_string(r));
+  Tensor mine = zeros({4});
+  std::vector<Tensor> inputs;
+  for (int r = 0; r < W; ++r) inputs.push_back(full({4}, 1.0 + r));
+  dist::reduce_scatter(mine, inputs, dist::ReduceOp::AVG);
+  expect_all(mine, 1.0 + rank, "reduce_scatter AVG");
+  dist::barrier();
+}
+
+void expect_destroyed() {
+  dist::destroy_process_group();
+  RANK_CHECK(!dist::is_initialized());
+  RANK_CHECK(!data::default_world_provider(), "destroy_process_group left the data hook set");
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  fail("expected a lockstep::Error, none was thrown");
+}
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  std::string message = error_of(fn);
+  RANK_CHECK(message.find(needle) != std::string::npos, "the error \"", message, "\" does not mention \"", needle, "\"");
+}
+
+// Every rank must have failed with a message containing `needle`.
+void check_all_failed(const std::vector<testing::RankResult>& results, const std::string& needle) {
+  for (const auto& r : results) {
+    CHECK_MESSAGE(!r.ok(), "process ", r.rank, " succeeded");
+    CHECK_MESSAGE(!r.timed_out, "process ", r.rank, ": ", r.message);
+    CHECK_MESSAGE(r.message.find(needle) != std::string::npos, "process ", r.rank, ": ", r.message);
+  }
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/lockstep_init_test_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("env:// reads MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, as the launcher sets them") {
+  const uint16_t port = testing::free_port();
+  auto results = testing::run_ranks(3, [&](int rank) {
+    clear_env();
+    set_env("MASTER_ADDR", "127.0.0.1");
+    set_env("MASTER_PORT", std::to_string(port));
+    set_env("WORLD_SIZE", "3");
+    set_env("RANK", std::to_string(rank));
+    set_env("LOCAL_RANK", std::to_string(2 - rank));
+    set_env("LOCKSTEP_TIMEOUT", "10");
+    dist::init_process_group();
+    exercise_default_group(3, rank);
+    RANK_CHECK(dist::get_local_rank() == 2 - rank, "get_local_rank() is ", dist::get_local_rank());
+    expect_destroyed();
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("tcp:// with explicit world size and rank, world sizes 1, 2 and 4") {
+  for (int W : {1, 2, 4}) {
+    const uint16_t port = testing::free_port();
+    auto results = testing::run_ranks(W, [&](int rank) {
+      clear_env();
+      dist::init_process_group(tcp_options(port, W, rank));
+      exercise_default_group(W, rank);
+      RANK_CHECK(dist::get_local_rank() == rank, "without LOCAL_RANK, get_local_rank() is the rank");
+      expect_destroyed();
+    });
+    CHECK_MESSAGE(testing::all_ok(results), "world size ", W, ":", testing::failures(results));
+  }
+}
+
+TEST_CASE("file:// rendezvous through a shared file, which is removed at the end") {
+  TempDir dir;
+  const std::string path = dir.path + "/rendezvous";
+  auto results = testing::run_ranks(2, [&](int rank) {
+    clear_env();
+    dist::InitOptions o;
+    o.init_method = "file://" + path;
+    o.world_size = 2;
+    o.rank = rank;
+    o.timeout = kTimeout;
+    dist::init_process_group(o);
+    exercise_default_group(2, rank);
+    expect_destroyed();
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+  CHECK_MESSAGE(!std::filesystem::exists(path), "the file store's file is left behind");
+}
+
+TEST_CASE("destroy_process_group then init_process_group again, on the same port") {
+  const uint16_t port = testing::free_port();
+  TempDir dir;
+  auto results = testing::run_ranks(3, [&](int rank) {
+    clear_env();
+    for (int round = 0; round < 4; ++round) {
+      if (round % 2 == 0) {
+        dist::init_process_group(tcp_options(port, 3, rank));
+      } else {
+        // file:// on the same path each time: a later round must not see an earlier round's keys.
+        dist::InitOptions o = tcp_options(port, 3, rank);
+        o.init_method = "file://" + dir.path + "/store";
+        dist::init_process_group(o);
+      }
+      Tensor t = full({100}, round * 10.0 + rank);
+      dist::all_reduce(t);
+      expect_all(t, round * 30.0 + 3, "round " + std::to_string(round));
+      dist::destroy_process_group();
+      dist::destroy_process_group();  // a second call does nothing
+      RANK_CHECK(!dist::is_initialized());
+    }
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("init errors: options, environment, state") {
+  auto results = testing::run_ranks(1, [&](int) {
+    clear_env();
+    const char* vars[] = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"};
+    for (const char* missing : vars) {
+      clear_env();
+      for (const char* v : vars) {
+        if (v != missing) set_env(v, std::string(v) == "MASTER_ADDR" ? "127.0.0.1" : "1");
+      }
+      set_env("RANK", "0");
+      if (std::string(missing) == "RANK") ::unsetenv("RANK");
+      expect_error([] { dist::init_process_group(); },
+                   std::string("init_process_group: environment variable ") + missing +
+                       " is not set (env:// needs MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK; the launcher sets them)");
+    }
+    clear_env();
+    set_env("MASTER_ADDR", "127.0.0.1");
+    set_env("MASTER_PORT", "29500");
+    set_env("WORLD_SIZE", "2");
+    set_env("RANK", "one");
+    expect_error([] { dist::init_process_group(); }, "init_process_group: RANK=\"one\" is not an integer");
+    set_env("RANK", "2");
+    expect_error([] { dist::init_process_group(); }, "init_process_group: rank 2 is out of range for world_size 2");
+    set_env("MASTER_PORT", "70000");
+    expect_error([] { dist::init_process_group(); }, "MASTER_PORT=70000 is not a port");
+    clear_env();
+
+    const uint16_t port = testing::free_port();
+    expect_error([&] { dist::init_process_group(tcp_options(port, 0, 0)); }, "world_size must be positive, got 0");
+    expect_error([&] { dist::init_process_group(tcp_options(port, 2, -3)); },
+                 "tcp:// needs world_size and rank in InitOptions (got world_size=2, rank=-3)");
+    auto o = tcp_options(port, 1, 0);
+    o.init_method = "tcp://127.0.0.1:http";
+    expect_error([&] { dist::init_process_group(o); }, "is not an integer");
+    o.init_method = "udp://127.0.0.1:1234";
+    expect_error([&] { dist::init_process_group(o); }, "unknown init_method \"udp://127.0.0.1:1234\"");
+    o.init_method = "file://relative/path";
+    expect_error([&] { dist::init_process_group(o); }, "is not file:///ABSOLUTE/PATH");
+    o = tcp_options(port, 1, 0);
+    o.backend = "mpi";
+    expect_error([&] { dist::init_process_group(o); }, "unknown backend \"mpi\" (expected gloo, nccl or auto)");
+    o.backend = "gloo";
+    o.timeout = milliseconds(0);
+    expect_error([&] { dist::init_process_group(o); }, "timeout must be positive");
+    o.timeout.reset();
+    set_env("LOCKSTEP_TIMEOUT", "soon");
+    expect_error([&] { dist::init_process_group(o); }, "LOCKSTEP_TIMEOUT=\"soon\" is not a positive number of seconds");
+    clear_env();
+    if (cuda::device_count() == 0) {
+      o.backend = "nccl";
+      expect_error([&] { dist::init_process_group(o); }, "nccl");
+    }
+    RANK_CHECK(!dist::is_initialized());
+
+    expect_error([] { dist::get_rank(); }, "get_rank: the default process group is not initialized");
+    expect_error([] { dist::default_pg(); }, "default_pg: the default process group is not initialized");
+    expect_error([] { dist::barrier(); }, "barrier: the default process group is not initialized");
+    Tensor t = zeros({1});
+    expect_error([&] { dist::all_reduce(t); }, "all_reduce: the default process group is not initialized");
+    dist::destroy_process_group();  // nothing to destroy: no error
+
+    o = tcp_options(port, 1, 0);
+    o.backend = "auto";
+    dist::init_process_group(o);
+    if (cuda::device_count() == 0) RANK_CHECK(dist::get_backend() == "gloo", "auto picked ", dist::get_backend());
+    expect_error([&] { dist::init_process_group(o); }, "already initialized");
+    dist::destroy_process_group();
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("a rank claimed by two processes fails the rendezvous on every rank") {
+  const uint16_t port = testing::free_port();
+  // Processes 1 and 2 both claim rank 1 of 3; nobody is rank 2.
+  auto results = testing::run_ranks(3, [&](int process) {
+    clear_env();
+    dist::init_process_group(tcp_options(port, 3, process == 0 ? 0 : 1));
+  });
+  check_all_failed(results, "rank 1 was claimed twice");
+}
+
+TEST_CASE("ranks that disagree on the world size fail together") {
+  const uint16_t port = testing::free_port();
+  auto results = testing::run_ranks(2, [&](int rank) {
+    clear_env();
+    dist::init_process_group(tcp_options(port, rank == 0 ? 2 : 3, rank));
+  });
+  check_all_failed(results, "world_size");
+  for (const auto& r : results) {
+    CHECK_MESSAGE(r.message.find("world_size 2") != std::string::npos, r.message);
+    CHECK_MESSAGE(r.message.find("world_size 3") != std::string::npos, r.message);
+  }
+}
+
+TEST_CASE("ranks that never join are named when the timeout passes") {
+  const uint16_t port = testing::free_port();
+  // World size 4; only ranks 0 and 2 start. LOCKSTEP_TIMEOUT sets the timeout.
+  auto results = testing::run_ranks(2, [&](int process) {
+    clear_env();
+    set_env("LOCKSTEP_TIMEOUT", "1");
+    auto o = tcp_options(port, 4, process * 2);
+    o.timeout.reset();
+    dist::init_process_group(o);
+  });
+  check_all_failed(results, "ranks 1, 3 of world size 4 did not join within 1s");
+
+  // Without rank 0 nobody hosts the store.
+  results = testing::run_ranks(1, [&](int) {
+    clear_env();
+    auto o = tcp_options(port, 2, 1);
+    o.timeout = milliseconds(500);
+    dist::init_process_group(o);
+  });
+  check_all_failed(results, "could not reach the store at 127.0.0.1:" + std::to_string(port) +
+                                " (rank 0 hosts it) within 0.5s");
+}

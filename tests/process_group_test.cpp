@@ -1,0 +1,425 @@
+// ProcessGroupGloo over loopback, one process per rank (tests/multiprocess.h), each group built on a
+// FileStore in a fresh directory. Every collective, reduce op and dtype is checked against values
+// worked out by hand: rank r contributes (r + 1) * s(i) at element i, with s(i) = 1 + i % 7, so
+//   SUM = s W(W+1)/2, PRODUCT = s^W W!, MIN = s, MAX = W s, AVG = s (W+1)/2 (int64: truncated),
+// for world sizes 1 to 4 and 0, 1, 7 and 2^20 + 3 elements (large enough for gloo's segmented ring).
+// Then asynchronous work completing in order, barrier, timeouts, a dead peer, and argument errors.
+#include <doctest/doctest.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/file_store.h"
+#include "distributed/process_group_gloo.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+#include "tests/multiprocess.h"
+
+namespace {
+
+using namespace lockstep;
+using dist::ProcessGroupGloo;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTimeout{10000};
+const std::vector<int64_t> kSizes = {0, 1, 7, (1 << 20) + 3};
+const std::vector<Dtype> kDtypes = {kFloat32, kFloat64, kInt64};
+const std::vector<dist::ReduceOp> kOps = {dist::ReduceOp::SUM, dist::ReduceOp::AVG, dist::ReduceOp::MIN, dist::ReduceOp::MAX, dist::ReduceOp::PRODUCT};
+
+// A fresh directory for one test case's FileStore, removed afterwards (by the parent only: children
+// leave with _exit).
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/lockstep_pg_test_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// Runs fn(pg, rank) as `world_size` ranks, each with its own ProcessGroupGloo.
+void run_group(int world_size, const std::function<void(ProcessGroupGloo& pg, int rank)>& fn,
+               milliseconds pg_timeout = kTimeout) {
+  TempDir dir;
+  auto results = testing::run_ranks(world_size, [&](int rank) {
+    auto store = std::make_shared<dist::FileStore>(dir.path + "/store", world_size, kTimeout);
+    ProcessGroupGloo pg(store, rank, world_size, pg_timeout);
+    fn(pg, rank);
+  });
+  CHECK_MESSAGE(testing::all_ok(results), "world size ", world_size, ":", testing::failures(results));
+}
+
+template <typename F>
+Tensor filled(Dtype dtype, int64_t n, F value) {
+  Tensor t = empty({n}, dtype);
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(value(i));
+  });
+  return t;
+}
+
+// Throws naming the first element that differs from expected(i) (compared exactly).
+template <typename F>
+void expect_values(const Tensor& t, F expected, const std::string& what) {
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      T want = static_cast<T>(expected(i));
+      RANK_CHECK(p[i] == want, what, " (", dtype_name(t.dtype()), ", ", t.numel(), " elements): element ", i, " is ",
+                 +p[i], ", expected ", +want);
+    }
+  });
+}
+
+double s(int64_t i) { return 1 + i % 7; }
+
+double factorial(int n) { return n <= 1 ? 1 : n * factorial(n - 1); }
+
+// The reduction of (r + 1) * s over ranks r = 0..W-1.
+double reduced(dist::ReduceOp op, Dtype dtype, int W, double s) {
+  switch (op) {
+    case dist::ReduceOp::SUM: return s * W * (W + 1) / 2;
+    case dist::ReduceOp::PRODUCT: return std::pow(s, W) * factorial(W);
+    case dist::ReduceOp::MIN: return s;
+    case dist::ReduceOp::MAX: return W * s;
+    case dist::ReduceOp::AVG:
+      if (dtype == kInt64) return static_cast<double>(static_cast<int64_t>(s) * W * (W + 1) / 2 / W);
+      return s * (W + 1) / 2;
+  }
+  return NAN;
+}
+
+std::string describe(const char* what, dist::ReduceOp op, int64_t n) {
+  return lockstep::detail::str_cat(what, " ", reduce_op_name(op));
+}
+
+// Runs fn and returns the message of the lockstep::Error it throws (it must throw one).
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  fail("expected a lockstep::Error, none was thrown");
+}
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  std::string message = error_of(fn);
+  RANK_CHECK(message.find(needle) != std::string::npos, "the error \"", message, "\" does not mention \"", needle, "\"");
+}
+
+int count_entries(const char* dir) {
+  int n = 0;
+  DIR* d = ::opendir(dir);
+  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+// The number of entries once it has come down to `expected`, or after a second. A joined thread can
+// linger in /proc/self/task for a moment: pthread_join returns before the kernel has reaped it.
+int settled_count(const char* dir, int expected) {
+  int n = count_entries(dir);
+  for (int i = 0; i < 100 && n > expected; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    n = count_entries(dir);
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("all_reduce: every op and dtype, world sizes 1 to 4, 0 to 2^20+3 elements") {
+  for (int W = 1; W <= 4; ++W) {
+    run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+      RANK_CHECK(pg.rank() == rank && pg.size() == W && pg.backend_name() == "gloo");
+      for (Dtype dtype : kDtypes) {
+        for (int64_t n : kSizes) {
+          for (dist::ReduceOp op : kOps) {
+            Tensor t = filled(dtype, n, [&](int64_t i) { return (rank + 1) * s(i); });
+            auto work = pg.all_reduce(t, op);
+            work->wait();
+            RANK_CHECK(work->is_completed() && work->is_success());
+            expect_values(t, [&](int64_t i) { return reduced(op, dtype, W, s(i)); }, describe("all_reduce", op, n));
+          }
+        }
+      }
+      // Position-dependent values: a segment landing at the wrong offset cannot go unnoticed.
+      const int64_t n = kSizes.back();
+      Tensor t = filled(kFloat64, n, [&](int64_t i) { return i * 8.0 + rank; });
+      pg.all_reduce(t)->wait();
+      expect_values(t, [&](int64_t i) { return i * 8.0 * W + W * (W - 1) / 2; }, "all_reduce SUM of i * 8 + rank");
+    });
+  }
+}
+
+TEST_CASE("broadcast: every root and dtype") {
+  for (int W = 1; W <= 4; ++W) {
+    run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+      for (Dtype dtype : kDtypes) {
+        for (int64_t n : kSizes) {
+          for (int root = 0; root < W; ++root) {
+            auto value = [&](int64_t i) { return (i % 65536) + 100000.0 * root; };
+            Tensor t = rank == root ? filled(dtype, n, value) : filled(dtype, n, [](int64_t) { return -1; });
+            pg.broadcast(t, root)->wait();
+            expect_values(t, value, "broadcast from root " + std::to_string(root));
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST_CASE("all_gather: separate outputs, chunks of one tensor, and in place") {
+  for (int W = 1; W <= 4; ++W) {
+    run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+      for (Dtype dtype : kDtypes) {
+        for (int64_t n : kSizes) {
+          auto value = [](int r, int64_t i) { return r * 100000.0 + i % 50000; };
+          Tensor input = filled(dtype, n, [&](int64_t i) { return value(rank, i); });
+          auto check = [&](const std::vector<Tensor>& outputs, const char* how) {
+            for (int r = 0; r < W; ++r) {
+              expect_values(outputs[r], [&](int64_t i) { return value(r, i); },
+                            lockstep::detail::str_cat("all_gather (", how, ") output ", r));
+            }
+          };
+          std::vector<Tensor> separate;
+          for (int r = 0; r < W; ++r) separate.push_back(full({n}, -1, dtype));
+          pg.all_gather(separate, input)->wait();
+          check(separate, "separate outputs");
+
+          Tensor flat = full({n * W}, -1, dtype);
+          std::vector<Tensor> chunks;
+          for (int r = 0; r < W; ++r) chunks.push_back(ops::view_range(flat, r * n, {n}));
+          pg.all_gather(chunks, input)->wait();
+          check(chunks, "chunks");
+
+          ops::fill_(flat, -1);
+          ops::copy_(chunks[rank], input);
+          pg.all_gather(chunks, chunks[rank])->wait();
+          check(chunks, "in place");
+        }
+      }
+    });
+  }
+}
+
+TEST_CASE("reduce_scatter: every op and dtype") {
+  for (int W = 1; W <= 4; ++W) {
+    run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+      for (Dtype dtype : kDtypes) {
+        for (int64_t n : kSizes) {
+          // inputs[j] on rank r holds (r + 1) * s(i + j): rank j receives the reduction of its own
+          // pattern. The inputs serve every op: the collective must leave them as they were.
+          std::vector<Tensor> inputs, before;
+          for (int j = 0; j < W; ++j) {
+            inputs.push_back(filled(dtype, n, [&](int64_t i) { return (rank + 1) * s(i + j); }));
+            before.push_back(ops::clone(inputs.back()));
+          }
+          for (dist::ReduceOp op : kOps) {
+            Tensor output = full({n}, -1, dtype);
+            pg.reduce_scatter(output, inputs, op)->wait();
+            expect_values(output, [&](int64_t i) { return reduced(op, dtype, W, s(i + rank)); },
+                          describe("reduce_scatter", op, n));
+          }
+          for (int j = 0; j < W; ++j) RANK_CHECK(ops::allclose(inputs[j], before[j], 0, 0), "input ", j, " was modified");
+        }
+      }
+    });
+  }
+}
+
+TEST_CASE("asynchronous all_reduces complete in issue order") {
+  run_group(3, [&](ProcessGroupGloo& pg, int rank) {
+    constexpr int kInFlight = 64;
+    std::vector<Tensor> tensors;
+    std::vector<std::shared_ptr<dist::Work>> works;
+    for (int k = 0; k < kInFlight; ++k) {
+      // Sizes vary so that the ring's segment counts differ between consecutive collectives.
+      tensors.push_back(filled(kFloat32, 1000 + 997 * k, [&](int64_t i) { return k + rank + (i % 3); }));
+      works.push_back(pg.all_reduce(tensors.back()));
+    }
+    for (int k = kInFlight - 1; k >= 0; --k) {
+      works[k]->wait();
+      for (int j = 0; j < k; ++j) RANK_CHECK(works[j]->is_completed(), "work ", j, " not complete after work ", k);
+      expect_values(tensors[k], [&](int64_t i) { return 3 * k + 3 + 3 * (i % 3); }, "in-flight all_reduce " + std::to_string(k));
+    }
+    for (int k = 1; k < kInFlight; ++k) RANK_CHECK(works[k]->seq() == works[k - 1]->seq() + 1);
+  });
+}
+
+TEST_CASE("barrier waits for every rank") {
+  run_group(3, [&](ProcessGroupGloo& pg, int rank) {
+    pg.barrier()->wait();  // everyone is here: start the clocks together
+    auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(milliseconds(150 * rank));
+    pg.barrier()->wait();
+    auto waited = std::chrono::steady_clock::now() - start;
+    RANK_CHECK(waited >= milliseconds(250), "the barrier returned after ",
+               std::chrono::duration_cast<milliseconds>(waited).count(), " ms, before rank 2 (300 ms) arrived");
+  });
+}
+
+TEST_CASE("zero-element collectives complete immediately, even with no peer taking part") {
+  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+    if (rank == 1) return;
+    Tensor empty_t = zeros({0});
+    RANK_CHECK(pg.all_reduce(empty_t)->is_completed());
+    RANK_CHECK(pg.broadcast(empty_t, 1)->is_completed());
+    std::vector<Tensor> outs = {zeros({0}), zeros({0})};
+    RANK_CHECK(pg.all_gather(outs, empty_t)->is_completed());
+    RANK_CHECK(pg.reduce_scatter(empty_t, outs)->is_completed());
+  });
+}
+
+TEST_CASE("two groups on one store do not mix their keys or their traffic") {
+  TempDir dir;
+  auto results = testing::run_ranks(2, [&](int rank) {
+    auto store = std::make_shared<dist::FileStore>(dir.path + "/store", 2, kTimeout);
+    ProcessGroupGloo a(store, rank, 2, kTimeout);
+    ProcessGroupGloo b(store, rank, 2, kTimeout);
+    Tensor x = full({5}, rank + 1.0), y = full({5}, 10.0 * (rank + 1));
+    auto wb = b.all_reduce(y, dist::ReduceOp::MAX);
+    auto wa = a.all_reduce(x);
+    wa->wait();
+    wb->wait();
+    expect_values(x, [](int64_t) { return 3; }, "group a");
+    expect_values(y, [](int64_t) { return 20; }, "group b");
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("a collective that times out fails its Work, and the group refuses later collectives") {
+  run_group(
+      2,
+      [&](ProcessGroupGloo& pg, int rank) {
+        if (rank == 1) {
+          std::this_thread::sleep_for(milliseconds(1500));  // never joins the all_reduce
+          return;
+        }
+        Tensor t = ones({100});
+        auto start = std::chrono::steady_clock::now();
+        std::string message = error_of([&] { pg.all_reduce(t)->wait(); });
+        auto took = std::chrono::steady_clock::now() - start;
+        RANK_CHECK(message.find("all_reduce (float32, 100 elements, SUM) failed on rank 0 of 2") != std::string::npos,
+                   message);
+        RANK_CHECK(took < milliseconds(1400), "the timeout of 0.5s took ",
+                   std::chrono::duration_cast<milliseconds>(took).count(), " ms");
+        message = error_of([&] { pg.barrier()->wait(); });
+        RANK_CHECK(message.find("an earlier collective failed") != std::string::npos, message);
+      },
+      milliseconds(500));
+}
+
+TEST_CASE("a peer that dies mid-job makes the collective fail instead of hanging") {
+  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+    pg.barrier()->wait();
+    if (rank == 1) ::_exit(0);  // gone without a word: its sockets close
+    Tensor t = ones({1000});
+    auto start = std::chrono::steady_clock::now();
+    std::string message = error_of([&] { pg.all_reduce(t)->wait(); });
+    RANK_CHECK(message.find("all_reduce") != std::string::npos, message);
+    RANK_CHECK(std::chrono::steady_clock::now() - start < kTimeout / 2, "noticed the dead peer only at the timeout");
+  });
+}
+
+TEST_CASE("Work::wait with a timeout gives up while the collective waits for a late peer") {
+  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+    Tensor t = full({10}, rank + 1.0);
+    if (rank == 1) std::this_thread::sleep_for(milliseconds(600));
+    auto work = pg.all_reduce(t);
+    if (rank == 0) {
+      std::string message = error_of([&] { work->wait(milliseconds(100)); });
+      RANK_CHECK(message.find("did not complete within 0.1s") != std::string::npos, message);
+      RANK_CHECK(!work->is_completed());
+    }
+    work->wait();
+    expect_values(t, [](int64_t) { return 3; }, "late all_reduce");
+  });
+}
+
+TEST_CASE("destroying a group leaves no thread or socket behind") {
+  TempDir dir;
+  auto results = testing::run_ranks(2, [&](int rank) {
+    auto store = std::make_shared<dist::FileStore>(dir.path + "/store", -1, kTimeout);
+    const int threads = count_entries("/proc/self/task"), fds = count_entries("/proc/self/fd");
+    for (int round = 0; round < 3; ++round) {
+      auto pg = std::make_unique<ProcessGroupGloo>(store, rank, 2, kTimeout);
+      Tensor t = ones({1000});
+      auto work = pg->all_reduce(t);  // still queued or running when the group is destroyed
+      pg.reset();
+      RANK_CHECK(work->is_completed(), "destruction did not finish the queued all_reduce");
+      expect_values(t, [](int64_t) { return 2; }, "all_reduce before destruction");
+      const int threads_now = settled_count("/proc/self/task", threads), fds_now = settled_count("/proc/self/fd", fds);
+      RANK_CHECK(threads_now == threads, "round ", round, ": ", threads_now, " threads, ", threads, " before");
+      RANK_CHECK(fds_now == fds, "round ", round, ": ", fds_now, " open files, ", fds, " before");
+    }
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("argument errors name the collective and the offending values") {
+  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+    Tensor t = zeros({3});
+    std::vector<Tensor> one = {zeros({3})};
+    expect_error([&] { pg.all_gather(one, t); }, "all_gather: expected one output tensor per rank (2), got 1");
+    std::vector<Tensor> sizes = {zeros({3}), zeros({4})};
+    expect_error([&] { pg.all_gather(sizes, t); }, "all_gather: outputs[1] has shape [4] but the input has shape [3]");
+    std::vector<Tensor> dtypes = {zeros({3}), zeros({3}, kInt64)};
+    expect_error([&] { pg.all_gather(dtypes, t); }, "all_gather: outputs[1] is int64 but the input is float32");
+    std::vector<Tensor> undefined = {zeros({3}), Tensor()};
+    expect_error([&] { pg.all_gather(undefined, t); }, "all_gather: outputs is an undefined tensor");
+    expect_error([&] { pg.reduce_scatter(t, sizes); }, "reduce_scatter: inputs[1] has shape [4] but the output has shape [3]");
+    expect_error([&] { pg.reduce_scatter(t, one); }, "reduce_scatter: expected one input tensor per rank (2), got 1");
+    expect_error([&] { pg.broadcast(t, 2); }, "broadcast: root 2 is out of range for world size 2");
+    expect_error([&] { pg.broadcast(t, -1); }, "broadcast: root -1 is out of range");
+    Tensor none;
+    expect_error([&] { pg.all_reduce(none); }, "all_reduce: the tensor is an undefined tensor");
+    // The group is still usable: checks run before anything is queued.
+    Tensor x = full({4}, rank + 1.0);
+    pg.all_reduce(x)->wait();
+    expect_values(x, [](int64_t) { return 3; }, "all_reduce after the errors");
+
+    // The ranks are checked before the store is used.
+    expect_error([&] { ProcessGroupGloo bad(nullptr, 2, 2, kTimeout); }, "rank 2 is out of range for world size 2");
+    expect_error([&] { ProcessGroupGloo bad(nullptr, 0, 0, kTimeout); }, "world size must be at least 1, got 0");
+    expect_error([&] { ProcessGroupGloo bad(nullptr, 0, 1, kTimeout); }, "ProcessGroupGloo: the store is null");
+  });
+}
+
+TEST_CASE("gloo listens where it is told: a hostname, GLOO_SOCKET_IFNAME, or the route to MASTER_ADDR") {
+  TempDir dir;
+  auto results = testing::run_ranks(2, [&](int rank) {
+    auto store = std::make_shared<dist::FileStore>(dir.path + "/store", 2, kTimeout);
+    auto check_works = [&](ProcessGroupGloo& pg) {
+      Tensor t = full({3}, rank + 1.0);
+      pg.all_reduce(t)->wait();
+      expect_values(t, [](int64_t) { return 3; }, "all_reduce on " + pg.address());
+    };
+    dist::GlooOptions by_name;
+    by_name.timeout = kTimeout;
+    by_name.hostname = "localhost";
+    ProcessGroupGloo a(store, rank, 2, by_name);
+    check_works(a);
+    ::setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+    ProcessGroupGloo b(store, rank, 2, kTimeout);
+    check_works(b);
+    ::unsetenv("GLOO_SOCKET_IFNAME");
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ProcessGroupGloo c(store, rank, 2, kTimeout);
+    RANK_CHECK(c.address().find("127.0.0.1") != std::string::npos, "listening on ", c.address());
+    check_works(c);
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
