@@ -1,8 +1,9 @@
-// lockstep::dist in one include: rendezvous stores, process groups and the default group
+// lockstep::dist in one include: rendezvous stores, process groups, the default group and DDP
 // (init_process_group & co). ProcessGroupNCCL is included where lockstep is built with NCCL
 // (LOCKSTEP_WITH_NCCL).
 #pragma once
 
+#include "distributed/ddp.h"
 #include "distributed/file_store.h"
 #include "distributed/init.h"
 #include "distributed/prefix_store.h"
