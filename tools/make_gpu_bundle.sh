@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 TARGETS=(
   "test //tests:tensor_test"
   "test //tests:cuda_test"
+  "test //tests:cuda_nn_test"
   "test //tests:nccl_test"
   "bench //tensor/cuda:cuda_bench"
   "bench //examples:mlp_bench --device cuda --in 4096 --hidden 4096 --batch 1024 --steps 50 --rounds 3"
