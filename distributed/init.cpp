@@ -1,12 +1,14 @@
 // init_process_group & co: parsing the init method, the store, the rendezvous checks, the default group.
 #include "distributed/init.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -109,9 +111,9 @@ Rendezvous parse_init_method(const InitOptions& o) {
                    ")");
   }
   LOCKSTEP_CHECK(rv.world_size > 0, "init_process_group: world_size must be positive, got ", rv.world_size);
-  LOCKSTEP_CHECK(rv.rank >= 0 && rv.rank < rv.world_size, "init_process_group: rank ", rv.rank,
-                 " is out of range for world_size ", rv.world_size, " (ranks are 0..", rv.world_size - 1, ")");
-  return rv;
+  LOCKSTEP_CHECK(rv.rank >= 0, "init_process_group: rank ", rv.rank, " is out of range for world_size ",
+                 rv.world_size, " (ranks are 0..", rv.world_size - 1, ")");
+  return rv;  // rank < world_size is checked by init_process_group, which tells the other ranks
 }
 
 std::string resolve_backend(const std::string& backend) {
@@ -148,25 +150,91 @@ milliseconds resolve_timeout(const InitOptions& o, const std::string& backend) {
   return backend == "nccl" ? kNcclDefaultTimeout : ProcessGroupGloo::kDefaultTimeout;
 }
 
-std::shared_ptr<Store> make_store(const Rendezvous& rv, milliseconds timeout) {
+// The launcher (launch.cpp), when it chose MASTER_PORT itself, passes rank 0 a pipe in this variable.
+// Rank 0 writes "address-in-use HOST:PORT" to it when the port is taken, and the launcher restarts the
+// ranks on another port.
+constexpr const char* kLaunchStatusFdVar = "LOCKSTEP_LAUNCH_STATUS_FD";
+
+// True when the launcher was told (so it will retry on another port).
+bool tell_launcher_address_in_use(const std::string& addr) {
+  const char* v = std::getenv(kLaunchStatusFdVar);
+  if (!v || !*v) return false;
+  int fd = -1;
+  auto [ptr, ec] = std::from_chars(v, v + std::strlen(v), fd);
+  if (ec != std::errc() || *ptr != '\0' || fd < 0 || ::fcntl(fd, F_GETFD) == -1) return false;
+  const std::string line = "address-in-use " + addr + "\n";
+  return ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+}
+
+// How long a rank that is about to fail waits for the store to tell the others why.
+constexpr milliseconds kNotifyTimeout{5000};
+
+// When rank 0 finds its port taken: is it this job's store, hosted by another process that also
+// claims rank 0? Then joining it (as a client) lets the rendezvous report the duplicate to every rank.
+std::shared_ptr<Store> existing_rendezvous(const Rendezvous& rv, const std::string& prefix, milliseconds timeout) {
+  const milliseconds probe = std::min(timeout, milliseconds(1000));
+  try {
+    auto store = std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/false, probe);
+    PrefixStore generation(prefix, store);
+    const Deadline until = deadline_after(probe);
+    do {
+      if (generation.check({"master"})) {
+        store->set_timeout(timeout);
+        return store;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    } while (Clock::now() < until);
+  } catch (const Error&) {
+    // Not a TCPStore, or not answering: the port is simply in use.
+  }
+  return nullptr;
+}
+
+struct OpenedStore {
+  std::shared_ptr<Store> store;
+  bool hosting = false;  // this process serves it (TCP rank 0)
+};
+
+OpenedStore make_store(const Rendezvous& rv, const std::string& prefix, milliseconds timeout) {
   if (rv.kind == Rendezvous::File) {
     try {
-      return std::make_shared<FileStore>(rv.path, rv.world_size, timeout);
+      return {std::make_shared<FileStore>(rv.path, rv.world_size, timeout)};
     } catch (const Error& e) {
       fail("init_process_group: rank ", rv.rank, " could not open the file store: ", e.what());
     }
   }
   const std::string addr = format_address(rv.host, rv.port);
   try {
-    return std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/rv.rank == 0, timeout);
-  } catch (const Error& e) {
-    if (rv.rank == 0) {
-      fail("init_process_group: rank 0 could not host the store on ", addr, " (is another job using the port?): ",
-           e.what());
+    return {std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/rv.rank == 0, timeout), rv.rank == 0};
+  } catch (const AddressInUseError& e) {
+    if (!tell_launcher_address_in_use(addr)) {
+      if (auto store = existing_rendezvous(rv, prefix, timeout)) return {store};
     }
+    fail("init_process_group: rank 0 could not host the store on ", addr, " (is another job using the port?): ",
+         e.what());
+  } catch (const Error& e) {
+    if (rv.rank == 0) fail("init_process_group: rank 0 could not host the store on ", addr, ": ", e.what());
     fail("init_process_group: rank ", rv.rank, " could not reach the store at ", addr, " (rank 0 hosts it) within ",
          detail::format_seconds(timeout), ": ", e.what());
   }
+}
+
+// A rank outside [0, world_size) fails; before that it tries, briefly, to tell the other ranks (who
+// would otherwise wait for the rank that is missing) through the store's "abort" key.
+[[noreturn]] void fail_rank_out_of_range(const Rendezvous& rv, const std::string& prefix, milliseconds timeout) {
+  const std::string why = lockstep::detail::str_cat("a process was started with rank ", rv.rank,
+                                                    ", out of range for world_size ", rv.world_size, " (ranks are 0..",
+                                                    rv.world_size - 1, ")");
+  if (rv.kind == Rendezvous::Tcp) {
+    try {
+      auto store = std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/false, std::min(timeout, kNotifyTimeout));
+      PrefixStore(prefix, store).set("abort", why);
+    } catch (const Error&) {
+      // Nobody to tell yet: the others will name the rank that is missing when their timeout passes.
+    }
+  }
+  fail("init_process_group: rank ", rv.rank, " is out of range for world_size ", rv.world_size, " (ranks are 0..",
+       rv.world_size - 1, ")");
 }
 
 // Identifies this process in duplicate-rank errors.
@@ -200,8 +268,8 @@ class RendezvousCheck {
     std::string owner = store_.compare_set(key, "", token);
     if (owner != token) {
       abort(lockstep::detail::str_cat("rank ", rv_.rank, " was claimed twice, by ", owner, " and by ", token,
-                                      " (give every process its own RANK; with file://, remove a file left over "
-                                      "from an earlier job)"));
+                                      " (give every process its own RANK and every job its own MASTER_PORT; with "
+                                      "file://, remove a file left over from an earlier job)"));
     }
     wait_for_all();
   }
@@ -306,13 +374,15 @@ void init_process_group(const InitOptions& options) {
   const milliseconds timeout = resolve_timeout(options, backend);
   const Deadline deadline = deadline_after(timeout);
   const uint64_t generation = ++g_generation;
+  // Every init gets its own key space: a FileStore outlives a generation when ranks overlap.
+  const std::string prefix = "lockstep/" + std::to_string(generation);
+  if (rv.rank >= rv.world_size) fail_rank_out_of_range(rv, prefix, timeout);
 
   auto group = std::make_unique<DefaultGroup>();
   group->backend = backend;
-  group->store = make_store(rv, timeout);
-  // Every init gets its own key space: a FileStore outlives a generation when ranks overlap.
-  auto store = std::make_shared<PrefixStore>("lockstep/" + std::to_string(generation), group->store);
-  const bool hosting = rv.kind == Rendezvous::Tcp && rv.rank == 0;
+  auto [base_store, hosting] = make_store(rv, prefix, timeout);
+  group->store = base_store;
+  auto store = std::make_shared<PrefixStore>(prefix, group->store);
   if (rv.kind == Rendezvous::Tcp) {
     if (hosting) {
       store->set("master", "");

@@ -10,9 +10,12 @@
 //   tcp://HOST:PORT     world_size and rank must be given; rank 0 hosts the TCPStore on HOST:PORT;
 //   file:///PATH        world_size and rank must be given; a FileStore at PATH (single host, or a
 //                       shared file system). PATH must not be left over from another job.
-// Every rank registers its rank in the store; a rank taken twice or a world size that differs between
-// ranks fails init on every rank that can see it, and ranks that do not show up within the timeout are
-// named in the error. init_process_group returns once every rank has connected.
+// Every rank registers its rank in the store; a rank taken twice (rank 0 too: the second finds the port
+// taken and joins the first's store to say so), a rank outside [0, world_size) or a world size that
+// differs between ranks fails init on every rank that can see it, and ranks that do not show up within
+// the timeout are named in the error. Ranks that start before rank 0 retry, with backoff, until the
+// timeout. init_process_group returns once every rank has connected. RELIABILITY.md lists each fault
+// with its message.
 //
 // The default group's world size and rank also reach data/ (DistributedSampler) through
 // data::default_world_provider().

@@ -8,6 +8,13 @@
 // MASTER_PORT, LOCKSTEP_RESTART_COUNT, and OMP_NUM_THREADS=1 unless already set. When a rank fails the
 // others are stopped (SIGTERM, then SIGKILL after a grace period) and the launcher exits with the
 // failed rank's status, so a job never hangs on a dead peer.
+//
+// MASTER_PORT, when the launcher picks it: the launcher binds a free port without listening (a
+// reservation, Socket::reserve) and holds it while the ranks run, so no other program binds it or gets
+// it as an ephemeral port, while rank 0's TCPStore can still listen on it. Should another program
+// still take it first, rank 0's init_process_group writes "address-in-use HOST:PORT" to the pipe
+// passed in LOCKSTEP_LAUNCH_STATUS_FD, and the launcher stops the ranks and starts them again on a
+// fresh port (up to kMaxPortRetries times; these retries are not --max_restarts restarts).
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -148,9 +155,12 @@ class LinePrefixer {
 };
 
 struct Outcome {
-  enum Kind { kSucceeded, kFailed, kInterrupted } kind;
+  enum Kind { kSucceeded, kFailed, kInterrupted, kPortInUse } kind;
   int exit_code;
 };
+
+constexpr int kMaxPortRetries = 3;
+constexpr const char* kLaunchStatusFdVar = "LOCKSTEP_LAUNCH_STATUS_FD";  // read by distributed/init.cpp
 
 struct Rank {
   int rank;
@@ -162,8 +172,9 @@ struct Rank {
 // One attempt at running the node's ranks, from spawn to the last exit.
 class LocalGroup {
  public:
-  LocalGroup(const Options& opts, uint16_t master_port, int restart_count)
-      : opts_(opts), port_(master_port), restart_count_(restart_count) {}
+  // watch_port: the launcher chose master_port, and rank 0 may report it taken (kPortInUse).
+  LocalGroup(const Options& opts, uint16_t master_port, int restart_count, bool watch_port)
+      : opts_(opts), port_(master_port), restart_count_(restart_count), watch_port_(watch_port) {}
   // Only reached with ranks still running when run() threw: kill and reap them, leaving no zombies.
   ~LocalGroup() {
     for (Rank& r : ranks_) {
@@ -171,22 +182,43 @@ class LocalGroup {
       ::kill(-r.pid, SIGKILL);
       ::waitpid(r.pid, nullptr, 0);
     }
+    for (int fd : status_pipe_) {
+      if (fd >= 0) ::close(fd);
+    }
   }
 
   Outcome run() {
+    if (watch_port_) {
+      LOCKSTEP_CHECK(::pipe2(status_pipe_, O_CLOEXEC) == 0, "pipe: ", std::strerror(errno));
+      ::fcntl(status_pipe_[0], F_SETFL, O_NONBLOCK);
+    }
     for (int i = 0; i < opts_.nproc_per_node; ++i) spawn(i);
+    if (status_pipe_[1] >= 0) {
+      ::close(status_pipe_[1]);  // rank 0 holds the write end now
+      status_pipe_[1] = -1;
+    }
     std::optional<Outcome> outcome;
     std::optional<Clock::time_point> kill_at;   // SIGKILL whoever is still running then
     std::optional<Clock::time_point> drain_at;  // stop waiting for output from leftover grandchildren
-    auto stop_others = [&](int sig) {
-      send_to_running(sig);
+    auto stop_others = [&](int sig, int except_rank = -1) {
+      send_to_running(sig, except_rank);
       if (!kill_at) kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts_.grace_period_s * 1000));
     };
     for (;;) {
+      // Before reaping: rank 0 reports a taken port before it exits.
+      if (read_status() && !outcome) {
+        std::fprintf(stderr, "launch: rank 0 could not listen on MASTER_PORT %s (address in use); stopping the "
+                     "ranks to start them again on another port\n", taken_address_.c_str());
+        outcome = Outcome{Outcome::kPortInUse, 1};
+        stop_others(SIGTERM, /*except_rank=*/0);  // rank 0 is failing already: let it say why
+      }
       for (Rank& r : ranks_) {
         int status = 0;
         if (!r.running || ::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
         r.running = false;
+        if (outcome && outcome->kind == Outcome::kPortInUse && r.rank == 0 && status != 0) {
+          outcome->exit_code = exit_code(status);  // what the launcher exits with if it gives up
+        }
         if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || outcome) continue;
         std::fprintf(stderr, "launch: rank %d (pid %d) %s\n", r.rank, static_cast<int>(r.pid), describe(status).c_str());
         outcome = Outcome{Outcome::kFailed, exit_code(status)};
@@ -210,7 +242,7 @@ class LocalGroup {
       auto wake = now + std::chrono::seconds(1);
       if (kill_at) wake = std::min(wake, *kill_at);
       if (drain_at) wake = std::min(wake, *drain_at);
-      std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
+      std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}, {status_pipe_[0], POLLIN, 0}};
       for (const auto& p : pumps_) fds.push_back({p.fd(), POLLIN, 0});  // closed pumps have fd -1: skipped
       auto ms = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
       if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(ms, 0))) < 0 && errno != EINTR) {
@@ -228,7 +260,7 @@ class LocalGroup {
         }
       }
       for (size_t i = 0; i < pumps_.size(); ++i) {
-        if (fds[i + 1].revents) pumps_[i].pump();
+        if (fds[i + 2].revents) pumps_[i].pump();
       }
     }
     if (outcome) send_to_all_groups(SIGKILL);  // grandchildren a failed rank left behind
@@ -249,6 +281,10 @@ class LocalGroup {
 
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
+    if (r.rank == 0 && status_pipe_[1] >= 0) {
+      // dup2 onto itself clears close-on-exec in the child only (POSIX; glibc >= 2.29).
+      posix_spawn_file_actions_adddup2(&actions, status_pipe_[1], status_pipe_[1]);
+    }
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (opts_.prefix_output) {
       LOCKSTEP_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, "pipe: ", std::strerror(errno));
@@ -305,20 +341,40 @@ class LocalGroup {
     };
     // N ranks each running a full-width OpenMP pool would oversubscribe the cores N times.
     if (!std::getenv("OMP_NUM_THREADS")) vars.emplace_back("OMP_NUM_THREADS", "1");
+    if (r.rank == 0 && status_pipe_[1] >= 0) vars.emplace_back(kLaunchStatusFdVar, std::to_string(status_pipe_[1]));
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       std::string_view entry(*e);
       std::string_view name = entry.substr(0, entry.find('='));
       bool replaced = std::any_of(vars.begin(), vars.end(), [&](const auto& v) { return v.first == name; });
-      if (!replaced) env.emplace_back(entry);
+      if (!replaced && name != kLaunchStatusFdVar) env.emplace_back(entry);  // never pass on an outer launch's
     }
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
     return env;
   }
 
-  void send_to_running(int sig) {
+  // Reads what rank 0 wrote to the status pipe; true once it has reported its port taken.
+  bool read_status() {
+    if (status_pipe_[0] < 0) return false;
+    char buf[512];
+    for (;;) {
+      ssize_t n = ::read(status_pipe_[0], buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (status_.size() < 4096) status_.append(buf, static_cast<size_t>(n));
+    }
+    static constexpr std::string_view kTag = "address-in-use ";
+    size_t at = status_.find(kTag);
+    if (at == std::string::npos) return false;
+    size_t end = status_.find('\n', at);
+    if (end == std::string::npos) return false;
+    taken_address_ = status_.substr(at + kTag.size(), end - at - kTag.size());
+    return true;
+  }
+
+  void send_to_running(int sig, int except_rank = -1) {
     for (const Rank& r : ranks_) {
-      if (r.running) ::kill(-r.pid, sig);
+      if (r.running && r.rank != except_rank) ::kill(-r.pid, sig);
     }
   }
   void send_to_all_groups(int sig) {
@@ -328,6 +384,10 @@ class LocalGroup {
   const Options& opts_;
   uint16_t port_;
   int restart_count_;
+  bool watch_port_;
+  int status_pipe_[2] = {-1, -1};  // rank 0 -> launcher: "address-in-use HOST:PORT\n"
+  std::string status_;
+  std::string taken_address_;
   std::vector<Rank> ranks_;
   std::vector<LinePrefixer> pumps_;
 };
@@ -342,10 +402,10 @@ void validate(const Options& o) {
                  "--nnodes ", o.nnodes, " needs --master_port (every node must agree on it)");
 }
 
-// A port that was free a moment ago on the master's address: bind port 0 and ask which one we got.
-uint16_t pick_free_port(const std::string& addr) {
+// A free port on the master's address, held (bound, not listening) until the returned socket closes.
+lockstep::dist::Socket reserve_port(const std::string& addr) {
   try {
-    return lockstep::dist::Socket::listen(addr, 0).local_port();
+    return lockstep::dist::Socket::reserve(addr, 0);
   } catch (const Error& e) {
     fail("cannot pick a free MASTER_PORT: ", e.what());
   }
@@ -381,7 +441,9 @@ int main(int argc, char** argv) {
       "OMP_NUM_THREADS=1 unless set. When a rank exits non-zero or is killed, the other ranks get SIGTERM\n"
       "(then SIGKILL after --grace_period) and launch exits with that rank's status (128+N for signal N).\n"
       "SIGINT/SIGTERM/SIGHUP sent to launch are passed to the ranks. --max_restarts restarts only this\n"
-      "node's ranks; other nodes must fail and restart too for a multi-node job to recover.");
+      "node's ranks; other nodes must fail and restart too for a multi-node job to recover. Without\n"
+      "--master_port, launch holds a free port for rank 0; if rank 0 still finds it taken, the ranks are\n"
+      "started again on another port (up to 3 times; not counted as restarts).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -393,13 +455,30 @@ int main(int argc, char** argv) {
   try {
     validate(opts);
     install_signal_handlers();
-    for (int restart = 0;; ++restart) {
+    int port_retries = 0;
+    for (int restart = 0;;) {
       // A fresh port per attempt: the previous master's may still be held by a straggler.
-      uint16_t port = opts.master_port ? static_cast<uint16_t>(opts.master_port) : pick_free_port(opts.master_addr);
-      Outcome outcome = LocalGroup(opts, port, restart).run();
+      lockstep::dist::Socket reservation;
+      uint16_t port = static_cast<uint16_t>(opts.master_port);
+      if (!port) {
+        reservation = reserve_port(opts.master_addr);
+        port = reservation.local_port();
+      }
+      Outcome outcome = LocalGroup(opts, port, restart, /*watch_port=*/opts.master_port == 0).run();
+      if (outcome.kind == Outcome::kPortInUse) {
+        if (port_retries == kMaxPortRetries) {
+          std::fprintf(stderr, "launch: giving up: rank 0 found %d ports in a row taken\n", kMaxPortRetries + 1);
+          return outcome.exit_code;
+        }
+        ++port_retries;
+        std::fprintf(stderr, "launch: starting the ranks again on another port (port retry %d of %d)\n",
+                     port_retries, kMaxPortRetries);
+        continue;
+      }
       if (outcome.kind != Outcome::kFailed || restart >= opts.max_restarts) return outcome.exit_code;
+      ++restart;
       std::fprintf(stderr, "launch: restarting all %d local rank(s) (restart %d of %d)\n", opts.nproc_per_node,
-                   restart + 1, opts.max_restarts);
+                   restart, opts.max_restarts);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "launch: %s\n", e.what());

@@ -64,8 +64,9 @@ void Socket::close() {
   fd_ = -1;
 }
 
-Socket Socket::listen(const std::string& host, uint16_t port) {
-  auto addrs = resolve(host, port, /*passive=*/true, "cannot listen on");
+// Binds the first address of host:port that accepts; with `listen`, listens on it too.
+Socket Socket::bind_to(const std::string& host, uint16_t port, bool listen, const char* op) {
+  auto addrs = resolve(host, port, /*passive=*/true, op);
   int last_err = EADDRNOTAVAIL;
   for (addrinfo* a = addrs.get(); a; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
@@ -74,17 +75,25 @@ Socket Socket::listen(const std::string& host, uint16_t port) {
       continue;
     }
     Socket s(fd, format_address(host, port));
-    // Lets a restarted master rebind while old connections sit in TIME_WAIT; a live listener on the
-    // same port still makes bind() fail with EADDRINUSE.
+    // Lets a restarted master rebind while old connections sit in TIME_WAIT (and a listener bind a
+    // port held by reserve()); a live listener on the same port still makes bind() fail with EADDRINUSE.
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && (!listen || ::listen(fd, SOMAXCONN) == 0)) {
       s.peer_ = format_address(host, s.local_port());
       return s;
     }
     last_err = errno;
   }
-  fail("cannot listen on ", format_address(host, port), ": ", errno_text(last_err));
+  std::string message = lockstep::detail::str_cat(op, " ", format_address(host, port), ": ", errno_text(last_err));
+  if (last_err == EADDRINUSE) throw AddressInUseError(message);
+  throw Error(message);
+}
+
+Socket Socket::listen(const std::string& host, uint16_t port) { return bind_to(host, port, true, "cannot listen on"); }
+
+Socket Socket::reserve(const std::string& host, uint16_t port) {
+  return bind_to(host, port, false, "cannot reserve a port on");
 }
 
 Socket Socket::connect(const std::string& host, uint16_t port, Deadline deadline) {
@@ -137,6 +146,16 @@ uint16_t Socket::local_port() const {
                  errno_text(errno));
   if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+std::string Socket::local_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  LOCKSTEP_CHECK(::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0, "getsockname on ", peer_, ": ",
+                 errno_text(errno));
+  char host[NI_MAXHOST] = "?";
+  ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST);
+  return format_address(host, local_port());
 }
 
 void Socket::poll_until(short events, Deadline deadline, const char* op) const {

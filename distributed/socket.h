@@ -18,6 +18,12 @@ namespace lockstep::dist {
 // "HOST:PORT", bracketing IPv6 literals.
 std::string format_address(const std::string& host, uint16_t port);
 
+// What Socket::listen throws when the port is taken (EADDRINUSE), so callers can pick another port.
+class AddressInUseError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Move-only owner of a socket file descriptor. Sockets are created non-blocking and close-on-exec; all
 // I/O goes through poll() first, and send uses MSG_NOSIGNAL so a vanished peer is an error, not SIGPIPE.
 class Socket {
@@ -31,8 +37,13 @@ class Socket {
   ~Socket() { close(); }
 
   // Binds host:port (port 0: the kernel picks a free one) on that address only, and listens.
-  // Throws "cannot listen on HOST:PORT: <reason>".
+  // Throws "cannot listen on HOST:PORT: <reason>" (AddressInUseError when the port is taken).
   static Socket listen(const std::string& host, uint16_t port);
+  // Binds host:port with SO_REUSEADDR and does not listen: a reservation. While it is held, other
+  // sockets cannot bind the port (and the kernel does not hand it out as an ephemeral port), except a
+  // listener that also sets SO_REUSEADDR, as listen() above does: so a launcher can hold a port until
+  // the rank it passes the port to listens on it. Throws "cannot reserve a port on HOST:PORT: ...".
+  static Socket reserve(const std::string& host, uint16_t port = 0);
   // One connection attempt bounded by `deadline`. Throws "connect to HOST:PORT: <reason>".
   static Socket connect(const std::string& host, uint16_t port, Deadline deadline);
 
@@ -47,9 +58,12 @@ class Socket {
   // The peer's (or, for a listener, the bound) address, for messages.
   const std::string& peer() const { return peer_; }
   uint16_t local_port() const;
+  // The address this socket is bound to, numeric: "127.0.0.1:29500", "[::1]:29500".
+  std::string local_address() const;
   void close();
 
  private:
+  static Socket bind_to(const std::string& host, uint16_t port, bool listen, const char* op);
   // Waits for `events` until `deadline`; throws TimeoutError naming `op` when it passes.
   void poll_until(short events, Deadline deadline, const char* op) const;
 

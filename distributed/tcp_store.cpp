@@ -2,6 +2,7 @@
 #include "distributed/tcp_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "distributed/tcp_store_protocol.h"
@@ -11,8 +12,8 @@ namespace lockstep::dist {
 
 using detail::Command;
 using detail::FrameReader;
-using detail::FrameWriter;
 using detail::quote;
+using detail::Request;
 
 namespace {
 
@@ -20,10 +21,11 @@ namespace {
 const std::string kWorkersKey = std::string(detail::kReservedKeyPrefix) + "tcpstore/workers";
 const std::string kWorkersDoneKey = std::string(detail::kReservedKeyPrefix) + "tcpstore/workers_done";
 
-FrameWriter command(Command c) {
-  FrameWriter w;
-  w.u8(static_cast<uint8_t>(c));
-  return w;
+Request request_for(Command c, std::string key = {}) {
+  Request q;
+  q.command = c;
+  q.key = std::move(key);
+  return q;
 }
 
 }  // namespace
@@ -35,6 +37,8 @@ TCPStore::TCPStore(std::string host, uint16_t port, bool is_master, std::chrono:
   if (is_master) {
     try {
       server_ = std::make_unique<detail::TCPStoreServer>(host_, port_);
+    } catch (const AddressInUseError& e) {
+      throw AddressInUseError(std::string("TCPStore: ") + e.what());
     } catch (const Error& e) {
       fail("TCPStore: ", e.what());
     }
@@ -56,8 +60,10 @@ void TCPStore::connect_locked(Deadline deadline, std::chrono::milliseconds timeo
   for (;;) {
     try {
       socket_ = Socket::connect(host_, port_, deadline);
+      handshake_locked(deadline);
       return;
     } catch (const Error& e) {
+      socket_.close();
       last_error = e.what();
     }
     auto left = deadline - Clock::now();
@@ -69,9 +75,25 @@ void TCPStore::connect_locked(Deadline deadline, std::chrono::milliseconds timeo
        detail::format_seconds(timeout), " (last error: ", last_error, ")");
 }
 
-std::vector<uint8_t> TCPStore::request(const std::string& what, const char* waiting_for, FrameWriter& frame,
+// A check of no keys, answered at once: the server then counts this connection as a client (one that
+// has never sent a byte may be closed when the server is at its connection limit), and a listener that
+// is not a TCPStore server fails here, where the connection is retried, rather than in a later call.
+void TCPStore::handshake_locked(Deadline deadline) {
+  detail::Request hello;
+  hello.command = Command::kCheck;
+  auto bytes = detail::encode_request(hello);
+  socket_.send_all(bytes.data(), bytes.size(), deadline);
+  uint8_t reply[6];  // u32 length 2, status kOk, u8 1 (every one of no keys exists)
+  socket_.recv_all(reply, 6, deadline);
+  uint32_t len;
+  std::memcpy(&len, reply, 4);
+  LOCKSTEP_CHECK(len == 2 && reply[4] == static_cast<uint8_t>(detail::Status::kOk) && reply[5] == 1,
+                 "connect to ", format_address(host_, port_), ": not a TCPStore server (bad reply to the handshake)");
+}
+
+std::vector<uint8_t> TCPStore::request(const std::string& what, const char* waiting_for, const Request& q,
                                        std::chrono::milliseconds timeout) {
-  auto bytes = frame.finish();
+  auto bytes = detail::encode_request(q);
   Deadline deadline = deadline_after(timeout);
   std::lock_guard lock(mu_);
   if (!socket_.valid()) connect_locked(deadline, timeout);
@@ -103,15 +125,13 @@ std::vector<uint8_t> TCPStore::request(const std::string& what, const char* wait
 }
 
 void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
-  auto w = command(Command::kSet);
-  w.str(key).blob(value);
-  request("set(" + quote(key) + ")", "no reply", w, timeout());
+  auto q = request_for(Command::kSet, key);
+  q.value = value;
+  request("set(" + quote(key) + ")", "no reply", q, timeout());
 }
 
 std::vector<uint8_t> TCPStore::get(const std::string& key) {
-  auto w = command(Command::kGet);
-  w.str(key);
-  auto reply = request("get(" + quote(key) + ")", "key not set", w, timeout());
+  auto reply = request("get(" + quote(key) + ")", "key not set", request_for(Command::kGet, key), timeout());
   FrameReader r(reply.data(), reply.size());
   auto value = r.blob();
   r.expect_end();
@@ -119,9 +139,9 @@ std::vector<uint8_t> TCPStore::get(const std::string& key) {
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
-  auto w = command(Command::kAdd);
-  w.str(key).i64(delta);
-  auto reply = request("add(" + quote(key) + ", " + std::to_string(delta) + ")", "no reply", w, timeout());
+  auto q = request_for(Command::kAdd, key);
+  q.delta = delta;
+  auto reply = request("add(" + quote(key) + ", " + std::to_string(delta) + ")", "no reply", q, timeout());
   FrameReader r(reply.data(), reply.size());
   int64_t value = r.i64();
   r.expect_end();
@@ -130,9 +150,10 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
 
 std::vector<uint8_t> TCPStore::compare_set(const std::string& key, const std::vector<uint8_t>& expected,
                                            const std::vector<uint8_t>& desired) {
-  auto w = command(Command::kCompareSet);
-  w.str(key).blob(expected).blob(desired);
-  auto reply = request("compare_set(" + quote(key) + ")", "no reply", w, timeout());
+  auto q = request_for(Command::kCompareSet, key);
+  q.value = expected;
+  q.desired = desired;
+  auto reply = request("compare_set(" + quote(key) + ")", "no reply", q, timeout());
   FrameReader r(reply.data(), reply.size());
   auto value = r.blob();
   r.expect_end();
@@ -140,30 +161,27 @@ std::vector<uint8_t> TCPStore::compare_set(const std::string& key, const std::ve
 }
 
 void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  auto w = command(Command::kWait);
-  detail::write_keys(w, keys);
-  request("wait(" + detail::quote_all(keys) + ")", "keys not all set", w, timeout);
+  auto q = request_for(Command::kWait);
+  q.keys = keys;
+  request("wait(" + detail::quote_all(keys) + ")", "keys not all set", q, timeout);
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
-  auto w = command(Command::kCheck);
-  detail::write_keys(w, keys);
-  auto reply = request("check(" + detail::quote_all(keys) + ")", "no reply", w, timeout());
+  auto q = request_for(Command::kCheck);
+  q.keys = keys;
+  auto reply = request("check(" + detail::quote_all(keys) + ")", "no reply", q, timeout());
   FrameReader r(reply.data(), reply.size());
   return r.u8() != 0;
 }
 
 bool TCPStore::delete_key(const std::string& key) {
-  auto w = command(Command::kDelete);
-  w.str(key);
-  auto reply = request("delete_key(" + quote(key) + ")", "no reply", w, timeout());
+  auto reply = request("delete_key(" + quote(key) + ")", "no reply", request_for(Command::kDelete, key), timeout());
   FrameReader r(reply.data(), reply.size());
   return r.u8() != 0;
 }
 
 int64_t TCPStore::num_keys() {
-  auto w = command(Command::kNumKeys);
-  auto reply = request("num_keys()", "no reply", w, timeout());
+  auto reply = request("num_keys()", "no reply", request_for(Command::kNumKeys), timeout());
   FrameReader r(reply.data(), reply.size());
   return r.i64();
 }

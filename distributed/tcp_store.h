@@ -27,12 +27,13 @@ namespace lockstep::dist {
 
 namespace detail {
 class TCPStoreServer;
-class FrameWriter;
+struct Request;
 }  // namespace detail
 
 class TCPStore : public Store {
  public:
-  // is_master: start the server on host:port (bound to that address only). Every rank then connects
+  // is_master: start the server on host:port (bound to that address only; AddressInUseError when the
+  // port is taken). Every rank then connects
   // to host:port, retrying with exponential backoff until `timeout`. With `world_size` and
   // `wait_for_workers`, the master's constructor returns only once world_size stores (itself included)
   // have connected.
@@ -62,9 +63,10 @@ class TCPStore : public Store {
  private:
   // Sends one request and returns the reply body after its status byte. `what` names the call in
   // errors, e.g. get("key"); `waiting_for` says what a timeout means, e.g. "key not set".
-  std::vector<uint8_t> request(const std::string& what, const char* waiting_for, detail::FrameWriter& frame,
+  std::vector<uint8_t> request(const std::string& what, const char* waiting_for, const detail::Request& q,
                                std::chrono::milliseconds timeout);
   void connect_locked(Deadline deadline, std::chrono::milliseconds timeout);
+  void handshake_locked(Deadline deadline);
   void await_workers(int world_size);
 
   std::string host_;

@@ -8,6 +8,9 @@
 //   response: u8 Status; on kOk the result, on kError a message string
 //     kSet, kWait: nothing | kGet, kCompareSet: value | kAdd, kNumKeys: i64 | kCheck, kDelete: u8
 // A frame longer than kMaxMessageBytes, or a body that does not parse, ends the connection.
+//
+// parse_request() is the server's whole view of the bytes a client sends: a pure function from a
+// buffer to "a request", "need more bytes" or "malformed", fuzzed by tests/fuzz/tcp_store_fuzz.cpp.
 #pragma once
 
 #include <cstdint>
@@ -112,5 +115,35 @@ inline FrameWriter& write_keys(FrameWriter& w, const std::vector<std::string>& k
   for (const auto& k : keys) w.str(k);
   return w;
 }
+
+// One decoded request. Which fields a command uses:
+//   kSet key value | kGet key | kAdd key delta | kCompareSet key value(expected) desired
+//   kWait keys | kCheck keys | kDelete key | kNumKeys
+struct Request {
+  Command command = Command::kNumKeys;
+  std::string key;
+  std::vector<uint8_t> value;
+  std::vector<uint8_t> desired;
+  int64_t delta = 0;
+  std::vector<std::string> keys;
+  bool operator==(const Request&) const = default;
+};
+
+struct ParseResult {
+  enum Kind { kRequest, kNeedMore, kError } kind = kNeedMore;
+  Request request;    // kRequest
+  size_t consumed = 0;  // kRequest: the frame's size, length prefix included
+  size_t frame_size = 0;  // kNeedMore: the whole frame's size once its length prefix is in (else 0)
+  std::string error;  // kError: what is wrong, e.g. "frame of 4294967280 bytes (limit 67108864)"
+};
+
+// Decodes the first frame of data[0, size). Never throws and never reads past `size`; allocates at
+// most what the frame's own bytes describe (so at most about kMaxMessageBytes). A frame whose length
+// prefix is 0 or over kMaxMessageBytes is an error as soon as the prefix is in, without waiting for
+// the body.
+ParseResult parse_request(const uint8_t* data, size_t size);
+
+// The frame parse_request decodes back into `r` (the client's encoder).
+std::vector<uint8_t> encode_request(const Request& r);
 
 }  // namespace lockstep::dist::detail

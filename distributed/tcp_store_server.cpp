@@ -1,8 +1,10 @@
-// TCPStoreServer: the poll() loop, request handling and parking of blocking get/wait requests.
+// TCPStoreServer: the poll() loop, connection limits, request handling and parking of blocking get/wait.
 #include "distributed/tcp_store_server.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,19 +22,26 @@ constexpr size_t kReadChunk = 64 << 10;
 // One frame at the limit plus one read chunk; a client that sends more without waiting for replies
 // is not a TCPStore client.
 constexpr size_t kMaxBufferedInput = kMaxMessageBytes + 4 + kReadChunk;
-
-void log_dropped(const Socket& s, const std::string& why) {
-  std::fprintf(stderr, "TCPStore server: closing connection from %s: %s\n", s.peer().c_str(), why.c_str());
-}
+constexpr int kLogLinesPerSecond = 10;
 
 // Gives back the memory of a buffer that once held a large value.
 void release_if_large(std::vector<uint8_t>& v) {
   if (v.empty() && v.capacity() > (1 << 20)) v.shrink_to_fit();
 }
 
+size_t default_max_connections() {
+  rlimit rl{};
+  size_t files = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) files = rl.rlim_cur == RLIM_INFINITY ? 1 << 17 : rl.rlim_cur;
+  return std::max<size_t>(64, files / 2);
+}
+
 }  // namespace
 
-TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port) : listener_(Socket::listen(host, port)) {
+TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, TCPStoreServerOptions options)
+    : options_(options),
+      max_connections_(options.max_connections ? options.max_connections : default_max_connections()),
+      listener_(Socket::listen(host, port)) {
   port_ = listener_.local_port();
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   LOCKSTEP_CHECK(wake_fd_ >= 0, "TCPStore: eventfd: ", std::strerror(errno));
@@ -54,64 +63,146 @@ void TCPStoreServer::run() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   for (;;) {
+    auto now = Clock::now();
     fds.clear();
     ids.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({accept_paused_ ? -1 : listener_.fd(), POLLIN, 0});  // poll skips negative fds
+    std::optional<Clock::time_point> wake_at;  // the earliest moment a stalled frame times out
     for (auto& [id, c] : connections_) {
-      short events = 0;
-      if (c.pending_out() < kMaxMessageBytes) events |= POLLIN;  // backpressure on clients that do not read
+      short events = may_read(c, now) ? POLLIN : 0;
       if (c.pending_out() > 0) events |= POLLOUT;
+      if (!c.parked && !c.in.empty()) {
+        auto t = c.last_input + options_.stalled_frame_timeout;
+        if (!wake_at || t < *wake_at) wake_at = t;
+      }
       fds.push_back({c.socket.fd(), events, 0});
       ids.push_back(id);
     }
-    int n = ::poll(fds.data(), fds.size(), accept_paused_ ? 100 : -1);
+    int timeout_ms = accept_paused_ ? 100 : -1;
+    if (wake_at) {
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(*wake_at - now).count();
+      ms = std::clamp<int64_t>(ms, 0, 1 << 30);
+      timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min(timeout_ms, static_cast<int>(ms));
+    }
+    int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0) {
       if (errno != EINTR) std::fprintf(stderr, "TCPStore server: poll: %s\n", std::strerror(errno));
       continue;
     }
     if (fds[0].revents) return;
     accept_paused_ = false;
-    if (fds[1].revents & POLLIN) accept_all();
     for (size_t i = 0; i < ids.size(); ++i) {
       short revents = fds[i + 2].revents;
       auto it = connections_.find(ids[i]);
       if (!revents || it == connections_.end()) continue;
       Connection& c = it->second;
       bool ok = true;
-      if (revents & (POLLIN | POLLHUP | POLLERR)) ok = read_from(c) && process_input(ids[i], c);
+      if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        // An admitted frame is read in big gulps; otherwise one chunk keeps `in` near kSmallRequestBytes.
+        ok = read_from(ids[i], c, c.admitted ? 16 * kReadChunk : kReadChunk) && process_input(ids[i], c);
+      }
       if (ok && (revents & POLLOUT)) ok = flush(c) && process_input(ids[i], c);  // room again: parse more
       if (!ok) close_connection(ids[i]);
     }
     resume_woken();
+    drop_stalled(Clock::now());
+    // Last, so a connection evicted to make room was not in this round's fds.
+    if (fds[1].revents & POLLIN) accept_all();
   }
+}
+
+// Whether to read from `c` this round: not while its replies back up, and past kSmallRequestBytes only
+// for an admitted frame. A client held back with bytes waiting in the kernel is not stalling.
+bool TCPStoreServer::may_read(Connection& c, Clock::time_point now) {
+  bool ok = c.pending_out() < kMaxMessageBytes;
+  if (ok && c.admitted == 0 && c.in.size() >= kSmallRequestBytes) {
+    ParseResult p = parse_request(c.in.data(), c.in.size());
+    size_t frame = p.kind == ParseResult::kNeedMore ? p.frame_size : 0;
+    if (frame > 0 && (admitted_total_ == 0 || admitted_total_ + frame <= options_.max_buffered_bytes)) {
+      c.admitted = frame;
+      admitted_total_ += frame;
+    } else {
+      ok = false;  // complete frames queued behind a parked request, or no budget for this frame yet
+    }
+  }
+  if (!ok) {
+    int waiting = 0;
+    if (c.parked || ::ioctl(c.socket.fd(), FIONREAD, &waiting) != 0 || waiting > 0) c.last_input = now;
+  }
+  return ok;
 }
 
 void TCPStoreServer::accept_all() {
   for (;;) {
+    if (connections_.size() >= max_connections_) {
+      pollfd p{listener_.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 0) != 1) return;  // nobody is waiting to connect
+      if (!evict_silent()) {
+        if (!at_limit_logged_) {
+          log("TCPStore server: " + std::to_string(connections_.size()) +
+              " connections open, the limit: new clients wait until one closes");
+          at_limit_logged_ = true;
+        }
+        accept_paused_ = true;
+        return;
+      }
+    }
+    at_limit_logged_ = false;
     Socket s = listener_.accept();
     if (s.valid()) {
-      connections_[next_id_++].socket = std::move(s);
+      uint64_t id = next_id_++;
+      Connection& c = connections_[id];
+      c.socket = std::move(s);
+      c.last_input = Clock::now();
+      silent_.insert(silent_.end(), id);
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
       // The pending connection stays queued; retry after a pause instead of spinning on it.
-      std::fprintf(stderr, "TCPStore server: accept: %s\n", std::strerror(errno));
+      log(std::string("TCPStore server: accept: ") + std::strerror(errno));
       accept_paused_ = true;
     }
     return;
   }
 }
 
-bool TCPStoreServer::read_from(Connection& c) {
+// Closes the oldest connection that has sent nothing, to make room; false when every one has spoken.
+// One whose first bytes are waiting in the kernel has spoken (this round's poll came before them).
+bool TCPStoreServer::evict_silent() {
+  while (!silent_.empty()) {
+    uint64_t oldest = *silent_.begin();
+    Connection& c = connections_.at(oldest);
+    int waiting = 0;
+    if (::ioctl(c.socket.fd(), FIONREAD, &waiting) == 0 && waiting > 0) {
+      c.silent = false;
+      silent_.erase(silent_.begin());
+      continue;
+    }
+    log_dropped(c, "it has sent nothing since it connected and the server is at its limit of " +
+                       std::to_string(max_connections_) + " connections");
+    close_connection(oldest);
+    return true;
+  }
+  return false;
+}
+
+bool TCPStoreServer::read_from(uint64_t id, Connection& c, size_t max_bytes) {
   uint8_t buf[kReadChunk];
-  for (int i = 0; i < 16; ++i) {  // bounded, so one busy client cannot starve the others
+  size_t total = 0;
+  while (total < max_bytes) {  // bounded, so one busy client cannot starve the others
     ssize_t n = ::recv(c.socket.fd(), buf, sizeof(buf), MSG_DONTWAIT);
     if (n > 0) {
+      total += static_cast<size_t>(n);
       c.in.insert(c.in.end(), buf, buf + n);
+      c.last_input = Clock::now();
+      if (c.silent) {
+        c.silent = false;
+        silent_.erase(id);
+      }
       if (c.in.size() > kMaxBufferedInput) {
-        log_dropped(c.socket, "more than " + std::to_string(kMaxBufferedInput) + " bytes of unanswered requests");
+        log_dropped(c, "more than " + std::to_string(kMaxBufferedInput) + " bytes of unanswered requests");
         return false;
       }
     } else if (n == 0) {
@@ -148,31 +239,33 @@ bool TCPStoreServer::flush(Connection& c) {
 bool TCPStoreServer::process_input(uint64_t id, Connection& c) {
   size_t off = 0;
   bool ok = true;
-  while (!c.parked && c.pending_out() < kMaxMessageBytes && c.in.size() - off >= 4) {
-    uint32_t len;
-    std::memcpy(&len, c.in.data() + off, 4);
-    if (len == 0 || len > kMaxMessageBytes) {
-      log_dropped(c.socket, "frame of " + std::to_string(len) + " bytes (limit " + std::to_string(kMaxMessageBytes) + ")");
+  while (!c.parked && c.pending_out() < kMaxMessageBytes) {
+    ParseResult p = parse_request(c.in.data() + off, c.in.size() - off);
+    if (p.kind == ParseResult::kNeedMore) break;  // the rest of the frame is still in flight
+    if (p.kind == ParseResult::kError) {
+      log_dropped(c, p.error);
       ok = false;
       break;
     }
-    if (c.in.size() - off - 4 < len) break;  // the rest of the frame is still in flight
-    FrameReader r(c.in.data() + off + 4, len);
-    off += 4 + len;
+    off += p.consumed;
     try {
-      handle(id, c, r);
-    } catch (const std::exception& e) {  // malformed request (or out of memory): drop this client only
-      log_dropped(c.socket, e.what());
+      handle(id, c, std::move(p.request));
+    } catch (const std::exception& e) {  // out of memory: drop this client only
+      log_dropped(c, e.what());
       ok = false;
       break;
     }
+  }
+  if (off > 0 && c.admitted) {  // the admitted frame, the first in `in`, has been handled
+    admitted_total_ -= c.admitted;
+    c.admitted = 0;
   }
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(off));
   release_if_large(c.in);
   return ok && flush(c);
 }
 
-void TCPStoreServer::handle(uint64_t id, Connection& c, FrameReader& r) {
+void TCPStoreServer::handle(uint64_t id, Connection& c, Request q) {
   auto reply = [&c](FrameWriter& w) {
     auto frame = w.finish();
     c.out.insert(c.out.end(), frame.begin(), frame.end());
@@ -184,93 +277,68 @@ void TCPStoreServer::handle(uint64_t id, Connection& c, FrameReader& r) {
   };
   FrameWriter w;
   w.u8(static_cast<uint8_t>(Status::kOk));
-  auto command = static_cast<Command>(r.u8());
-  switch (command) {
-    case Command::kSet: {
-      std::string key = r.str();
-      auto value = r.blob();
-      r.expect_end();
-      data_[key] = std::move(value);
+  switch (q.command) {
+    case Command::kSet:
+      data_[q.key] = std::move(q.value);
       reply(w);
-      key_written(key);
+      key_written(q.key);
       return;
-    }
-    case Command::kGet: {
-      std::string key = r.str();
-      r.expect_end();
-      if (auto it = data_.find(key); it != data_.end()) {
+    case Command::kGet:
+      if (auto it = data_.find(q.key); it != data_.end()) {
         reply(w.blob(it->second));
       } else {
-        park(id, c, command, {std::move(key)});
+        park(id, c, q.command, {std::move(q.key)});
       }
       return;
-    }
     case Command::kAdd: {
-      std::string key = r.str();
-      int64_t delta = r.i64();
-      r.expect_end();
       int64_t value = 0;
-      auto it = data_.find(key);
+      auto it = data_.find(q.key);
       if (it != data_.end() && !parse_counter(it->second, &value)) {
-        return reply_error("add(" + quote(key) + "): the stored value " + quote(Store::to_string(it->second)) +
+        return reply_error("add(" + quote(q.key) + "): the stored value " + quote(Store::to_string(it->second)) +
                            " is not an integer");
       }
-      if (__builtin_add_overflow(value, delta, &value)) {
-        return reply_error("add(" + quote(key) + ", " + std::to_string(delta) + "): overflows int64");
+      if (__builtin_add_overflow(value, q.delta, &value)) {
+        return reply_error("add(" + quote(q.key) + ", " + std::to_string(q.delta) + "): overflows int64");
       }
-      data_[key] = Store::to_bytes(std::to_string(value));
+      data_[q.key] = Store::to_bytes(std::to_string(value));
       reply(w.i64(value));
-      key_written(key);
+      key_written(q.key);
       return;
     }
     case Command::kCompareSet: {
-      std::string key = r.str();
-      auto expected = r.blob();
-      auto desired = r.blob();
-      r.expect_end();
-      auto it = data_.find(key);
+      const auto& expected = q.value;
+      auto it = data_.find(q.key);
       if (it == data_.end()) {
         if (!expected.empty()) return reply(w.blob(expected));  // c10d's answer for a missing key
-        it = data_.emplace(key, std::move(desired)).first;
+        it = data_.emplace(q.key, std::move(q.desired)).first;
       } else if (it->second == expected) {
-        it->second = std::move(desired);
+        it->second = std::move(q.desired);
       } else {
         return reply(w.blob(it->second));
       }
       reply(w.blob(it->second));
-      key_written(key);
+      key_written(q.key);
       return;
     }
-    case Command::kWait: {
-      auto keys = r.str_list();
-      r.expect_end();
-      if (has_all(keys)) {
+    case Command::kWait:
+      if (has_all(q.keys)) {
         reply(w);
       } else {
-        park(id, c, command, std::move(keys));
+        park(id, c, q.command, std::move(q.keys));
       }
       return;
-    }
-    case Command::kCheck: {
-      auto keys = r.str_list();
-      r.expect_end();
-      reply(w.u8(has_all(keys)));
+    case Command::kCheck:
+      reply(w.u8(has_all(q.keys)));
       return;
-    }
-    case Command::kDelete: {
-      std::string key = r.str();
-      r.expect_end();
-      reply(w.u8(data_.erase(key) > 0));
+    case Command::kDelete:
+      reply(w.u8(data_.erase(q.key) > 0));
       return;
-    }
     case Command::kNumKeys: {
-      r.expect_end();
       auto n = std::count_if(data_.begin(), data_.end(), [](const auto& kv) { return !is_reserved_key(kv.first); });
       reply(w.i64(n));
       return;
     }
   }
-  fail("unknown command ", static_cast<int>(command));
 }
 
 void TCPStoreServer::park(uint64_t id, Connection& c, Command command, std::vector<std::string> keys) {
@@ -312,7 +380,30 @@ void TCPStoreServer::resume_woken() {
     auto frame = w.finish();
     c.out.insert(c.out.end(), frame.begin(), frame.end());
     c.parked.reset();
+    c.last_input = Clock::now();  // waiting on the server was not the client's stall
     if (!process_input(id, c)) close_connection(id);
+  }
+}
+
+// Disconnects clients that sent part of a frame and then nothing for stalled_frame_timeout.
+void TCPStoreServer::drop_stalled(Clock::time_point now) {
+  std::vector<uint64_t> stalled;
+  for (auto& [id, c] : connections_) {
+    if (c.parked || c.in.empty() || now - c.last_input < options_.stalled_frame_timeout) continue;
+    int waiting = 0;
+    if (::ioctl(c.socket.fd(), FIONREAD, &waiting) == 0 && waiting > 0) {
+      c.last_input = now;  // its bytes are here: the server is the one holding it back
+    } else {
+      stalled.push_back(id);
+    }
+  }
+  for (uint64_t id : stalled) {
+    Connection& c = connections_.at(id);
+    ParseResult p = parse_request(c.in.data(), c.in.size());
+    std::string have = std::to_string(c.in.size()) + (p.frame_size ? " of " + std::to_string(p.frame_size) : "");
+    log_dropped(c, "sent " + have + " bytes of a frame, then nothing for " +
+                       format_seconds(options_.stalled_frame_timeout));
+    close_connection(id);
   }
 }
 
@@ -327,11 +418,34 @@ void TCPStoreServer::close_connection(uint64_t id) {
       if (w->second.empty()) waiters_.erase(w);
     }
   }
+  admitted_total_ -= it->second.admitted;
+  silent_.erase(id);
   connections_.erase(it);
 }
 
 bool TCPStoreServer::has_all(const std::vector<std::string>& keys) const {
   return std::all_of(keys.begin(), keys.end(), [this](const std::string& k) { return data_.count(k) > 0; });
+}
+
+// At most kLogLinesPerSecond lines a second, so a flood of bad clients cannot flood stderr.
+void TCPStoreServer::log(const std::string& line) {
+  auto now = Clock::now();
+  if (now - log_window_ >= std::chrono::seconds(1)) {
+    if (suppressed_) std::fprintf(stderr, "TCPStore server: (%zu similar lines suppressed)\n", suppressed_);
+    log_window_ = now;
+    logged_in_window_ = 0;
+    suppressed_ = 0;
+  }
+  if (logged_in_window_ >= kLogLinesPerSecond) {
+    ++suppressed_;
+    return;
+  }
+  ++logged_in_window_;
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void TCPStoreServer::log_dropped(const Connection& c, const std::string& why) {
+  log("TCPStore server: closing connection from " + c.socket.peer() + ": " + why);
 }
 
 }  // namespace lockstep::dist::detail

@@ -1,13 +1,15 @@
 // init_process_group & co, one process per rank (tests/multiprocess.h): env://, tcp:// and file://,
 // the default group's identity, the data/ hook and the free-function collectives, destroy then init
-// again on the same port, and the rendezvous errors (bad options, a missing variable, a rank claimed
-// twice, disagreeing world sizes, ranks that never come).
+// again on the same port, and the rendezvous faults (bad options, a missing variable, a rank claimed
+// twice, rank 0 included, a rank out of range, disagreeing world sizes, ranks that never come, a port
+// in use, a master that comes late) with LOCKSTEP_TIMEOUT bounding rendezvous and collectives.
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/world.h"
@@ -20,6 +22,9 @@ namespace {
 
 using namespace lockstep;
 using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr milliseconds kTimeout{10000};
 
@@ -216,7 +221,9 @@ TEST_CASE("init errors: options, environment, state") {
     set_env("RANK", "one");
     expect_error([] { dist::init_process_group(); }, "init_process_group: RANK=\"one\" is not an integer");
     set_env("RANK", "2");
+    set_env("LOCKSTEP_TIMEOUT", "0.3");  // how long it tries to tell the (absent) others
     expect_error([] { dist::init_process_group(); }, "init_process_group: rank 2 is out of range for world_size 2");
+    ::unsetenv("LOCKSTEP_TIMEOUT");
     set_env("MASTER_PORT", "70000");
     expect_error([] { dist::init_process_group(); }, "MASTER_PORT=70000 is not a port");
     clear_env();
@@ -291,6 +298,7 @@ TEST_CASE("ranks that disagree on the world size fail together") {
 TEST_CASE("ranks that never join are named when the timeout passes") {
   const uint16_t port = testing::free_port();
   // World size 4; only ranks 0 and 2 start. LOCKSTEP_TIMEOUT sets the timeout.
+  auto start = Clock::now();
   auto results = testing::run_ranks(2, [&](int process) {
     clear_env();
     set_env("LOCKSTEP_TIMEOUT", "1");
@@ -299,8 +307,10 @@ TEST_CASE("ranks that never join are named when the timeout passes") {
     dist::init_process_group(o);
   });
   check_all_failed(results, "ranks 1, 3 of world size 4 did not join within 1s");
+  CHECK(seconds_since(start) < 1 + 3.0);  // the timeout, plus rank 0 keeping the store up for the others
 
-  // Without rank 0 nobody hosts the store.
+  // Without rank 0 nobody hosts the store: rank 1 names the address it tried and rank 0's role.
+  start = Clock::now();
   results = testing::run_ranks(1, [&](int) {
     clear_env();
     auto o = tcp_options(port, 2, 1);
@@ -309,4 +319,88 @@ TEST_CASE("ranks that never join are named when the timeout passes") {
   });
   check_all_failed(results, "could not reach the store at 127.0.0.1:" + std::to_string(port) +
                                 " (rank 0 hosts it) within 0.5s");
+  CHECK(seconds_since(start) < 0.5 + 2.0);
+}
+
+TEST_CASE("rank 0 claimed by two processes fails the rendezvous on every rank") {
+  const uint16_t port = testing::free_port();
+  // Processes 0 and 1 both claim rank 0 of 3 (the second finds the port taken by the first's store
+  // and joins it to report the duplicate); nobody is rank 2.
+  auto start = Clock::now();
+  auto results = testing::run_ranks(3, [&](int process) {
+    clear_env();
+    if (process == 1) std::this_thread::sleep_for(milliseconds(300));  // after the first has the port
+    dist::init_process_group(tcp_options(port, 3, process == 2 ? 1 : 0));
+  });
+  check_all_failed(results, "rank 0 was claimed twice");
+  CHECK(seconds_since(start) < kTimeout.count() / 1000.0);  // reported at once, not at the timeout
+}
+
+TEST_CASE("a rank outside [0, world_size) fails, and tells the ranks waiting for the missing one") {
+  const uint16_t port = testing::free_port();
+  // World size 3 started as ranks 0, 1 and 3.
+  auto start = Clock::now();
+  auto results = testing::run_ranks(3, [&](int process) {
+    clear_env();
+    dist::init_process_group(tcp_options(port, 3, process == 2 ? 3 : process));
+  });
+  CHECK(seconds_since(start) < kTimeout.count() / 1000.0);
+  REQUIRE(results.size() == 3);
+  check_all_failed({results[2]}, "init_process_group: rank 3 is out of range for world_size 3 (ranks are 0..2)");
+  check_all_failed({results[0], results[1]},
+                   "the rendezvous failed: a process was started with rank 3, out of range for world_size 3");
+}
+
+TEST_CASE("a port in use is named in rank 0's error") {
+  dist::Socket taken = dist::Socket::listen("127.0.0.1", 0);
+  const uint16_t port = taken.local_port();
+  auto start = Clock::now();
+  auto results = testing::run_ranks(1, [&](int) {
+    clear_env();
+    dist::init_process_group(tcp_options(port, 1, 0));
+  });
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  check_all_failed(results, "init_process_group: rank 0 could not host the store on " + addr +
+                                " (is another job using the port?): TCPStore: cannot listen on " + addr +
+                                ": Address already in use");
+  CHECK(seconds_since(start) < 3.0);
+}
+
+TEST_CASE("ranks that start before rank 0 retry until its store is up") {
+  const uint16_t port = testing::free_port();
+  auto results = testing::run_ranks(2, [&](int rank) {
+    clear_env();
+    if (rank == 0) std::this_thread::sleep_for(milliseconds(1000));
+    auto start = Clock::now();
+    dist::init_process_group(tcp_options(port, 2, rank));
+    if (rank == 1) RANK_CHECK(seconds_since(start) >= 0.8, "rank 1 joined after ", seconds_since(start), " s");
+    Tensor t = full({4}, 1.0);
+    dist::all_reduce(t);
+    expect_all(t, 2.0, "all_reduce after a late master");
+    dist::destroy_process_group();
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("LOCKSTEP_TIMEOUT also bounds collectives") {
+  const uint16_t port = testing::free_port();
+  auto start = Clock::now();
+  auto results = testing::run_ranks(2, [&](int rank) {
+    clear_env();
+    set_env("LOCKSTEP_TIMEOUT", "1.5");
+    auto o = tcp_options(port, 2, rank);
+    o.timeout.reset();
+    dist::init_process_group(o);
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(2500));  // never joins the all_reduce
+      return;
+    }
+    Tensor t = full({4}, 1.0);
+    auto begun = Clock::now();
+    expect_error([&] { dist::all_reduce(t); }, "");
+    double took = seconds_since(begun);
+    RANK_CHECK(took >= 1.0 && took < 3.5, "all_reduce failed after ", took, " s with LOCKSTEP_TIMEOUT=1.5");
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+  CHECK(seconds_since(start) < 10.0);
 }

@@ -1,6 +1,7 @@
 // launch tests: runs the real launcher binary on tests/launch_child and checks the ranks' environment,
 // failure propagation (exit status, naming the rank, stopping the others), signals and restarts.
-// The two binaries' paths come as arguments: args = [$(rootpath launch), $(rootpath launch_child)].
+// The binaries' paths come as arguments: args = [$(rootpath launch), $(rootpath launch_child),
+// $(rootpath rendezvous_child)]. rendezvous_child runs init_process_group for the MASTER_PORT cases.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -17,6 +19,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "distributed/socket.h"
 
 extern char** environ;
 
@@ -41,6 +45,11 @@ const std::string& child_path() {
   static const std::string path = own_args().at(2);
   return path;
 }
+const std::string& rendezvous_child_path() {
+  static const std::string path = own_args().at(3);
+  return path;
+}
+
 
 std::string temp_file(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
@@ -55,6 +64,26 @@ std::string read_file(const std::string& path) {
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A fresh scratch directory for rendezvous_child.
+std::string scratch_dir(const std::string& name) {
+  std::string dir = temp_file(name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// "R ok port=P" lines of rendezvous_child: rank -> port.
+std::map<int, std::string> ok_ports(const std::string& out) {
+  std::map<int, std::string> ports;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto at = line.find(" ok port=");
+    if (at != std::string::npos) ports[std::stoi(line.substr(0, at))] = line.substr(at + 9);
+  }
+  return ports;
+}
 
 struct Result {
   int exit_code = -1;  // the launcher's exit status; -1 if it did not exit normally
@@ -271,4 +300,60 @@ TEST_CASE("launch: bad command lines") {
   res = run_launch({"--nproc_per_node", "2", "./no/such/program"});
   CHECK(res.exit_code == 127);
   CHECK(contains(res.err, "launch: cannot start './no/such/program' for rank 0: No such file or directory"));
+}
+
+TEST_CASE("launch: the MASTER_PORT it picks stays reserved, and rank 0 can still listen on it") {
+  std::string dir = scratch_dir("reserved");
+  Result res = run_launch({"--nproc_per_node", "2", rendezvous_child_path(), "init", dir});
+  CHECK(res.exit_code == 0);
+  CHECK(contains(res.out, "0 reserved=yes\n"));  // a plain bind to the port fails while the job runs
+  auto ports = ok_ports(res.out);
+  CHECK(ports.size() == 2);
+  CHECK(ports[0] == ports[1]);
+}
+
+TEST_CASE("launch: a picked MASTER_PORT that rank 0 finds taken is replaced by another") {
+  std::string dir = scratch_dir("steal_first");
+  Result res = run_launch({"--nproc_per_node", "2", rendezvous_child_path(), "steal_first", dir});
+  INFO("stderr: ", res.err);
+  CHECK(res.exit_code == 0);
+  std::string first;
+  std::ifstream(dir + "/first_port") >> first;
+  REQUIRE_FALSE(first.empty());
+  const std::string addr = "127.0.0.1:" + first;
+  CHECK(contains(res.err, "rank 0: init_process_group: rank 0 could not host the store on " + addr));
+  CHECK(contains(res.err, "Address already in use"));
+  CHECK(contains(res.err, "launch: rank 0 could not listen on MASTER_PORT " + addr +
+                              " (address in use); stopping the ranks to start them again on another port\n"));
+  CHECK(contains(res.err, "launch: starting the ranks again on another port (port retry 1 of 3)\n"));
+  CHECK_FALSE(contains(res.err, "restarting"));  // not a --max_restarts restart
+  auto ports = ok_ports(res.out);
+  REQUIRE(ports.size() == 2);
+  CHECK(ports[0] == ports[1]);
+  CHECK(ports[0] != first);
+  CHECK(res.seconds < 15);
+}
+
+TEST_CASE("launch: gives up when every port it picks is taken") {
+  std::string dir = scratch_dir("steal_always");
+  Result res = run_launch({"--nproc_per_node", "2", rendezvous_child_path(), "steal_always", dir});
+  CHECK(res.exit_code == 1);  // rank 0's status
+  CHECK(contains(res.err, "(port retry 3 of 3)\n"));
+  CHECK(contains(res.err, "launch: giving up: rank 0 found 4 ports in a row taken\n"));
+  CHECK(ok_ports(res.out).empty());
+  CHECK(res.seconds < 20);
+}
+
+TEST_CASE("launch: a --master_port that is taken fails at once, naming the address, without retrying") {
+  lockstep::dist::Socket taken = lockstep::dist::Socket::listen("127.0.0.1", 0);
+  const std::string port = std::to_string(taken.local_port());
+  std::string dir = scratch_dir("given_port");
+  Result res = run_launch({"--nproc_per_node", "2", "--master_port", port, rendezvous_child_path(), "init", dir});
+  INFO("stderr: ", res.err);
+  CHECK(res.exit_code == 1);
+  CHECK(contains(res.err, "rank 0: init_process_group: rank 0 could not host the store on 127.0.0.1:" + port +
+                              " (is another job using the port?)"));
+  CHECK(contains(res.err, "launch: rank 0 (pid "));
+  CHECK_FALSE(contains(res.err, "another port"));
+  CHECK(res.seconds < 10);
 }

@@ -1,0 +1,344 @@
+// A live TCPStore server under hostile input: garbage and random bytes from many sockets, clients
+// that stop mid-frame or never send, floods of connections (past max_connections and past the
+// open-file limit), big frames beyond the buffering budget, and the bind address. Throughout, a
+// legitimate client keeps working: set/get/add/compare_set/wait/check/delete.
+#include <doctest/doctest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/socket.h"
+#include "distributed/tcp_store.h"
+#include "distributed/tcp_store_server.h"
+
+using namespace lockstep::dist;
+using namespace std::chrono_literals;
+using detail::TCPStoreServer;
+using detail::TCPStoreServerOptions;
+using Bytes = std::vector<uint8_t>;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+Socket raw_connect(uint16_t port) { return Socket::connect("127.0.0.1", port, deadline_after(5s)); }
+
+// True when the server closes `s` (EOF or reset) within `within`; false when it stays open.
+bool closed_by_server(const Socket& s, std::chrono::milliseconds within) {
+  try {
+    uint8_t b;
+    s.recv_all(&b, 1, deadline_after(within));
+  } catch (const TimeoutError&) {
+    return false;
+  } catch (const lockstep::Error&) {
+    return true;
+  }
+  return false;  // the server sent a byte: it never does unasked
+}
+
+// Sends what it can of `data` before `within` passes (the server may stop reading); returns the bytes sent.
+size_t send_some(const Socket& s, const Bytes& data, std::chrono::milliseconds within) {
+  Deadline deadline = deadline_after(within);
+  size_t sent = 0;
+  while (sent < data.size()) {
+    size_t n = std::min<size_t>(64 << 10, data.size() - sent);
+    try {
+      s.send_all(data.data() + sent, n, deadline);
+    } catch (const lockstep::Error&) {
+      break;  // timed out (held back) or closed by the server
+    }
+    sent += n;
+  }
+  return sent;
+}
+
+Bytes u32(uint32_t v) { return {uint8_t(v), uint8_t(v >> 8), uint8_t(v >> 16), uint8_t(v >> 24)}; }
+
+// Every Store call once, under keys of its own; throws (failing the test) on any wrong answer.
+void exercise(Store& s, const std::string& tag) {
+  s.set(tag + "/k", "v");
+  REQUIRE(s.get_string(tag + "/k") == "v");
+  REQUIRE(s.add(tag + "/n", 2) == 2);
+  REQUIRE(s.add(tag + "/n", 3) == 5);
+  REQUIRE(s.compare_set(tag + "/cs", "", "a") == "a");
+  REQUIRE(s.compare_set(tag + "/cs", "a", "b") == "b");
+  s.wait({tag + "/k", tag + "/n"});
+  REQUIRE(s.check({tag + "/cs"}));
+  REQUIRE(s.delete_key(tag + "/cs"));
+  REQUIRE_FALSE(s.check({tag + "/cs"}));
+}
+
+// A non-loopback IPv4 address of this machine, if it has one.
+std::optional<std::string> other_local_ipv4() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return std::nullopt;
+  std::optional<std::string> found;
+  for (ifaddrs* a = list; a && !found; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    if ((ntohl(in->sin_addr.s_addr) >> 24) == 127) continue;
+    if (::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf))) found = buf;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("hostile: garbage, truncated frames and bad length prefixes close only their own connection") {
+  TCPStore master("127.0.0.1", 0, /*is_master=*/true, 10s);
+  TCPStore legit("127.0.0.1", master.port(), false, 10s);
+  exercise(legit, "before");
+  const std::vector<Bytes> bad = {
+      u32(0xFFFFFFF0u),                                // length prefix over the limit
+      u32((64u << 20) + 1),                            // one byte over
+      u32(0),                                          // empty frame
+      {3, 0, 0, 0, 0x77, 1, 2},                        // unknown command
+      {6, 0, 0, 0, 1, 0xff, 0xff, 0, 0, 'k'},          // key longer than the frame
+      {9, 0, 0, 0, 5, 0, 0, 0, 0x40, 0, 0, 0, 0},      // a billion keys in 9 bytes
+      {4, 0, 0, 0, 8, 'x', 'y', 'z'},                  // num_keys with trailing bytes
+      {'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n', '\r', '\n'},  // HTTP
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    Socket s = raw_connect(master.port());
+    s.send_all(bad[i].data(), bad[i].size(), deadline_after(2s));
+    CHECK_MESSAGE(closed_by_server(s, 2s), "bad input #", i);
+    exercise(legit, "during" + std::to_string(i));
+  }
+  exercise(legit, "after");
+}
+
+TEST_CASE("hostile: a client that stops mid-frame is dropped after stalled_frame_timeout; waiting clients are not") {
+  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.stalled_frame_timeout = 300ms});
+  TCPStore legit("127.0.0.1", server.port(), false, 10s);
+  TCPStore waiter("127.0.0.1", server.port(), false, 10s);
+  std::string got;
+  std::thread parked([&] { got = waiter.get_string("late"); });  // parked on the server past the timeout
+
+  Socket half_frame = raw_connect(server.port());
+  Bytes part = {100, 0, 0, 0, 1, 2, 3};
+  half_frame.send_all(part.data(), part.size(), deadline_after(2s));
+  Socket half_prefix = raw_connect(server.port());
+  half_prefix.send_all(part.data(), 2, deadline_after(2s));
+  auto start = Clock::now();
+  exercise(legit, "meanwhile");  // served while the stalled frames sit in the server
+  CHECK(closed_by_server(half_frame, 3s));
+  CHECK(closed_by_server(half_prefix, 1s));
+  CHECK(seconds_since(start) >= 0.25);
+
+  std::this_thread::sleep_for(200ms);  // the parked get has now waited well past 300 ms
+  legit.set("late", "here");
+  parked.join();
+  CHECK(got == "here");
+  exercise(waiter, "waiter");  // its connection was kept: idle between requests is not a stall
+}
+
+TEST_CASE("hostile: 500 connections that never send do not stop legitimate clients") {
+  TCPStore master("127.0.0.1", 0, true, 10s);
+  std::vector<Socket> idle;
+  for (int i = 0; i < 500; ++i) idle.push_back(raw_connect(master.port()));
+  auto start = Clock::now();
+  TCPStore legit("127.0.0.1", master.port(), false, 10s);
+  for (int i = 0; i < 20; ++i) exercise(legit, std::string("round") + std::to_string(i));
+  CHECK(seconds_since(start) < 5.0);
+  CHECK_FALSE(closed_by_server(idle.front(), 50ms));  // below the limit nobody is evicted
+  CHECK_FALSE(closed_by_server(idle.back(), 50ms));
+}
+
+TEST_CASE("hostile: at max_connections the oldest silent connection makes room") {
+  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.max_connections = 32});
+  CHECK(server.max_connections() == 32);
+  std::vector<Socket> idle;
+  for (int i = 0; i < 100; ++i) idle.push_back(raw_connect(server.port()));
+  TCPStore legit("127.0.0.1", server.port(), false, 10s);
+  exercise(legit, "legit");
+  CHECK(closed_by_server(idle.front(), 2s));       // evicted, oldest first
+  CHECK_FALSE(closed_by_server(idle.back(), 50ms));  // the newest silent ones are still there
+  TCPStore second("127.0.0.1", server.port(), false, 10s);
+  exercise(second, "second");
+  exercise(legit, "legit_again");  // a connection that has spoken is never evicted
+}
+
+TEST_CASE("hostile: when every connection has spoken, a new client waits until one closes") {
+  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.max_connections = 4});
+  std::vector<std::unique_ptr<TCPStore>> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(std::make_unique<TCPStore>("127.0.0.1", server.port(), false, 10s));
+    clients.back()->add("count", 1);
+  }
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    TCPStore fifth("127.0.0.1", server.port(), false, 10s);  // its handshake waits in the backlog
+    fifth.add("count", 1);
+    done = true;
+  });
+  std::this_thread::sleep_for(400ms);
+  CHECK_FALSE(done.load());
+  auto start = Clock::now();
+  clients.pop_back();
+  t.join();
+  CHECK(seconds_since(start) < 2.0);
+  CHECK(clients[0]->add("count", 0) == 5);
+}
+
+TEST_CASE("hostile: a connection flood in a process with few file descriptors") {
+  // The server runs in a child whose open-file limit is 128, so it keeps at most 64 connections.
+  int port_pipe[2], done_pipe[2];
+  REQUIRE(::pipe(port_pipe) == 0);
+  REQUIRE(::pipe(done_pipe) == 0);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int code = 0;
+    try {
+      rlimit rl{128, 128};
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(3);
+      TCPStore master("127.0.0.1", 0, true, 30s);
+      uint16_t port = master.port();
+      if (::write(port_pipe[1], &port, sizeof(port)) != sizeof(port)) ::_exit(4);
+      char c;
+      if (::read(done_pipe[0], &c, 1) != 1) code = 5;
+      if (master.get_string("legit/k") != "v") code = 6;  // the server still works from its own side
+    } catch (...) {
+      code = 7;
+    }
+    ::_exit(code);
+  }
+  uint16_t port = 0;
+  REQUIRE(::read(port_pipe[0], &port, sizeof(port)) == sizeof(port));
+  std::vector<Socket> flood;
+  for (int i = 0; i < 400; ++i) flood.push_back(raw_connect(port));
+  auto start = Clock::now();
+  TCPStore legit("127.0.0.1", port, false, 10s);
+  exercise(legit, "legit");
+  CHECK(seconds_since(start) < 5.0);
+  CHECK(closed_by_server(flood.front(), 2s));
+  REQUIRE(::write(done_pipe[1], "x", 1) == 1);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  for (int fd : {port_pipe[0], port_pipe[1], done_pipe[0], done_pipe[1]}) ::close(fd);
+}
+
+TEST_CASE("hostile: big frames beyond the buffering budget wait; small requests do not") {
+  TCPStoreServer server("127.0.0.1", 0,
+                        TCPStoreServerOptions{.stalled_frame_timeout = 800ms, .max_buffered_bytes = 4 << 20});
+  TCPStore legit("127.0.0.1", server.port(), false, 20s);
+  // Three clients each announce a 48 MiB frame and send all of it but the last byte, for up to 1 s.
+  // The budget admits one frame at a time (here one over the budget, as nothing else is admitted), so
+  // the other two get no further than the kernel's socket buffers.
+  Bytes frame = u32(48 << 20);
+  frame.resize(4 + (48 << 20) - 1, 0xAB);
+  std::vector<Socket> hogs;
+  std::vector<std::thread> senders;
+  std::vector<size_t> sent(3);
+  for (int i = 0; i < 3; ++i) hogs.push_back(raw_connect(server.port()));
+  for (int i = 0; i < 3; ++i) senders.emplace_back([&, i] { sent[i] = send_some(hogs[i], frame, 1000ms); });
+  std::this_thread::sleep_for(200ms);
+  auto start = Clock::now();
+  exercise(legit, "small");  // small requests are read whatever the budget
+  CHECK(seconds_since(start) < 1.0);
+  for (auto& t : senders) t.join();
+  int held_back = 0;
+  for (int i = 0; i < 3; ++i) {
+    INFO("hog ", i, " sent ", sent[i], " of ", frame.size(), " bytes");
+    held_back += sent[i] < frame.size();
+    CHECK(sent[i] > 0);
+  }
+  CHECK(held_back >= 2);
+
+  // A legitimate 2 MiB set waits for budget: the hogs, which stopped, are dropped 0.8 s after their
+  // last byte was read, one after another.
+  Bytes big(2 << 20, 7);
+  start = Clock::now();
+  legit.set("big", big);
+  CHECK(seconds_since(start) < 10.0);
+  CHECK(legit.get("big") == big);
+  for (auto& h : hogs) CHECK(closed_by_server(h, 5s));
+}
+
+TEST_CASE("hostile: seeded random bytes from 64 sockets, then every call works") {
+  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.stalled_frame_timeout = 500ms});
+  TCPStore legit("127.0.0.1", server.port(), false, 10s);
+  std::mt19937 rng(12345);
+  Bytes valid_get = {9, 0, 0, 0, 2, 4, 0, 0, 0, 'k', 'e', 'y', '1'};
+  std::vector<Socket> sockets(64);
+  auto start = Clock::now();
+  int sends = 0;
+  for (int round = 0; round < 40 && seconds_since(start) < 8.0; ++round) {
+    for (auto& s : sockets) {
+      if (!s.valid()) s = raw_connect(server.port());
+      Bytes b;
+      switch (rng() % 4) {
+        case 0:  // pure noise
+          b.resize(1 + rng() % 512);
+          for (auto& x : b) x = static_cast<uint8_t>(rng());
+          break;
+        case 1:  // a plausible length prefix, then noise
+          b = u32(1 + rng() % 256);
+          b.resize(4 + rng() % 300, static_cast<uint8_t>(rng()));
+          break;
+        case 2:  // a valid request with a byte or two changed
+          b = valid_get;
+          b[rng() % b.size()] = static_cast<uint8_t>(rng());
+          break;
+        case 3:  // a valid request cut short
+          b.assign(valid_get.begin(), valid_get.begin() + rng() % valid_get.size());
+          break;
+      }
+      try {
+        s.send_all(b.data(), b.size(), deadline_after(200ms));
+      } catch (const lockstep::Error&) {
+        s.close();  // the server already closed it
+      }
+      ++sends;
+      if (rng() % 8 == 0) s.close();  // some vanish mid-message
+    }
+    if (round % 10 == 0) exercise(legit, "during" + std::to_string(round));
+  }
+  INFO("sent ", sends, " garbage messages in ", seconds_since(start), " s");
+  CHECK(sends > 1000);
+  sockets.clear();
+  exercise(legit, "after");
+  TCPStore fresh("127.0.0.1", server.port(), false, 10s);
+  exercise(fresh, "fresh");
+  CHECK(fresh.get_string("after/k") == "v");
+}
+
+TEST_CASE("the server listens on the address it is given, not on every interface") {
+  TCPStoreServer server("127.0.0.1", 0);
+  CHECK(server.bound_address() == "127.0.0.1:" + std::to_string(server.port()));
+  TCPStore master("127.0.0.1", 0, true, 5s);
+  if (auto other = other_local_ipv4()) {
+    INFO("other local address: ", *other);
+    for (uint16_t port : {server.port(), master.port()}) {
+      std::string err;
+      try {
+        Socket::connect(*other, port, deadline_after(2s));
+      } catch (const lockstep::Error& e) {
+        err = e.what();
+      }
+      CHECK_MESSAGE(err.find("Connection refused") != std::string::npos, err);
+    }
+  } else {
+    MESSAGE("no non-loopback IPv4 address: checked the bound address only");
+  }
+}
