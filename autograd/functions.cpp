@@ -135,6 +135,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                  " does not match weight ", w.shape(), " (expected input [N, ", w.dim() == 2 ? w.size(1) : -1, "])");
   LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0)), "linear: bias ", bias.shape(),
                  " does not match weight ", w.shape());
+  LOCKSTEP_CHECK(x.dtype() == w.dtype(), "linear: input is ", x.dtype(), " but weight is ", w.dtype(),
+                 " (convert one with .to(dtype))");
+  LOCKSTEP_CHECK(x.device() == w.device(), "linear: input is on ", x.device(), " but weight is on ", w.device(),
+                 " (move one with .to(device))");
   Tensor out = ops::matmul(x, w, false, true);  // x: [B, in], w: [out, in] -> [B, out]
   if (bias.defined()) ops::add_(out, bias);
   if (!any_requires_grad(x, w) && !(bias.defined() && bias.requires_grad())) return out;

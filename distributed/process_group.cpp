@@ -1,6 +1,7 @@
 // ProcessGroup: argument checks shared by every backend.
 #include "distributed/process_group.h"
 
+#include "distributed/debug.h"
 #include "tensor/check.h"
 
 namespace lockstep::dist {
@@ -29,9 +30,17 @@ ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
                  " (ranks are 0..", size - 1, ")");
 }
 
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::enable_debug_checks(std::shared_ptr<Store> store, std::chrono::milliseconds timeout) {
+  if (debug_level() == DebugLevel::Detail)
+    checker_ = std::make_unique<detail::CollectiveChecker>(std::move(store), rank_, size_, timeout);
+}
+
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
   check_defined(tensor, "all_reduce", "the tensor");
   check_tensor(tensor, "all_reduce");
+  if (checker_) checker_->check(detail::fingerprint("all_reduce", &tensor, reduce_op_name(op)));
   return do_all_reduce(tensor, op);
 }
 
@@ -40,6 +49,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root) {
   LOCKSTEP_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is out of range for world size ", size_,
                  " (ranks are 0..", size_ - 1, ")");
   check_tensor(tensor, "broadcast");
+  if (checker_) checker_->check(detail::fingerprint("broadcast", &tensor, nullptr, root));
   return do_broadcast(tensor, root);
 }
 
@@ -49,6 +59,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, con
                  size_, "), got ", outputs.size());
   check_tensor(input, "all_gather");
   for (size_t i = 0; i < outputs.size(); ++i) check_like(outputs[i], input, "all_gather", "outputs", i, "the input");
+  if (checker_) checker_->check(detail::fingerprint("all_gather", &input));
   return do_all_gather(outputs, input);
 }
 
@@ -58,10 +69,14 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::ve
                  size_, "), got ", inputs.size());
   check_tensor(output, "reduce_scatter");
   for (size_t i = 0; i < inputs.size(); ++i) check_like(inputs[i], output, "reduce_scatter", "inputs", i, "the output");
+  if (checker_) checker_->check(detail::fingerprint("reduce_scatter", &output, reduce_op_name(op)));
   return do_reduce_scatter(output, inputs, op);
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier() { return do_barrier(); }
+std::shared_ptr<Work> ProcessGroup::barrier() {
+  if (checker_) checker_->check(detail::fingerprint("barrier", nullptr));
+  return do_barrier();
+}
 
 std::shared_ptr<Work> ProcessGroup::completed_work(const char* op) {
   auto work = std::make_shared<Work>(op, 0);

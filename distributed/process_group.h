@@ -6,8 +6,12 @@
 //
 // Tensors are handles (tensor/tensor.h): the collectives write into the caller's tensors in place,
 // and the Work keeps them alive until it has finished. Supported dtypes: float32, float64, int64.
+//
+// With LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL, backends built on a store compare every collective's
+// fingerprint across the ranks before running it (distributed/debug.h).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,11 +21,16 @@
 
 namespace lockstep::dist {
 
+class Store;
+namespace detail {
+class CollectiveChecker;
+}
+
 class ProcessGroup {
  public:
   // Throws unless size >= 1 and 0 <= rank < size.
   ProcessGroup(int rank, int size);
-  virtual ~ProcessGroup() = default;
+  virtual ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
@@ -41,7 +50,14 @@ class ProcessGroup {
   // Completes once every rank has entered the barrier.
   std::shared_ptr<Work> barrier();
 
+  // True when collectives are compared across ranks before they run (LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL).
+  bool checks_collectives() const { return checker_ != nullptr; }
+
  protected:
+  // Called by a backend's constructor: when LOCKSTEP_DISTRIBUTED_DEBUG is DETAIL, compare every later
+  // collective's fingerprint through `store` (the group's own prefix), waiting up to `timeout`.
+  void enable_debug_checks(std::shared_ptr<Store> store, std::chrono::milliseconds timeout);
+
   // The backend's own tensor requirement (device); `op` names the collective in the error.
   virtual void check_tensor(const Tensor& t, const char* op) const = 0;
   // Called with checked arguments.
@@ -57,6 +73,7 @@ class ProcessGroup {
  private:
   int rank_;
   int size_;
+  std::unique_ptr<detail::CollectiveChecker> checker_;  // null unless DETAIL
 };
 
 namespace detail {

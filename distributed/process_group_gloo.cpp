@@ -2,6 +2,7 @@
 #include "distributed/process_group_gloo.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -10,11 +11,17 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -131,6 +138,111 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const st
   }
 }
 
+// "127.0.0.1:45959", "[::1]:45959"; "" for other families.
+std::string format_address(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    if (!::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf))) return "";
+    return lockstep::detail::str_cat(buf, ":", ntohs(a->sin_port));
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    if (!::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf))) return "";
+    return lockstep::detail::str_cat("[", buf, "]:", ntohs(a->sin6_port));
+  }
+  return "";
+}
+
+}  // namespace
+
+// This process's connected TCP sockets.
+std::vector<ProcessGroupGloo::TcpSocket> ProcessGroupGloo::tcp_sockets() {
+  std::vector<TcpSocket> out;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return out;
+  while (dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const int fd = std::atoi(e->d_name);
+    struct stat st {};
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+      continue;  // not a socket, or not a connected one
+    }
+    std::string l = format_address(local), p = format_address(peer);
+    if (!l.empty() && !p.empty()) out.push_back({fd, static_cast<uint64_t>(st.st_ino), l, p});
+  }
+  ::closedir(dir);
+  return out;
+}
+
+void ProcessGroupGloo::identify_peer_sockets(Store& store, const std::vector<TcpSocket>& before) {
+  // gloo's connections are the sockets that connecting created. Rank r's end of this rank's
+  // connection to it has this end's addresses swapped: each rank publishes its new sockets and looks
+  // for its own among the others' lists. A socket that matches no rank, or a rank matched twice,
+  // stays unknown (-1): errors then quote gloo alone.
+  std::vector<TcpSocket> mine;
+  for (const TcpSocket& s : tcp_sockets()) {
+    bool old = std::any_of(before.begin(), before.end(), [&](const TcpSocket& b) { return b.inode == s.inode; });
+    if (!old) mine.push_back(s);
+  }
+  std::string list;
+  for (const TcpSocket& s : mine) list += s.local + " " + s.peer + "\n";
+  store.set("sockets/" + std::to_string(rank()), list);
+  peer_sockets_.assign(size(), TcpSocket{});
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    const std::string theirs = "\n" + store.get_string("sockets/" + std::to_string(r));
+    int matches = 0;
+    for (const TcpSocket& s : mine) {
+      if (theirs.find("\n" + s.peer + " " + s.local + "\n") != std::string::npos) {
+        ++matches;
+        peer_sockets_[r] = s;
+      }
+    }
+    if (matches != 1) peer_sockets_[r] = TcpSocket{};
+  }
+}
+
+std::vector<int> ProcessGroupGloo::lost_peers() const {
+  std::vector<int> lost;
+  for (int r = 0; r < size(); ++r) {
+    const TcpSocket& s = peer_sockets_[r];
+    if (s.fd < 0) continue;
+    struct stat st {};
+    tcp_info info{};
+    socklen_t len = sizeof(info);
+    const bool closed = ::fstat(s.fd, &st) != 0 || !S_ISSOCK(st.st_mode) || static_cast<uint64_t>(st.st_ino) != s.inode;
+    if (closed || ::getsockopt(s.fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || info.tcpi_state != TCP_ESTABLISHED) {
+      lost.push_back(r);
+    }
+  }
+  return lost;
+}
+
+namespace {
+
+// Blocks SIGPIPE in the calling thread for a scope, and in the threads it starts meanwhile: a write to
+// a peer that died then fails with EPIPE, which gloo reports, instead of killing the process.
+class BlockSigpipe {
+ public:
+  BlockSigpipe() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &set, &previous_);
+  }
+  ~BlockSigpipe() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  BlockSigpipe(const BlockSigpipe&) = delete;
+  BlockSigpipe& operator=(const BlockSigpipe&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+
 // Distinguishes group instances in the store (see the header).
 std::atomic<uint64_t> g_instances{0};
 
@@ -149,6 +261,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   LOCKSTEP_CHECK(options_.timeout.count() > 0, "ProcessGroupGloo: the timeout must be positive, got ",
                  options_.timeout.count(), " ms");
   auto prefixed = std::make_shared<PrefixStore>("gloo/" + std::to_string(g_instances++), std::move(store));
+  enable_debug_checks(prefixed, options_.timeout);  // before connecting: a bad LOCKSTEP_DISTRIBUTED_DEBUG fails fast
 
   gloo::transport::tcp::attr attr;
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
@@ -165,12 +278,15 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   address_ = attr.hostname.empty() ? "interface " + attr.iface : attr.hostname;
 
   try {
+    BlockSigpipe no_sigpipe;  // in gloo's event-loop thread, which the device starts
     device_ = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->setTimeout(options_.timeout);
     GlooStoreAdapter adapter(prefixed);
+    const std::vector<TcpSocket> sockets_before = tcp_sockets();
     context->connectFullMesh(adapter, device_);
     context_ = std::move(context);
+    identify_peer_sockets(*prefixed, sockets_before);
     // Once any rank returns, every rank has connected: a peer that is destroyed right away cannot
     // cut a connection another rank is still setting up.
     if (size > 1) {
@@ -184,6 +300,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
          address_, ", timeout ", detail::format_seconds(options_.timeout), "): ", e.what());
   }
   address_ = device_->str();
+  BlockSigpipe no_sigpipe;  // in the worker, which writes to the sockets too
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -233,9 +350,10 @@ void ProcessGroupGloo::worker_loop() {
       try {
         task.run(task.tag);
       } catch (const std::exception& e) {
-        failure_ = lockstep::detail::str_cat(describe(task.what), ": ", e.what());
+        const std::string why = explain(e.what());
+        failure_ = lockstep::detail::str_cat(describe(task.what), ": ", why);
         error = std::make_exception_ptr(Error(lockstep::detail::str_cat(
-            "ProcessGroupGloo: ", describe(task.what), " failed on rank ", rank(), " of ", size(), ": ", e.what())));
+            "ProcessGroupGloo: ", describe(task.what), " failed on rank ", rank(), " of ", size(), ": ", why)));
       }
     }
     task.run = nullptr;  // releases the tensors before waiters wake
@@ -250,6 +368,28 @@ std::string ProcessGroupGloo::describe(const Describe& d) const {
   if (d.root >= 0) s += ", root " + std::to_string(d.root);
   if (d.numel >= 0) s += ")";
   return s;
+}
+
+std::string ProcessGroupGloo::explain(const std::string& gloo_error) const {
+  auto has = [&](const char* part) { return gloo_error.find(part) != std::string::npos; };
+  // A rank that times out closes all its connections itself: its own error is the timeout, and the
+  // ranks it was connected to see it go.
+  if (has("Timed out") || has("timed out") || has("Timeout") || has("timeout")) {
+    return lockstep::detail::str_cat("timed out after ", detail::format_seconds(options_.timeout),
+                                     " waiting for the other ranks (one may be hung, dead, or not calling this "
+                                     "collective; LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL names it) [gloo: ",
+                                     gloo_error, "]");
+  }
+  const std::vector<int> lost = lost_peers();
+  if (lost.empty()) return gloo_error;
+  std::string ranks;
+  for (int r : lost) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  const char* how = has("closed by peer")  ? "peer closed the connection"
+                    : has("reset by peer") ? "connection reset by peer"
+                    : has("Broken pipe")   ? "broken pipe"
+                                           : "connection error";
+  return lockstep::detail::str_cat("lost connection to rank", lost.size() > 1 ? "s " : " ", ranks, " (", how,
+                                   "; its process may have died or failed) [gloo: ", gloo_error, "]");
 }
 
 void* ProcessGroupGloo::scratch(size_t nbytes) {

@@ -9,7 +9,11 @@
 // destroyed and created again over one store as long as every rank creates them in the same order.
 // One worker thread runs the collectives in the order they were issued, so each Work completes in
 // order and the calls return at once. A collective that fails (a peer died, the timeout passed) leaves
-// the group unusable: later collectives fail at once, naming the first error. Destruction waits for the
+// the group unusable: later collectives fail at once, naming the first error. A peer whose connection
+// breaks (its process died) is named, "all_reduce (float32, 1000 elements, SUM) failed on rank 0 of 2:
+// lost connection to rank 1 (peer closed the connection; ...)": the group knows its socket to each
+// rank (Linux: found through /proc/self/fd when connecting) and looks at which ones broke. Writes to a
+// dead peer raise an error, not SIGPIPE: gloo's threads block that signal. Destruction waits for the
 // queued collectives, then closes every connection and thread.
 #pragma once
 
@@ -95,11 +99,26 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Work> enqueue(Describe what, std::function<void(uint32_t tag)> run);
   void worker_loop();
   std::string describe(const Describe& d) const;
+  // gloo's error text, with the ranks whose connections broke named and a timeout spelled out.
+  std::string explain(const std::string& gloo_error) const;
+
+  // A connected TCP socket of this process; fd -1 when unknown.
+  struct TcpSocket {
+    int fd = -1;
+    uint64_t inode = 0;
+    std::string local, peer;  // "127.0.0.1:45959"
+  };
+  static std::vector<TcpSocket> tcp_sockets();
+  // Finds this rank's socket to every other rank (peer_sockets_) among those created since `before`.
+  void identify_peer_sockets(Store& store, const std::vector<TcpSocket>& before);
+  // The ranks whose connection to this rank is closed or no longer established.
+  std::vector<int> lost_peers() const;
   // A worker-owned buffer of at least `nbytes`, reused across collectives.
   void* scratch(size_t nbytes);
 
   Options options_;
   std::string address_;
+  std::vector<TcpSocket> peer_sockets_;  // [r]: this rank's connection to rank r
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
 

@@ -6,6 +6,8 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -69,10 +71,13 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   fail("ProcessGroupNCCL: unknown reduce op ", int(op));
 }
 
-bool blocking_wait_from_env() {
-  const char* v = std::getenv("LOCKSTEP_NCCL_BLOCKING_WAIT");
+bool flag_from_env(const char* name) {
+  const char* v = std::getenv(name);
   return v && *v && std::strcmp(v, "0") != 0;
 }
+
+// How often the watchdog polls NCCL's asynchronous error and the oldest collective's deadline.
+constexpr milliseconds kWatchdogPeriod{100};
 
 // A CUDA event on one device, recorded where a collective ends.
 struct Event {
@@ -105,13 +110,71 @@ struct NcclComm {
   cudaStream_t stream = nullptr;  // the group's NCCL stream
   cudaEvent_t ready = nullptr;    // recorded on the compute stream before each collective
   std::string aborted;            // why the communicator was aborted; empty while usable
+  bool exit_on_error = false;     // the watchdog ends the process after aborting (NCCLOptions)
 
   // Collectives still running on the device, with the tensors they use.
   struct InFlight {
     std::shared_ptr<Event> done;
     std::vector<Tensor> tensors;
+    const char* op;
+    uint64_t seq;
+    Deadline deadline;  // issue time + timeout
   };
   std::deque<InFlight> in_flight;
+
+  // The watchdog thread (started with the communicator): a peer that dies leaves NCCL's kernels
+  // waiting on the device forever, so no host call returns an error by itself. Every kWatchdogPeriod
+  // it drops finished collectives, and aborts the communicator when NCCL reports an asynchronous
+  // error or the oldest collective is past its deadline; ncclCommAbort ends the kernels, so a host
+  // blocked on the compute stream wakes, and the next collective or wait() throws the reason.
+  std::thread watchdog;
+  std::condition_variable watchdog_cv;
+  bool stopping = false;  // guarded by mu
+
+  void start_watchdog() {
+    watchdog = std::thread([this] { watchdog_loop(); });
+  }
+
+  void stop_watchdog() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+    }
+    watchdog_cv.notify_all();
+    if (watchdog.joinable()) watchdog.join();
+  }
+
+  void watchdog_loop() {
+    cudaSetDevice(device);
+    std::unique_lock lock(mu);
+    while (!watchdog_cv.wait_for(lock, kWatchdogPeriod, [&] { return stopping; })) {
+      if (!comm || !aborted.empty()) continue;
+      reap_locked();
+      std::string what = in_flight.empty()
+                             ? std::string("a collective")
+                             : lockstep::detail::str_cat(in_flight.front().op, " (collective #", in_flight.front().seq, ")");
+      ncclResult_t async = ncclSuccess;
+      ncclResult_t r = ncclCommGetAsyncError(comm, &async);
+      std::string why;
+      if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+        ncclResult_t bad = r != ncclSuccess ? r : async;
+        why = lockstep::detail::str_cat(what, " on rank ", rank, ": NCCL error: ", ncclGetErrorString(bad), " (",
+                                        ncclGetLastError(comm), ")");
+      } else if (!in_flight.empty() && Clock::now() >= in_flight.front().deadline) {
+        why = lockstep::detail::str_cat(what, " on rank ", rank, " did not finish within ",
+                                        dist::detail::format_seconds(timeout),
+                                        " (a peer may have died, or stopped calling collectives)");
+      }
+      if (why.empty()) continue;
+      abort_locked(why);
+      std::fprintf(stderr, "ProcessGroupNCCL watchdog: %s; the communicator was aborted\n", why.c_str());
+      if (exit_on_error) {
+        std::fprintf(stderr, "ProcessGroupNCCL watchdog: ending the process (LOCKSTEP_NCCL_ASYNC_ERROR_HANDLING=1)\n");
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+    }
+  }
 
   // Drops the collectives that have finished (in issue order, so the first unfinished one stops it).
   void reap_locked() {
@@ -139,6 +202,7 @@ struct NcclComm {
   }
 
   ~NcclComm() {
+    stop_watchdog();
     std::lock_guard lock(mu);
     if (comm) {
       // Let the queued collectives finish (bounded by the timeout), then free the communicator; a
@@ -254,10 +318,13 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int s
                  options_.timeout.count(), " ms");
   LOCKSTEP_CHECK(cuda::device_count() > 0, "ProcessGroupNCCL: no CUDA device is visible (",
                  cuda::unavailable_reason(), "); use the gloo backend");
-  options_.blocking_wait = options_.blocking_wait || blocking_wait_from_env();
+  options_.blocking_wait = options_.blocking_wait || flag_from_env("LOCKSTEP_NCCL_BLOCKING_WAIT");
+  options_.exit_on_async_error = options_.exit_on_async_error || flag_from_env("LOCKSTEP_NCCL_ASYNC_ERROR_HANDLING");
   store_ = std::make_shared<PrefixStore>("nccl/" + std::to_string(g_instances++), std::move(store));
   comm_->rank = rank;
   comm_->timeout = options_.timeout;
+  comm_->exit_on_error = options_.exit_on_async_error;
+  enable_debug_checks(store_, options_.timeout);
   if (options_.device >= 0) ensure_comm(options_.device, "ProcessGroupNCCL");
 }
 
@@ -311,11 +378,13 @@ void ProcessGroupNCCL::ensure_comm(int device, const char* op) {
   LOCKSTEP_CUDA_OK(cudaEventCreateWithFlags(&comm_->ready, cudaEventDisableTiming), op);
   comm_->comm = comm;
   comm_->device = device;
+  comm_->start_watchdog();
 }
 
 template <typename Launch>
 std::shared_ptr<Work> ProcessGroupNCCL::collective(const char* op, int device, std::vector<Tensor> keep, bool blocking,
                                                    Launch&& launch) {
+  const Deadline deadline = deadline_after(options_.timeout);
   ensure_comm(device, op);
   std::lock_guard lock(comm_->mu);
   comm_->check_locked(op);
@@ -327,8 +396,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::collective(const char* op, int device, s
   auto done = std::make_shared<Event>(device);
   LOCKSTEP_CUDA_OK(cudaEventRecord(done->event, comm_->stream), op);
   comm_->reap_locked();
-  comm_->in_flight.push_back({done, std::move(keep)});
-  return std::make_shared<NcclWork>(op, ++seq_, comm_, std::move(done), blocking || options_.blocking_wait);
+  const uint64_t seq = ++seq_;
+  comm_->in_flight.push_back({done, std::move(keep), op, seq, deadline});
+  return std::make_shared<NcclWork>(op, seq, comm_, std::move(done), blocking || options_.blocking_wait);
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp op) {

@@ -10,8 +10,12 @@
 // Errors: NCCL reports failures asynchronously (a peer died, a network error). wait() checks
 // ncclCommGetAsyncError; in blocking mode (Options::blocking_wait, LOCKSTEP_NCCL_BLOCKING_WAIT=1, or a
 // timeout passed to wait()) it blocks the host until the collective has finished, polling for errors,
-// and aborts the communicator (ncclCommAbort) when the timeout passes. An aborted group refuses every
-// later collective. barrier() always blocks the host. NCCL_* environment variables reach NCCL untouched.
+// and aborts the communicator (ncclCommAbort) when the timeout passes. A watchdog thread does the same
+// in the background for every collective (a dead peer leaves NCCL's kernels waiting forever, and a
+// non-blocking wait() has returned long before): it aborts the communicator on an asynchronous error
+// or once the oldest collective is past the timeout, prints why, and, with exit_on_async_error, ends
+// the process. An aborted group refuses every later collective with the reason. barrier() always
+// blocks the host. NCCL_* environment variables reach NCCL untouched.
 #pragma once
 
 #include <chrono>
@@ -39,8 +43,13 @@ struct NCCLOptions {
   // first collective, on its tensors' device (barrier before any other collective uses LOCAL_RANK,
   // else the rank, modulo the device count). Every collective's tensors must be on that device.
   int device = -1;
-  // wait() blocks the host until the collective finishes (see the header comment).
+  // wait() blocks the host until the collective finishes (see the header comment). Also set by
+  // LOCKSTEP_NCCL_BLOCKING_WAIT=1.
   bool blocking_wait = false;
+  // When the watchdog aborts the communicator, it also ends the process (status 1) instead of leaving
+  // the error to the next collective (PyTorch's TORCH_NCCL_ASYNC_ERROR_HANDLING). Also set by
+  // LOCKSTEP_NCCL_ASYNC_ERROR_HANDLING=1.
+  bool exit_on_async_error = false;
 };
 
 class ProcessGroupNCCL : public ProcessGroup {

@@ -4,6 +4,7 @@
 // all-reduced, so the printed accuracy is the global one. Checkpoints are safetensors files.
 //
 //   launch --nproc_per_node=2 bazel-bin/examples/train_eval --epochs 10
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -33,8 +34,14 @@ struct Flags {
   std::string init, save, resume, checkpoint;
   double timeout_s = 0;
   int workers = 0;
-  int fail_at_epoch = -1;  // fault injection for the restart test
+  // Fault injection for tests (tests/train_eval_restart_test.sh, tests/train_eval_faults_test.sh).
+  int fail_at_epoch = -1;
+  int fault_rank = -1;  // the rank the step faults below hit; -1: every rank
+  int64_t inject_nan_at_step = -1, sigkill_at_step = -1;
 };
+
+// "nan", "inf", "-inf" or the number, the same on every platform.
+std::string loss_text(double l) { return std::isnan(l) ? "nan" : lockstep::detail::str_cat(l); }
 
 const std::string kOptimPrefix = "optimizer/";
 
@@ -65,7 +72,7 @@ int load_checkpoint(const std::string& path, nn::Module& model, optim::SGD* sgd)
     auto names = model.named_parameters();
     for (size_t i = 0; i < names.size(); ++i) {
       auto it = buffers.find(names[i].first + "/momentum_buffer");
-      LOCKSTEP_CHECK(it != buffers.end() || sgd->options().momentum == 0, "train_eval: checkpoint ", path,
+      LOCKSTEP_CHECK(it != buffers.end() || sgd->options().momentum == 0, "checkpoint ", path,
                      " has no momentum buffer for '", names[i].first, "' (was it written with --save?)");
       if (it != buffers.end()) sgd->set_momentum_buffer(i, it->second);
     }
@@ -132,17 +139,24 @@ int run(const Flags& f) {
     double loss_sum = 0, seen = 0;
     int64_t step = 0, steps = train_loader.size();
     auto t0 = Clock::now();
+    const bool first_epoch = epoch == start_epoch, fault_here = f.fault_rank < 0 || f.fault_rank == rank;
     for (auto& batch : train_loader) {
+      if (first_epoch && fault_here && step == f.sigkill_at_step) {
+        std::fprintf(stderr, "train_eval: rank %d: --sigkill-at-step %ld: killing itself\n", rank, long(step));
+        ::kill(::getpid(), SIGKILL);
+      }
       sgd.zero_grad();
       Tensor loss = criterion(ddp(batch.input), batch.target);
+      if (first_epoch && fault_here && step == f.inject_nan_at_step) loss = loss * NAN;  // as a diverged step
       loss.backward();
       sgd.step();
       double l = loss.item<float>();
-      LOCKSTEP_CHECK(!f.stop_on_nan || std::isfinite(l), "train_eval: loss is ", l, " at epoch ", epoch, " step ", step,
+      LOCKSTEP_CHECK(!f.stop_on_nan || std::isfinite(l), "loss is ", loss_text(l), " at epoch ", epoch, " step ", step,
                      " on rank ", rank, " (stopping; pass --no-stop-on-nan to continue)");
       loss_sum += l * batch.input.size(0);
       seen += batch.input.size(0);
-      if (tty && (++step % 20 == 0 || step == steps))
+      ++step;
+      if (tty && (step % 20 == 0 || step == steps))
         std::printf("\repoch %d [%-30s] %ld/%ld", epoch, std::string(30 * step / steps, '=').c_str(), long(step),
                     long(steps)), std::fflush(stdout);
     }
@@ -206,6 +220,11 @@ int main(int argc, char** argv) {
   app.add_option("--workers", f.workers, "DataLoader worker threads");
   app.add_option("--fail-at-epoch", f.fail_at_epoch,
                  "testing: exit abruptly after this epoch's checkpoint, on the first attempt only");
+  app.add_option("--fault-rank", f.fault_rank, "testing: the rank the step faults below hit (default: every rank)");
+  app.add_option("--inject-nan-at-step", f.inject_nan_at_step,
+                 "testing: make the loss NaN at this step of the first epoch run");
+  app.add_option("--sigkill-at-step", f.sigkill_at_step,
+                 "testing: SIGKILL the process before this step of the first epoch run");
   app.add_flag("!--no-stop-on-nan", f.stop_on_nan, "keep going when the loss is NaN or Inf");
   CLI11_PARSE(app, argc, argv);
   try {

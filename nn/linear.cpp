@@ -2,6 +2,7 @@
 #include "nn/linear.h"
 
 #include <cmath>
+#include <string>
 
 #include "autograd/functions.h"
 #include "tensor/factory.h"
@@ -19,6 +20,15 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, Dtype dtype, Device devi
 Tensor Linear::forward(const Tensor& x) {
   LOCKSTEP_CHECK(x.defined() && x.dim() == 2 && x.size(1) == in_features, "Linear(", in_features, ", ", out_features,
                  "): expected input [N, ", in_features, "], got ", x.defined() ? x.shape() : Shape{});
+  if (x.dtype() != weight.dtype()) {
+    // The constant's name: kFloat32, kFloat64, kInt64.
+    auto k = [](Dtype d) { return std::string(d == kFloat32 ? "kFloat32" : d == kFloat64 ? "kFloat64" : "kInt64"); };
+    fail("Linear(", in_features, ", ", out_features, "): expected a ", weight.dtype(), " input, got ", x.dtype(),
+         " (convert the input with .to(", k(weight.dtype()), ")",
+         is_floating_point(x.dtype()) ? ", or the layer with .to(" + k(x.dtype()) + ")" : std::string(), ")");
+  }
+  LOCKSTEP_CHECK(x.device() == weight.device(), "Linear(", in_features, ", ", out_features, "): input on ", x.device(),
+                 " but the layer on ", weight.device(), " (move one with .to(device))");
   return linear(x, weight, bias);
 }
 

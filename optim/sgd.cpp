@@ -28,6 +28,7 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)), options_(o) {
+  LOCKSTEP_CHECK(!params_.empty(), "SGD: got an empty parameter list");
   LOCKSTEP_CHECK(std::isfinite(o.lr) && o.lr >= 0, "SGD: invalid learning rate ", o.lr);
   LOCKSTEP_CHECK(o.momentum >= 0, "SGD: invalid momentum ", o.momentum);
   LOCKSTEP_CHECK(o.weight_decay >= 0, "SGD: invalid weight_decay ", o.weight_decay);

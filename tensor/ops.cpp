@@ -52,6 +52,17 @@ void check_floating(const Tensor& a, const char* op) {
   LOCKSTEP_CHECK(is_floating_point(a.dtype()), op, ": expected a floating-point tensor, got ", a.dtype());
 }
 
+// Integer division by zero traps the CPU (SIGFPE); PyTorch raises instead, and so does lockstep. Checked
+// for host tensors only: a GPU does not trap, and reading its divisor back would cost a sync.
+void check_integer_divisor(const Tensor& divisor) {
+  if (divisor.dtype() != kInt64 || !divisor.device().is_cpu()) return;
+  const int64_t* p = divisor.data<int64_t>();
+  for (int64_t i = 0; i < divisor.numel(); ++i) {
+    LOCKSTEP_CHECK(p[i] != 0, "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors "
+                   "for inf/nan)");
+  }
+}
+
 // Merges adjacent dimensions that both inputs traverse contiguously (or both broadcast), so the
 // kernels see as few dimensions as possible: a same-shape op becomes one flat loop.
 BroadcastPlan make_plan(const Shape& out, const Shape& a, const Shape& b) {
@@ -126,6 +137,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_same_device(a, b, name);
   check_same_dtype(a, b, name);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
+  if (op == BinaryOp::Div) check_integer_divisor(b);
   Tensor out(out_shape, op == BinaryOp::Eq ? kInt64 : a.dtype(), a.device());
   if (out.numel() == 0) return out;
   BroadcastPlan plan = make_plan(out_shape, a.shape(), b.shape());
@@ -150,6 +162,11 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
 Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reverse) {
   const char* name = binary_name(op);
   check_defined(a, name);
+  if (op == BinaryOp::Div && a.dtype() == kInt64) {
+    if (reverse) check_integer_divisor(a);
+    else LOCKSTEP_CHECK(static_cast<int64_t>(s) != 0, "div: integer division by zero (int64 divisor holds 0; divide "
+                        "floating-point tensors for inf/nan)");
+  }
   Tensor out(a.shape(), op == BinaryOp::Eq ? kInt64 : a.dtype(), a.device());
   if (out.numel()) backend_for(a.device()).binary_scalar(op, out, a, s, reverse);
   return out;
