@@ -228,7 +228,9 @@ OpenedStore make_store(const Rendezvous& rv, const std::string& prefix, millisec
   if (rv.kind == Rendezvous::Tcp) {
     try {
       auto store = std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/false, std::min(timeout, kNotifyTimeout));
-      PrefixStore(prefix, store).set("abort", why);
+      PrefixStore rendezvous(prefix, store);
+      rendezvous.add("aborters", 1);  // counted by the host's linger, as a rank that has seen the abort
+      rendezvous.set("abort", why);
     } catch (const Error&) {
       // Nobody to tell yet: the others will name the rank that is missing when their timeout passes.
     }
@@ -281,8 +283,8 @@ class RendezvousCheck {
     auto pause = milliseconds(1);
     for (;;) {
       if (store_.check({"abort"})) {
-        store_.add("abort_acks", 1);
         std::string why = store_.get_string("abort");
+        store_.add("abort_acks", 1);  // after reading: the host may close the store once all have acked
         linger();
         fail("init_process_group: rank ", rv_.rank, ": the rendezvous failed: ", why);
       }
@@ -316,12 +318,15 @@ class RendezvousCheck {
     fail("init_process_group: ", why);
   }
 
-  // The host keeps the store up until every rank that joined has seen the abort, or kAbortLinger.
+  // The host keeps the store up until every rank (the world_size expected, or all that joined if more
+  // did) has seen the abort, or kAbortLinger: a rank still connecting then learns why, instead of
+  // finding the store gone.
   void linger() {
     if (!hosting_) return;
     Deadline until = Clock::now() + std::min(kAbortLinger, timeout_);
     while (Clock::now() < until) {
-      if (store_.add("abort_acks", 0) + store_.add("aborters", 0) >= store_.add("joined", 0)) return;
+      int64_t expected = std::max<int64_t>(rv_.world_size, store_.add("joined", 0));
+      if (store_.add("abort_acks", 0) + store_.add("aborters", 0) >= expected) return;
       std::this_thread::sleep_for(milliseconds(5));
     }
   }

@@ -62,6 +62,11 @@ void TCPStore::connect_locked(Deadline deadline, std::chrono::milliseconds timeo
       socket_ = Socket::connect(host_, port_, deadline);
       handshake_locked(deadline);
       return;
+    } catch (const TimeoutError& e) {
+      // The last attempt often runs out of time only because the deadline is near: an earlier
+      // attempt's error (refused, not a TCPStore server) says more.
+      socket_.close();
+      if (last_error.empty()) last_error = e.what();
     } catch (const Error& e) {
       socket_.close();
       last_error = e.what();

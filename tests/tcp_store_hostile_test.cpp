@@ -323,6 +323,45 @@ TEST_CASE("hostile: seeded random bytes from 64 sockets, then every call works")
   CHECK(fresh.get_string("after/k") == "v");
 }
 
+TEST_CASE("hostile: a client reaching a listener that is not a TCPStore server fails at its timeout") {
+  // One listener never answers; the other answers every connection with an HTTP status line.
+  Socket mute = Socket::listen("127.0.0.1", 0);
+  Socket chatty = Socket::listen("127.0.0.1", 0);
+  std::atomic<bool> stop{false};
+  std::thread answerer([&] {
+    std::vector<Socket> accepted;
+    while (!stop) {
+      Socket c = chatty.accept();
+      if (c.valid()) {
+        const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+        c.send_all(reply, sizeof(reply) - 1, deadline_after(1s));
+        accepted.push_back(std::move(c));
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  auto start = Clock::now();
+  std::string err;
+  try {
+    TCPStore("127.0.0.1", mute.local_port(), false, 300ms);
+  } catch (const lockstep::Error& e) {
+    err = e.what();
+  }
+  CHECK(seconds_since(start) < 2.0);
+  CHECK(err.find("TCPStore: could not connect to master at 127.0.0.1:" + std::to_string(mute.local_port()) +
+                 " within 0.3s") != std::string::npos);
+  CHECK_MESSAGE(err.find("timed out") != std::string::npos, err);
+  err.clear();
+  try {
+    TCPStore("127.0.0.1", chatty.local_port(), false, 300ms);
+  } catch (const lockstep::Error& e) {
+    err = e.what();
+  }
+  CHECK_MESSAGE(err.find("not a TCPStore server (bad reply to the handshake)") != std::string::npos, err);
+  stop = true;
+  answerer.join();
+}
+
 TEST_CASE("the server listens on the address it is given, not on every interface") {
   TCPStoreServer server("127.0.0.1", 0);
   CHECK(server.bound_address() == "127.0.0.1:" + std::to_string(server.port()));
