@@ -1,6 +1,7 @@
 // Reducer: bucketed, overlapped gradient all-reduce for DistributedDataParallel.
 #include "distributed/reducer.h"
 
+#include <chrono>
 #include <map>
 
 #include "autograd/engine.h"
@@ -118,8 +119,11 @@ void Reducer::finalize() {
     }
     launch_ready_buckets();
   }
+  last_wait_seconds_ = 0;
   for (auto& b : buckets_) {
+    auto t0 = std::chrono::steady_clock::now();
     b.work->wait();
+    last_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i : b.slots) {
       Tensor& p = params_[i].second;
       Tensor view = slot_view(b.flat, slots_[i].offset, p);

@@ -38,6 +38,10 @@ class Reducer {
   // Bucket layout: parameter indices (registration order) per bucket, in launch order.
   std::vector<std::vector<size_t>> bucket_indices() const;
 
+  // Seconds the last synchronised backward spent at its end waiting for bucket all-reduces still in
+  // flight: the communication that backward did not hide. 0 before the first.
+  double last_wait_seconds() const { return last_wait_seconds_; }
+
  private:
   struct Slot {
     size_t param;    // index into params_
@@ -67,6 +71,7 @@ class Reducer {
   size_t next_to_launch_ = 0;
   uint64_t pass_ = 0;             // the backward pass the buckets are filling for
   bool require_sync_ = true;
+  double last_wait_seconds_ = 0;
 };
 
 }  // namespace lockstep::dist
