@@ -1,8 +1,8 @@
 // allreduce_bench: all-reduce sweep in nccl-tests' all_reduce_perf format, for lockstep's process groups
 // (gloo on CPU tensors, nccl on CUDA tensors) or, with --raw-gloo, for gloo's own allreduce called
 // directly on a gloo context of our making: the baseline ProcessGroupGloo should match. The baseline uses
-// gloo's default algorithm (the ring), as PyTorch does; ProcessGroupGloo may choose otherwise (bcube for
-// small messages on more than two ranks, see GlooOptions).
+// gloo's default algorithm (the ring), as PyTorch does, or bcube with --raw-algorithm bcube;
+// ProcessGroupGloo picks bcube for small messages on more than two ranks (GlooOptions).
 //
 //   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 4 -e 64M -f 4
 //   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 1M -e 64M -f 4 --raw-gloo
@@ -118,7 +118,7 @@ std::string local_address_towards(const std::string& host) {
 // adapter, and one gloo TCP device listening on the address that reaches MASTER_ADDR.
 class RawGlooCollective : public Collective {
  public:
-  explicit RawGlooCollective(std::chrono::milliseconds timeout) : timeout_(timeout) {
+  RawGlooCollective(std::chrono::milliseconds timeout, bool bcube) : timeout_(timeout), bcube_(bcube) {
     rank_ = std::stoi(env_or_fail("RANK"));
     size_ = std::stoi(env_or_fail("WORLD_SIZE"));
     const std::string master = env_or_fail("MASTER_ADDR");
@@ -160,6 +160,7 @@ class RawGlooCollective : public Collective {
       }
       opts.setTag(tag_++);
       opts.setTimeout(timeout_);
+      if (bcube_) opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
       gloo::allreduce(opts);
       if (op == Op::AVG)
         for (size_t i = 0; i < n; ++i) data[i] /= static_cast<T>(size_);
@@ -167,10 +168,11 @@ class RawGlooCollective : public Collective {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string name() const override { return "raw-gloo"; }
+  std::string name() const override { return bcube_ ? "raw-gloo-bcube" : "raw-gloo"; }
 
  private:
   std::chrono::milliseconds timeout_;
+  bool bcube_;
   int rank_ = 0, size_ = 1;
   uint32_t tag_ = 0;
   std::shared_ptr<dist::TCPStore> store_;
@@ -282,6 +284,7 @@ int main(int argc, char** argv) {
   int64_t factor = 4;
   int iters = 20, warmup = 5, check = 1;
   bool csv = false, raw_gloo = false;
+  std::string raw_algorithm = "ring";
   double timeout_s = 300;
   app.add_option("-b,--minbytes", min_s, "smallest size in bytes (K, M, G suffixes)");
   app.add_option("-e,--maxbytes", max_s, "largest size in bytes (K, M, G suffixes)");
@@ -294,6 +297,7 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "gloo, nccl or auto (nccl when a GPU is visible)");
   app.add_flag("--csv", csv, "print comma-separated rows (for tools/bench_report.py)");
   app.add_flag("--raw-gloo", raw_gloo, "measure gloo's allreduce called directly (the baseline), not lockstep");
+  app.add_option("--raw-algorithm", raw_algorithm, "with --raw-gloo: ring (gloo's default) or bcube");
   app.add_option("--timeout", timeout_s, "rendezvous and collective timeout in seconds");
   CLI11_PARSE(app, argc, argv);
 
@@ -311,7 +315,9 @@ int main(int argc, char** argv) {
     Device device = Device::cpu();
     if (raw_gloo) {
       LOCKSTEP_CHECK(backend != "nccl", "allreduce_bench: --raw-gloo measures gloo; drop --backend nccl");
-      coll = std::make_unique<RawGlooCollective>(timeout);
+      LOCKSTEP_CHECK(raw_algorithm == "ring" || raw_algorithm == "bcube", "allreduce_bench: --raw-algorithm is ring or "
+                     "bcube, got '", raw_algorithm, "'");
+      coll = std::make_unique<RawGlooCollective>(timeout, raw_algorithm == "bcube");
     } else {
       dist::InitOptions init;
       init.backend = backend;

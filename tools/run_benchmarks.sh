@@ -61,6 +61,9 @@ lib = ctypes.CDLL(libs[0]) if libs else None
 if lib: lib.openblas_get_corename.restype = ctypes.c_char_p
 print(lib.openblas_get_corename().decode() if lib else "none")' 2>/dev/null || echo unknown)
 torch_best() { OPENBLAS_CORETYPE=$BEST_CORE OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 env -u OPENBLAS_L2_SIZE /usr/bin/python3 "$@"; }
+# The same two, as commands (for perf stat).
+TORCH_CMD=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3)
+TORCH_BEST_CMD=(env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$BEST_CORE OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3)
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -116,37 +119,46 @@ done
 
 # CPU ms and context switches per operation: perf stat of N_LONG operations minus N_SHORT ones, divided
 # by the difference (start-up and rendezvous cancel out).
-probe() {  # probe LABEL OPS_PER_UNIT N_LONG N_SHORT COMMAND... (with {N} standing for the count)
+probe() {  # probe LABEL RANK_OPS_PER_N N_LONG N_SHORT COMMAND... ({N}: the count; RANK_OPS_PER_N: ranks x ops per count)
   local label=$1 per=$2 long=$3 short=$4; shift 4
   local t=() c=()
   for n in "$long" "$short"; do
-    perf stat -e task-clock,context-switches -x, -o "$OUT/probe.tmp" -- "${@//\{N\}/$n}" > /dev/null 2>&1
+    if ! perf stat -e task-clock,context-switches -x, -o "$OUT/probe.tmp" -- "${@//\{N\}/$n}" > "$OUT/probe.log" 2>&1; then
+      echo "| $label | failed (see $OUT/probe.log) | |"
+      return
+    fi
     t+=("$(awk -F, '/task-clock/ {print $1}' "$OUT/probe.tmp")")
     c+=("$(awk -F, '/context-switches/ {print $1}' "$OUT/probe.tmp")")
   done
   awk -v l="$label" -v t1="${t[0]}" -v t0="${t[1]}" -v c1="${c[0]}" -v c0="${c[1]}" -v n=$(((long - short) * per)) \
     'BEGIN { printf "| %s | %.1f | %.2f |\n", l, (t1 - t0) * 1000 / n, (c1 - c0) / n }'
 }
-TORCH_SMALL='import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+if [[ $PROBE == 1 ]] && command -v perf > /dev/null; then
+  echo "[probe] per-operation CPU time and context switches" >&2
+cat > "$OUT/torch_small_allreduce.py" <<'EOF'
+import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 def worker(rank, port, iters):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=2, rank=rank)
     t = torch.ones(1)
     for _ in range(iters): dist.all_reduce(t)
     dist.destroy_process_group()
-mp.spawn(worker, args=(29500 + os.getpid() % 400, int(sys.argv[1])), nprocs=2)'
-if [[ $PROBE == 1 ]] && command -v perf > /dev/null; then
-  echo "[probe] per-operation CPU time and context switches" >&2
+if __name__ == "__main__":
+    mp.spawn(worker, args=(29500 + os.getpid() % 400, int(sys.argv[1])), nprocs=2)
+EOF
   {
-    echo "| 2 ranks, per rank and operation | CPU µs | context switches |"
+    echo "| 2 ranks, per rank and operation (all-reduce or training step) | CPU µs | context switches |"
     echo "|---|---:|---:|"
     # allreduce_bench runs -n iterations out of place and -n in place: 2 operations per count, 2 ranks.
     probe "lockstep all_reduce, 4 B" 4 10000 1000 "$LAUNCH" --nproc_per_node=2 "$AR" -b 4 -e 4 -n {N} -w 10 -c 0
     probe "raw gloo allreduce, 4 B" 4 10000 1000 "$LAUNCH" --nproc_per_node=2 "$AR" -b 4 -e 4 -n {N} -w 10 -c 0 --raw-gloo
-    probe "PyTorch all_reduce, 4 B" 2 20000 2000 torch_py -c "$TORCH_SMALL" {N}
-    probe "lockstep DDP step (MLP, ms not µs)" 2000 1000 100 "$LAUNCH" --nproc_per_node=2 "$DDPB" --no-baseline \
-      --rounds 1 --steps {N}
-    probe "PyTorch DDP step, $BEST_CORE (MLP, ms not µs)" 2000 1000 100 torch_best "$ANCHORS/torch_mlp.py" 2 {N}
+    probe "PyTorch all_reduce, 4 B" 2 20000 2000 "${TORCH_CMD[@]}" "$OUT/torch_small_allreduce.py" {N}
+    probe "lockstep DDP step, MLP" 2 1000 100 "$LAUNCH" --nproc_per_node=2 "$DDPB" --no-baseline --rounds 1 --steps {N}
+    if [[ -n $BEST_CORE ]]; then
+      probe "PyTorch DDP step, MLP, OPENBLAS_CORETYPE=$BEST_CORE" 2 1000 100 "${TORCH_BEST_CMD[@]}" \
+        "$ANCHORS/torch_mlp.py" 2 {N}
+    fi
+    probe "PyTorch DDP step, MLP, default OpenBLAS" 2 1000 100 "${TORCH_CMD[@]}" "$ANCHORS/torch_mlp.py" 2 {N}
   } > "$OUT/probe.md"
   rm -f "$OUT/probe.tmp"
 fi
