@@ -27,37 +27,11 @@
 
 #include "distributed/gloo_store_adapter.h"
 #include "distributed/prefix_store.h"
+#include "distributed/socket.h"
 
 namespace lockstep::dist {
 
 namespace {
-
-// The local address the kernel would send from to reach `host` (a UDP connect sends nothing); "" when
-// `host` does not resolve or has no route.
-std::string local_address_towards(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0) return "";
-  std::string found;
-  for (addrinfo* a = res; a && found.empty(); a = a->ai_next) {
-    int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t len = sizeof(local);
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      char buf[INET6_ADDRSTRLEN] = {};
-      const void* addr = local.ss_family == AF_INET6
-                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-      if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf))) found = buf;
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return found;
-}
 
 // Elementwise c = a (op) b, the shape of gloo's reduction callback; c may be a.
 template <typename T>

@@ -17,6 +17,10 @@ namespace lockstep::dist {
 
 // "HOST:PORT", bracketing IPv6 literals.
 std::string format_address(const std::string& host, uint16_t port);
+// The local address the kernel would send from to reach `host` (a UDP connect sends nothing): where
+// gloo should listen so that peers routing to `host` reach it. "" when `host` does not resolve or has
+// no route.
+std::string local_address_towards(const std::string& host);
 
 // What Socket::listen throws when the port is taken (EADDRINUSE), so callers can pick another port.
 class AddressInUseError : public Error {

@@ -42,6 +42,7 @@
 
 #include "distributed/api.h"
 #include "distributed/gloo_store_adapter.h"
+#include "distributed/socket.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -86,33 +87,6 @@ std::string env_or_fail(const char* name) {
   return v;
 }
 
-// The local address the kernel would send from to reach `host` (as ProcessGroupGloo picks gloo's
-// listening address); "" when it cannot tell.
-std::string local_address_towards(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0) return "";
-  std::string found;
-  for (addrinfo* a = res; a && found.empty(); a = a->ai_next) {
-    int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t len = sizeof(local);
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      char buf[INET6_ADDRSTRLEN] = {};
-      const void* addr = local.ss_family == AF_INET6
-                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-      if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf))) found = buf;
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return found;
-}
-
 // gloo::allreduce on the calling thread, with gloo's own reduction functions, on a full mesh built as
 // ProcessGroupGloo builds its own: a TCPStore on MASTER_ADDR:MASTER_PORT, a PrefixStore, the store
 // adapter, and one gloo TCP device listening on the address that reaches MASTER_ADDR.
@@ -130,7 +104,7 @@ class RawGlooCollective : public Collective {
     if (ifname && *ifname) {
       attr.iface = ifname;
     } else {
-      attr.hostname = local_address_towards(master);
+      attr.hostname = dist::local_address_towards(master);
       if (attr.hostname.empty()) attr.hostname = "127.0.0.1";
     }
     device_ = gloo::transport::tcp::CreateDevice(attr);
