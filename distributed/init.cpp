@@ -461,18 +461,18 @@ std::string get_backend() {
   return g_group->backend;
 }
 
-void all_reduce(Tensor& tensor, ReduceOp op) { checked_pg("all_reduce")->all_reduce(tensor, op)->wait(); }
+void all_reduce(Tensor& tensor, ReduceOp op) { checked_pg("all_reduce")->all_reduce(tensor, op, /*async_op=*/false); }
 
-void broadcast(Tensor& tensor, int root) { checked_pg("broadcast")->broadcast(tensor, root)->wait(); }
+void broadcast(Tensor& tensor, int root) { checked_pg("broadcast")->broadcast(tensor, root, /*async_op=*/false); }
 
 void all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
-  checked_pg("all_gather")->all_gather(outputs, input)->wait();
+  checked_pg("all_gather")->all_gather(outputs, input, /*async_op=*/false);
 }
 
 void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
-  checked_pg("reduce_scatter")->reduce_scatter(output, inputs, op)->wait();
+  checked_pg("reduce_scatter")->reduce_scatter(output, inputs, op, /*async_op=*/false);
 }
 
-void barrier() { checked_pg("barrier")->barrier()->wait(); }
+void barrier() { checked_pg("barrier")->barrier(/*async_op=*/false); }
 
 }  // namespace lockstep::dist

@@ -22,6 +22,12 @@ void check_like(const Tensor& t, const Tensor& ref, const char* op, const char* 
                  " is on ", ref.device());
 }
 
+// A blocking call (async_op false) returns the finished Work, or throws its error.
+std::shared_ptr<Work> settle(std::shared_ptr<Work> work, bool async_op) {
+  if (!async_op) work->wait();
+  return work;
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
@@ -37,45 +43,46 @@ void ProcessGroup::enable_debug_checks(std::shared_ptr<Store> store, std::chrono
     checker_ = std::make_unique<detail::CollectiveChecker>(std::move(store), rank_, size_, timeout);
 }
 
-std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
   check_defined(tensor, "all_reduce", "the tensor");
   check_tensor(tensor, "all_reduce");
   if (checker_) checker_->check(detail::fingerprint("all_reduce", &tensor, reduce_op_name(op)));
-  return do_all_reduce(tensor, op);
+  return settle(do_all_reduce(tensor, op, async_op), async_op);
 }
 
-std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root) {
+std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root, bool async_op) {
   check_defined(tensor, "broadcast", "the tensor");
   LOCKSTEP_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is out of range for world size ", size_,
                  " (ranks are 0..", size_ - 1, ")");
   check_tensor(tensor, "broadcast");
   if (checker_) checker_->check(detail::fingerprint("broadcast", &tensor, nullptr, root));
-  return do_broadcast(tensor, root);
+  return settle(do_broadcast(tensor, root, async_op), async_op);
 }
 
-std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool async_op) {
   check_defined(input, "all_gather", "the input");
   LOCKSTEP_CHECK(outputs.size() == static_cast<size_t>(size_), "all_gather: expected one output tensor per rank (",
                  size_, "), got ", outputs.size());
   check_tensor(input, "all_gather");
   for (size_t i = 0; i < outputs.size(); ++i) check_like(outputs[i], input, "all_gather", "outputs", i, "the input");
   if (checker_) checker_->check(detail::fingerprint("all_gather", &input));
-  return do_all_gather(outputs, input);
+  return settle(do_all_gather(outputs, input, async_op), async_op);
 }
 
-std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                                   bool async_op) {
   check_defined(output, "reduce_scatter", "the output");
   LOCKSTEP_CHECK(inputs.size() == static_cast<size_t>(size_), "reduce_scatter: expected one input tensor per rank (",
                  size_, "), got ", inputs.size());
   check_tensor(output, "reduce_scatter");
   for (size_t i = 0; i < inputs.size(); ++i) check_like(inputs[i], output, "reduce_scatter", "inputs", i, "the output");
   if (checker_) checker_->check(detail::fingerprint("reduce_scatter", &output, reduce_op_name(op)));
-  return do_reduce_scatter(output, inputs, op);
+  return settle(do_reduce_scatter(output, inputs, op, async_op), async_op);
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier() {
+std::shared_ptr<Work> ProcessGroup::barrier(bool async_op) {
   if (checker_) checker_->check(detail::fingerprint("barrier", nullptr));
-  return do_barrier();
+  return settle(do_barrier(async_op), async_op);
 }
 
 std::shared_ptr<Work> ProcessGroup::completed_work(const char* op) {

@@ -7,6 +7,12 @@
 // Tensors are handles (tensor/tensor.h): the collectives write into the caller's tensors in place,
 // and the Work keeps them alive until it has finished. Supported dtypes: float32, float64, int64.
 //
+// `async_op` is torch.distributed's flag: true (the default here, as for c10d's ProcessGroup methods)
+// returns a Work at once; false returns once the collective has finished, rethrowing its error, like
+// `dist.all_reduce(t)`. A blocking call lets the backend skip its queue: Gloo then runs the collective
+// on the calling thread when nothing else is queued (two thread hand-offs fewer, which is most of a
+// small all-reduce's cost on a busy machine).
+//
 // With LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL, backends built on a store compare every collective's
 // fingerprint across the ranks before running it (distributed/debug.h).
 #pragma once
@@ -39,16 +45,16 @@ class ProcessGroup {
   virtual std::string backend_name() const = 0;
 
   // tensor = op(tensor of every rank), in place on every rank.
-  std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM);
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM, bool async_op = true);
   // tensor = root's tensor, on every rank.
-  std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0);
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0, bool async_op = true);
   // outputs[r] = input of rank r. `outputs` holds size() tensors shaped like `input`. Outputs that are
   // consecutive slices of one allocation (chunks of one tensor) are gathered into directly.
-  std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input);
+  std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool async_op = true);
   // output = op over ranks of inputs[rank()]: `inputs` holds size() tensors shaped like `output`.
-  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM);
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM, bool async_op = true);
   // Completes once every rank has entered the barrier.
-  std::shared_ptr<Work> barrier();
+  std::shared_ptr<Work> barrier(bool async_op = true);
 
   // True when collectives are compared across ranks before they run (LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL).
   bool checks_collectives() const { return checker_ != nullptr; }
@@ -60,12 +66,14 @@ class ProcessGroup {
 
   // The backend's own tensor requirement (device); `op` names the collective in the error.
   virtual void check_tensor(const Tensor& t, const char* op) const = 0;
-  // Called with checked arguments.
-  virtual std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op) = 0;
-  virtual std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root) = 0;
-  virtual std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
-  virtual std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) = 0;
-  virtual std::shared_ptr<Work> do_barrier() = 0;
+  // Called with checked arguments. With `async_op` false the caller waits for the returned Work right
+  // away, so a backend may run the collective before returning.
+  virtual std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) = 0;
+  virtual std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root, bool async_op) = 0;
+  virtual std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool async_op) = 0;
+  virtual std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                                  bool async_op) = 0;
+  virtual std::shared_ptr<Work> do_barrier(bool async_op) = 0;
 
   // A Work that has already finished successfully (zero-element collectives).
   static std::shared_ptr<Work> completed_work(const char* op);

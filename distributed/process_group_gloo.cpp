@@ -22,9 +22,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
 
+#include "distributed/direct_mesh.h"
 #include "distributed/gloo_store_adapter.h"
 #include "distributed/prefix_store.h"
 #include "distributed/socket.h"
@@ -112,6 +118,55 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const st
   }
 }
 
+// All-reduce by direct exchange (DirectMesh): every rank sends its n elements to every other rank,
+// then folds all W tensors in rank order, x0 op x1 op ... op x(W-1), the same order on every rank, so
+// that every rank ends with the same bits. `tmp` holds the W - 1 received tensors.
+template <typename T>
+void exchange_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOptions::Func reduce, uint32_t tag,
+                         const std::string& what, T* tmp) {
+  const int W = mesh.size(), rank = mesh.rank();
+  mesh.exchange(data, tmp, n * sizeof(T), tag, what);
+  auto from = [&](int r) -> const T* { return r == rank ? data : tmp + mesh.slot(r) * n; };
+  // Rank 0 folds into its own tensor; the others into rank 0's received copy, the last step into
+  // `data` (the reduce functions allow the output to be either input).
+  T* acc = rank == 0 ? data : tmp;
+  for (int r = 1; r < W; ++r) reduce(r == W - 1 ? data : acc, acc, from(r), n);
+}
+
+// Ring all-reduce over DirectMesh (gloo's ring, driven by the calling thread): W - 1 reduce-scatter
+// steps, each sending one of W chunks to the right neighbour and adding the chunk that arrives from
+// the left, then W - 1 all-gather steps passing the finished chunks on. Each chunk is reduced once,
+// along the ring, and copied to the others, so every rank ends with the same bits. `tmp` holds one
+// chunk (n / W rounded up).
+template <typename T>
+void ring_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOptions::Func reduce, uint32_t tag,
+                     const std::string& what, T* tmp) {
+  const int W = mesh.size(), rank = mesh.rank();
+  const int right = (rank + 1) % W, left = (rank + W - 1) % W;
+  auto begin = [&](int c) { return static_cast<size_t>(c) * n / static_cast<size_t>(W); };
+  auto length = [&](int c) { return begin(c + 1) - begin(c); };
+  auto step = [&](int send_chunk, int recv_chunk, T* recv_to) {
+    const void* send = data + begin(send_chunk);
+    const size_t send_bytes = length(send_chunk) * sizeof(T), recv_bytes = length(recv_chunk) * sizeof(T);
+    if (left == right) {
+      mesh.transfer({{right, send, send_bytes, recv_to, recv_bytes}}, tag, what);
+    } else {
+      mesh.transfer({{right, send, send_bytes, nullptr, 0, true, false}, {left, nullptr, 0, recv_to, recv_bytes, false, true}},
+                    tag, what);
+    }
+  };
+  for (int s = 0; s < W - 1; ++s) {
+    const int send_chunk = (rank - s + W) % W, recv_chunk = (rank - s - 1 + 2 * W) % W;
+    step(send_chunk, recv_chunk, tmp);
+    reduce(data + begin(recv_chunk), data + begin(recv_chunk), tmp, length(recv_chunk));
+  }
+  // This rank now holds the whole reduction of chunk rank + 1.
+  for (int s = 0; s < W - 1; ++s) {
+    const int send_chunk = (rank + 1 - s + W) % W, recv_chunk = (rank - s + W) % W;
+    step(send_chunk, recv_chunk, data + begin(recv_chunk));
+  }
+}
+
 // "127.0.0.1:45959", "[::1]:45959"; "" for other families.
 std::string format_address(const sockaddr_storage& ss) {
   char buf[INET6_ADDRSTRLEN] = {};
@@ -130,26 +185,100 @@ std::string format_address(const sockaddr_storage& ss) {
 
 }  // namespace
 
-// This process's connected TCP sockets.
+namespace {
+
+// A socket as the kernel's TCP table shows it.
+struct KernelTcpSocket {
+  int state = 0;  // TCP_ESTABLISHED, TCP_CLOSE_WAIT, ... (netinet/tcp.h)
+  std::string local, peer;
+};
+
+// "0100007F:B38F" (/proc/net/tcp: the address's bytes as the kernel stores them, printed as 32-bit
+// words; the port in host order) to "127.0.0.1:45967"; "" when malformed.
+std::string proc_net_address(const std::string& field, bool v6) {
+  const size_t colon = field.find(':');
+  const size_t hex_digits = v6 ? 32 : 8;
+  if (colon != hex_digits || field.size() < colon + 2) return "";
+  uint32_t words[4] = {};
+  for (size_t w = 0; w < hex_digits / 8; ++w) {
+    words[w] = static_cast<uint32_t>(std::stoul(field.substr(w * 8, 8), nullptr, 16));
+  }
+  const auto port = static_cast<uint16_t>(std::stoul(field.substr(colon + 1), nullptr, 16));
+  sockaddr_storage ss{};
+  if (v6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    std::memcpy(&a->sin6_addr, words, sizeof(a->sin6_addr));
+    a->sin6_port = htons(port);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    std::memcpy(&a->sin_addr, words, sizeof(a->sin_addr));
+    a->sin_port = htons(port);
+  }
+  return format_address(ss);
+}
+
+// This network namespace's TCP sockets that belong to a process, by inode (/proc/net/tcp and tcp6);
+// nullopt when the table cannot be read. Reading it touches no file descriptor, so it cannot race
+// with gloo's threads closing theirs (nor inspect a descriptor number that was closed and reused).
+std::optional<std::unordered_map<uint64_t, KernelTcpSocket>> kernel_tcp_table() {
+  std::unordered_map<uint64_t, KernelTcpSocket> table;
+  bool read_any = false;
+  for (bool v6 : {false, true}) {
+    std::ifstream in(v6 ? "/proc/net/tcp6" : "/proc/net/tcp");
+    if (!in) continue;
+    read_any = true;
+    std::string line;
+    std::getline(in, line);  // the column titles
+    while (std::getline(in, line)) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
+      std::istringstream fields(line);
+      std::string slot, local, peer, state, queues, timer, retransmits, uid, timeout;
+      uint64_t inode = 0;
+      if (!(fields >> slot >> local >> peer >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode)) {
+        continue;
+      }
+      if (inode == 0) continue;  // orphaned: closed by its process, still winding down
+      try {
+        KernelTcpSocket s{static_cast<int>(std::stoul(state, nullptr, 16)), proc_net_address(local, v6),
+                          proc_net_address(peer, v6)};
+        if (!s.local.empty() && !s.peer.empty()) table[inode] = std::move(s);
+      } catch (const std::exception&) {
+        // a line in a format this code does not know: skipped
+      }
+    }
+  }
+  if (!read_any) return std::nullopt;
+  return table;
+}
+
+}  // namespace
+
+// This process's connected TCP sockets: the socket inodes its descriptors name (readlink of
+// /proc/self/fd/N, "socket:[INODE]", which does not touch the descriptor itself), looked up in the
+// kernel's TCP table.
 std::vector<ProcessGroupGloo::TcpSocket> ProcessGroupGloo::tcp_sockets() {
   std::vector<TcpSocket> out;
   DIR* dir = ::opendir("/proc/self/fd");
   if (!dir) return out;
+  std::vector<uint64_t> inodes;
   while (dirent* e = ::readdir(dir)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const int fd = std::atoi(e->d_name);
-    struct stat st {};
-    sockaddr_storage local{}, peer{};
-    socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
-    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
-        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
-      continue;  // not a socket, or not a connected one
-    }
-    std::string l = format_address(local), p = format_address(peer);
-    if (!l.empty() && !p.empty()) out.push_back({fd, static_cast<uint64_t>(st.st_ino), l, p});
+    char target[64] = {};
+    const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
+    unsigned long long inode = 0;
+    if (n > 0 && std::sscanf(target, "socket:[%llu]", &inode) == 1) inodes.push_back(inode);
   }
   ::closedir(dir);
+  const auto table = kernel_tcp_table();
+  if (!table) return out;
+  for (uint64_t inode : inodes) {
+    auto it = table->find(inode);
+    if (it == table->end() || it->second.state == TCP_LISTEN) continue;  // not TCP, or not connected
+    out.push_back({inode, it->second.local, it->second.peer});
+  }
   return out;
 }
 
@@ -157,7 +286,7 @@ void ProcessGroupGloo::identify_peer_sockets(Store& store, const std::vector<Tcp
   // gloo's connections are the sockets that connecting created. Rank r's end of this rank's
   // connection to it has this end's addresses swapped: each rank publishes its new sockets and looks
   // for its own among the others' lists. A socket that matches no rank, or a rank matched twice,
-  // stays unknown (-1): errors then quote gloo alone.
+  // stays unknown (inode 0): errors then quote gloo alone.
   std::vector<TcpSocket> mine;
   for (const TcpSocket& s : tcp_sockets()) {
     bool old = std::any_of(before.begin(), before.end(), [&](const TcpSocket& b) { return b.inode == s.inode; });
@@ -182,17 +311,17 @@ void ProcessGroupGloo::identify_peer_sockets(Store& store, const std::vector<Tcp
 }
 
 std::vector<int> ProcessGroupGloo::lost_peers() const {
+  // By inode in the kernel's table, never through gloo's descriptors: gloo's event loop closes a
+  // pair's descriptor as soon as its connection fails, on its own thread. A socket gloo closed is
+  // orphaned (inode 0 in the table) or gone, so it is lost too.
   std::vector<int> lost;
+  const auto table = kernel_tcp_table();
+  if (!table) return lost;  // cannot tell: the error quotes gloo alone
   for (int r = 0; r < size(); ++r) {
     const TcpSocket& s = peer_sockets_[r];
-    if (s.fd < 0) continue;
-    struct stat st {};
-    tcp_info info{};
-    socklen_t len = sizeof(info);
-    const bool closed = ::fstat(s.fd, &st) != 0 || !S_ISSOCK(st.st_mode) || static_cast<uint64_t>(st.st_ino) != s.inode;
-    if (closed || ::getsockopt(s.fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || info.tcpi_state != TCP_ESTABLISHED) {
-      lost.push_back(r);
-    }
+    if (s.inode == 0) continue;
+    auto it = table->find(s.inode);
+    if (it == table->end() || it->second.state != TCP_ESTABLISHED) lost.push_back(r);
   }
   return lost;
 }
@@ -234,6 +363,18 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   LOCKSTEP_CHECK(store != nullptr, "ProcessGroupGloo: the store is null");
   LOCKSTEP_CHECK(options_.timeout.count() > 0, "ProcessGroupGloo: the timeout must be positive, got ",
                  options_.timeout.count(), " ms");
+  if (const char* algo = std::getenv("LOCKSTEP_GLOO_ALLREDUCE");
+      algo && *algo && options_.allreduce_algorithm == Options::Algorithm::kAuto) {
+    const std::string a = algo;
+    LOCKSTEP_CHECK(a == "auto" || a == "exchange" || a == "ring" || a == "gloo_ring" || a == "gloo_bcube",
+                   "ProcessGroupGloo: LOCKSTEP_GLOO_ALLREDUCE is \"", a,
+                   "\"; expected auto, exchange, ring, gloo_ring or gloo_bcube");
+    options_.allreduce_algorithm = a == "exchange"     ? Options::Algorithm::kExchange
+                                   : a == "ring"       ? Options::Algorithm::kRing
+                                   : a == "gloo_ring"  ? Options::Algorithm::kGlooRing
+                                   : a == "gloo_bcube" ? Options::Algorithm::kGlooBcube
+                                                       : Options::Algorithm::kAuto;
+  }
   auto prefixed = std::make_shared<PrefixStore>("gloo/" + std::to_string(g_instances++), std::move(store));
   enable_debug_checks(prefixed, options_.timeout);  // before connecting: a bad LOCKSTEP_DISTRIBUTED_DEBUG fails fast
 
@@ -261,6 +402,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     context->connectFullMesh(adapter, device_);
     context_ = std::move(context);
     identify_peer_sockets(*prefixed, sockets_before);
+    mesh_ = std::make_unique<DirectMesh>(*prefixed, rank, size, attr.hostname.empty() ? interface_address(attr.iface) : attr.hostname,
+                                         options_.timeout);
     // Once any rank returns, every rank has connected: a peer that is destroyed right away cannot
     // cut a connection another rank is still setting up.
     if (size > 1) {
@@ -294,16 +437,41 @@ void ProcessGroupGloo::check_tensor(const Tensor& t, const char* op) const {
                  " (use the nccl backend for CUDA tensors, or move the tensor with .to(Device::cpu()))");
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::enqueue(Describe what, std::function<void(uint32_t tag)> run) {
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(Describe what, std::function<void(uint32_t tag)> run, bool async_op) {
+  Task task;
   std::shared_ptr<Work> work;
+  bool inline_run = false;
   {
     std::lock_guard lock(mu_);
     LOCKSTEP_CHECK(!stop_, "ProcessGroupGloo: ", what.op, " on a group being destroyed");
-    work = std::make_shared<Work>(what.op, ++seq_);
-    queue_.push_back(Task{work, what, std::move(run), next_tag_++});
+    task = Task{std::make_shared<Work>(what.op, ++seq_), what, std::move(run), next_tag_++};
+    // A blocking call with nothing queued or running: run it here. The worker stays asleep, and
+    // (through inline_running_) keeps off the queue until it is done, so collectives still run one
+    // at a time in the order they were issued.
+    inline_run = !async_op && queue_.empty() && !worker_running_ && !inline_running_;
+    if (inline_run) {
+      inline_running_ = true;
+    } else {
+      work = task.work;
+      queue_.push_back(std::move(task));
+    }
   }
-  cv_.notify_one();
-  return work;
+  if (!inline_run) {
+    cv_.notify_one();
+    return work;
+  }
+  {
+    BlockSigpipe no_sigpipe;  // gloo writes to the sockets from this thread too
+    execute(task);
+  }
+  bool queued;
+  {
+    std::lock_guard lock(mu_);
+    inline_running_ = false;
+    queued = !queue_.empty();  // issued meanwhile by another thread
+  }
+  if (queued) cv_.notify_one();
+  return task.work;
 }
 
 void ProcessGroupGloo::worker_loop() {
@@ -311,28 +479,38 @@ void ProcessGroupGloo::worker_loop() {
     Task task;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return !inline_running_ && (stop_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stopping, with every queued collective done
       task = std::move(queue_.front());
       queue_.pop_front();
+      worker_running_ = true;
     }
-    std::exception_ptr error;
-    if (!failure_.empty()) {
-      error = std::make_exception_ptr(Error(lockstep::detail::str_cat(
-          "ProcessGroupGloo: ", describe(task.what), " not run: an earlier collective failed on this group: ", failure_)));
-    } else {
-      try {
-        task.run(task.tag);
-      } catch (const std::exception& e) {
-        const std::string why = explain(e.what());
-        failure_ = lockstep::detail::str_cat(describe(task.what), ": ", why);
-        error = std::make_exception_ptr(Error(lockstep::detail::str_cat(
-            "ProcessGroupGloo: ", describe(task.what), " failed on rank ", rank(), " of ", size(), ": ", why)));
-      }
+    execute(task);
+    {
+      std::lock_guard lock(mu_);
+      worker_running_ = false;
     }
-    task.run = nullptr;  // releases the tensors before waiters wake
-    task.work->finish(error);
   }
+}
+
+void ProcessGroupGloo::execute(Task& task) {
+  std::exception_ptr error;
+  if (!failure_.empty()) {
+    error = std::make_exception_ptr(Error(lockstep::detail::str_cat(
+        "ProcessGroupGloo: ", describe(task.what), " not run: an earlier collective failed on this group: ", failure_)));
+  } else {
+    try {
+      task.run(task.tag);
+    } catch (const std::exception& e) {
+      // DirectMesh's errors already name the rank at fault; gloo's get explained.
+      const std::string why = dynamic_cast<const PeerError*>(&e) ? std::string(e.what()) : explain(e.what());
+      failure_ = lockstep::detail::str_cat(describe(task.what), ": ", why);
+      error = std::make_exception_ptr(Error(lockstep::detail::str_cat(
+          "ProcessGroupGloo: ", describe(task.what), " failed on rank ", rank(), " of ", size(), ": ", why)));
+    }
+  }
+  task.run = nullptr;  // releases the tensors before waiters wake
+  task.work->finish(error);
 }
 
 std::string ProcessGroupGloo::describe(const Describe& d) const {
@@ -375,31 +553,46 @@ void* ProcessGroupGloo::scratch(size_t nbytes) {
   return scratch_.get();
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp op) {
-  if (tensor.numel() == 0) return completed_work("all_reduce");
-  return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op](uint32_t tag) {
+GlooOptions::Algorithm ProcessGroupGloo::allreduce_algorithm(size_t n, size_t element_bytes) const {
+  if (options_.allreduce_algorithm != Options::Algorithm::kAuto) return options_.allreduce_algorithm;
+  const size_t bytes = n * element_bytes;
+  if (size() == 2 || bytes * (size() - 1) <= options_.allreduce_exchange_max_bytes) return Options::Algorithm::kExchange;
+  return Options::Algorithm::kRing;
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
+  // One rank: every op leaves the tensor as it is (AVG divides by 1).
+  if (tensor.numel() == 0 || size() == 1) return completed_work("all_reduce");
+  const Describe what{"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)};
+  return enqueue(what, [this, tensor, op, what](uint32_t tag) {
     dispatch(tensor.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
       T* data = static_cast<T*>(tensor.data_ptr());
-      size_t n = static_cast<size_t>(tensor.numel());
-      if (size() > 1) {
-        // In place on the tensor's memory (see GlooOptions for the algorithm).
-        gloo::AllreduceOptions opts(context_);
-        opts.setOutput<T>(data, n);
-        opts.setReduceFunction(allreduce_fn<T>(op));
-        opts.setTag(tag);
-        opts.setTimeout(options_.timeout);
-        if (size() > 2 && n * sizeof(T) <= options_.allreduce_bcube_max_bytes) {
-          opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
-        }
-        gloo::allreduce(opts);
+      const size_t n = static_cast<size_t>(tensor.numel());
+      // In place on the tensor's memory (see GlooOptions for the algorithm).
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput<T>(data, n);
+      opts.setReduceFunction(allreduce_fn<T>(op));
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      switch (allreduce_algorithm(n, sizeof(T))) {
+        case Options::Algorithm::kExchange:
+          exchange_all_reduce<T>(*mesh_, data, n, allreduce_fn<T>(op), tag, describe(what),
+                                 static_cast<T*>(scratch(n * sizeof(T) * (size() - 1))));
+          break;
+        case Options::Algorithm::kRing:
+          ring_all_reduce<T>(*mesh_, data, n, allreduce_fn<T>(op), tag, describe(what),
+                             static_cast<T*>(scratch((n / size() + 1) * sizeof(T))));
+          break;
+        case Options::Algorithm::kGlooBcube: opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE); [[fallthrough]];
+        default: gloo::allreduce(opts);
       }
-      if (op == ReduceOp::AVG && size() > 1) divide(data, n, size());
+      if (op == ReduceOp::AVG) divide(data, n, size());
     });
-  });
+  }, async_op);
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::do_broadcast(Tensor& tensor, int root) {
+std::shared_ptr<Work> ProcessGroupGloo::do_broadcast(Tensor& tensor, int root, bool async_op) {
   if (tensor.numel() == 0 || size() == 1) return completed_work("broadcast");
   return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root](uint32_t tag) {
     dispatch(tensor.dtype(), [&](auto t) {
@@ -411,10 +604,11 @@ std::shared_ptr<Work> ProcessGroupGloo::do_broadcast(Tensor& tensor, int root) {
       opts.setTimeout(options_.timeout);
       gloo::broadcast(opts);
     });
-  });
+  }, async_op);
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+std::shared_ptr<Work> ProcessGroupGloo::do_all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                                      bool async_op) {
   if (input.numel() == 0) return completed_work("all_gather");
   return enqueue({"all_gather", input.dtype(), input.numel()}, [this, outputs, input](uint32_t tag) {
     const size_t nbytes = input.nbytes();
@@ -439,11 +633,11 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_gather(std::vector<Tensor>& outpu
     if (!flat) {
       for (int r = 0; r < size(); ++r) std::memcpy(outputs[r].data_ptr(), gathered + nbytes * r, nbytes);
     }
-  });
+  }, async_op);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
-                                                          ReduceOp op) {
+                                                          ReduceOp op, bool async_op) {
   if (output.numel() == 0) return completed_work("reduce_scatter");
   return enqueue({"reduce_scatter", output.dtype(), output.numel(), reduce_op_name(op)},
                  [this, output, inputs, op](uint32_t tag) {
@@ -459,17 +653,12 @@ std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const 
                              options_.timeout, static_cast<T*>(scratch(3 * nbytes)));
       if (op == ReduceOp::AVG) divide(static_cast<T*>(output.data_ptr()), n, size());
     });
-  });
+  }, async_op);
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::do_barrier() {
-  return enqueue({"barrier"}, [this](uint32_t tag) {
-    if (size() == 1) return;
-    gloo::BarrierOptions opts(context_);
-    opts.setTag(tag);
-    opts.setTimeout(options_.timeout);
-    gloo::barrier(opts);
-  });
+std::shared_ptr<Work> ProcessGroupGloo::do_barrier(bool async_op) {
+  // Every rank sends every other an empty message and waits for theirs: one message latency.
+  return enqueue({"barrier"}, [this](uint32_t tag) { mesh_->exchange(nullptr, nullptr, 0, tag, "barrier"); }, async_op);
 }
 
 }  // namespace lockstep::dist

@@ -8,7 +8,8 @@
 // addresses through the store under a prefix unique to this group instance, so groups can be created,
 // destroyed and created again over one store as long as every rank creates them in the same order.
 // One worker thread runs the collectives in the order they were issued, so each Work completes in
-// order and the calls return at once. A collective that fails (a peer died, the timeout passed) leaves
+// order and the calls return at once; a blocking call (async_op false) issued while nothing is queued
+// runs on the caller's thread instead, as gloo called directly would. A collective that fails (a peer died, the timeout passed) leaves
 // the group unusable: later collectives fail at once, naming the first error. A peer whose connection
 // breaks (its process died) is named, "all_reduce (float32, 1000 elements, SUM) failed on rank 0 of 2:
 // lost connection to rank 1 (peer closed the connection; ...)": the group knows its socket to each
@@ -40,6 +41,8 @@ class Device;
 
 namespace lockstep::dist {
 
+class DirectMesh;
+
 struct GlooOptions {
   // PyTorch's default collective timeout for gloo.
   static constexpr std::chrono::milliseconds kDefaultTimeout{30 * 60 * 1000};
@@ -51,11 +54,21 @@ struct GlooOptions {
   // (MASTER_ADDR when empty) is reached; else 127.0.0.1.
   std::string hostname;
   std::string master_addr;
-  // all_reduce runs gloo's bcube algorithm (pairwise exchanges: log steps, lower latency) on up to
-  // this many bytes with more than two ranks, and gloo's ring (PyTorch's choice: pipelined segments)
-  // above; 0 always takes the ring. Measured on loopback, bcube took half the ring's time up to about
-  // 1 MiB with 3 and 4 ranks, and the ring won from 4 MiB.
-  size_t allreduce_bcube_max_bytes = size_t{1} << 20;
+  // How all_reduce moves the data:
+  //   kExchange: every rank sends its whole tensor to every other and folds all W in rank order. One
+  //     message latency; (W - 1) tensors sent per rank.
+  //   kRing: reduce-scatter then all-gather around the ring (gloo's ring algorithm): 2(W - 1) steps,
+  //     2(W - 1)/W tensors sent per rank.
+  //   Both run on DirectMesh (direct_mesh.h), driven by the calling thread.
+  //   kGlooRing, kGlooBcube: gloo's own allreduce (PyTorch's path is kGlooRing), through gloo's
+  //     event-loop transport.
+  //   kAuto: kExchange with two ranks (the same bytes as the ring in one step: measured faster at every
+  //     size) and while a rank sends at most `allreduce_exchange_max_bytes` in all; else kRing.
+  // The environment variable LOCKSTEP_GLOO_ALLREDUCE=auto|exchange|ring|gloo_ring|gloo_bcube
+  // overrides kAuto, as NCCL_ALGO does NCCL's choice.
+  enum class Algorithm { kAuto, kExchange, kRing, kGlooRing, kGlooBcube };
+  Algorithm allreduce_algorithm = Algorithm::kAuto;
+  size_t allreduce_exchange_max_bytes = size_t{256} << 10;
 };
 
 class ProcessGroupGloo : public ProcessGroup {
@@ -74,11 +87,12 @@ class ProcessGroupGloo : public ProcessGroup {
 
  protected:
   void check_tensor(const Tensor& t, const char* op) const override;
-  std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op) override;
-  std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root) override;
-  std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override;
-  std::shared_ptr<Work> do_barrier() override;
+  std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) override;
+  std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root, bool async_op) override;
+  std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool async_op) override;
+  std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                          bool async_op) override;
+  std::shared_ptr<Work> do_barrier(bool async_op) override;
 
  private:
   // What a queued collective is, for its error message.
@@ -96,24 +110,31 @@ class ProcessGroupGloo : public ProcessGroup {
     uint32_t tag = 0;
   };
 
-  std::shared_ptr<Work> enqueue(Describe what, std::function<void(uint32_t tag)> run);
+  // Queues `run` for the worker, or runs it on this thread when `async_op` is false and the group is
+  // idle; returns its Work.
+  std::shared_ptr<Work> enqueue(Describe what, std::function<void(uint32_t tag)> run, bool async_op);
   void worker_loop();
+  // Runs a task and finishes its Work; on whichever thread owns the group's collectives at the time.
+  void execute(Task& task);
   std::string describe(const Describe& d) const;
   // gloo's error text, with the ranks whose connections broke named and a timeout spelled out.
   std::string explain(const std::string& gloo_error) const;
 
-  // A connected TCP socket of this process; fd -1 when unknown.
+  // A connected TCP socket of this process, known by its inode (0 when unknown); the group never
+  // touches gloo's descriptors of its sockets, which gloo's own threads may close at any time.
   struct TcpSocket {
-    int fd = -1;
     uint64_t inode = 0;
     std::string local, peer;  // "127.0.0.1:45959"
   };
   static std::vector<TcpSocket> tcp_sockets();
   // Finds this rank's socket to every other rank (peer_sockets_) among those created since `before`.
   void identify_peer_sockets(Store& store, const std::vector<TcpSocket>& before);
-  // The ranks whose connection to this rank is closed or no longer established.
+  // The ranks whose connection to this rank is closed or no longer established (Linux: the state of
+  // each peer's socket in /proc/net/tcp and tcp6).
   std::vector<int> lost_peers() const;
-  // A worker-owned buffer of at least `nbytes`, reused across collectives.
+  // all_reduce's algorithm for n elements of element_bytes each (GlooOptions).
+  Options::Algorithm allreduce_algorithm(size_t n, size_t element_bytes) const;
+  // A buffer of at least `nbytes` for the executing collective, reused across collectives.
   void* scratch(size_t nbytes);
 
   Options options_;
@@ -121,6 +142,7 @@ class ProcessGroupGloo : public ProcessGroup {
   std::vector<TcpSocket> peer_sockets_;  // [r]: this rank's connection to rank r
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+  std::unique_ptr<DirectMesh> mesh_;  // small all-reduces and barriers (direct_mesh.h)
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -128,8 +150,10 @@ class ProcessGroupGloo : public ProcessGroup {
   bool stop_ = false;       // guarded by mu_
   uint64_t seq_ = 0;        // guarded by mu_
   uint32_t next_tag_ = 0;   // guarded by mu_; every rank numbers its collectives alike
+  bool worker_running_ = false;  // guarded by mu_: the worker is executing a task
+  bool inline_running_ = false;  // guarded by mu_: a blocking caller is executing one
 
-  // Worker thread only.
+  // Used only by the thread executing a collective (the worker, or a blocking caller): one at a time.
   std::string failure_;  // the first collective error; non-empty makes the group unusable
   std::unique_ptr<char[]> scratch_;
   size_t scratch_bytes_ = 0;

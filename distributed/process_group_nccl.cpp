@@ -401,7 +401,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::collective(const char* op, int device, s
   return std::make_shared<NcclWork>(op, seq, comm_, std::move(done), blocking || options_.blocking_wait);
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
   if (tensor.numel() == 0) return completed_work("all_reduce");
   return collective("all_reduce", tensor.device().index, {tensor}, false, [&](ncclComm_t comm, cudaStream_t stream) {
     LOCKSTEP_NCCL_OK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_dtype(tensor.dtype()),
@@ -410,7 +410,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp o
   });
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::do_broadcast(Tensor& tensor, int root) {
+std::shared_ptr<Work> ProcessGroupNCCL::do_broadcast(Tensor& tensor, int root, bool async_op) {
   if (tensor.numel() == 0) return completed_work("broadcast");
   return collective("broadcast", tensor.device().index, {tensor}, false, [&](ncclComm_t comm, cudaStream_t stream) {
     LOCKSTEP_NCCL_OK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_dtype(tensor.dtype()),
@@ -419,7 +419,8 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_broadcast(Tensor& tensor, int root) {
   });
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+std::shared_ptr<Work> ProcessGroupNCCL::do_all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                                      bool async_op) {
   if (input.numel() == 0) return completed_work("all_gather");
   std::vector<Tensor> keep(outputs);
   keep.push_back(input);
@@ -442,7 +443,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_all_gather(std::vector<Tensor>& outpu
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
-                                                          ReduceOp op) {
+                                                          ReduceOp op, bool async_op) {
   if (output.numel() == 0) return completed_work("reduce_scatter");
   std::vector<Tensor> keep(inputs);
   keep.push_back(output);
@@ -465,7 +466,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_reduce_scatter(Tensor& output, const 
   });
 }
 
-std::shared_ptr<Work> ProcessGroupNCCL::do_barrier() {
+std::shared_ptr<Work> ProcessGroupNCCL::do_barrier(bool async_op) {
   int device = this->device();
   if (device < 0) {
     const char* local = std::getenv("LOCAL_RANK");

@@ -67,11 +67,12 @@ class ProcessGroupNCCL : public ProcessGroup {
 
  protected:
   void check_tensor(const Tensor& t, const char* op) const override;
-  std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op) override;
-  std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root) override;
-  std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override;
-  std::shared_ptr<Work> do_barrier() override;
+  std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) override;
+  std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root, bool async_op) override;
+  std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool async_op) override;
+  std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
+                                          bool async_op) override;
+  std::shared_ptr<Work> do_barrier(bool async_op) override;
 
  private:
   // Creates the communicator on `device` (rank 0 publishes the ncclUniqueId in the store), or checks

@@ -69,7 +69,7 @@ class ProcessGroupCollective : public Collective {
  public:
   explicit ProcessGroupCollective(Device device) : pg_(dist::default_pg()), device_(device) {}
   void all_reduce(Tensor& t, Op op) override {
-    pg_->all_reduce(t, op)->wait();
+    pg_->all_reduce(t, op, /*async_op=*/false);
     if (device_.is_cuda()) cuda::synchronize(device_.index);
   }
   int rank() const override { return pg_->rank(); }

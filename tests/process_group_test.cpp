@@ -10,8 +10,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <ctime>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -47,14 +50,21 @@ struct TempDir {
 
 // Runs fn(pg, rank) as `world_size` ranks, each with its own ProcessGroupGloo.
 void run_group(int world_size, const std::function<void(ProcessGroupGloo& pg, int rank)>& fn,
-               milliseconds pg_timeout = kTimeout) {
+               ProcessGroupGloo::Options options) {
   TempDir dir;
   auto results = testing::run_ranks(world_size, [&](int rank) {
     auto store = std::make_shared<dist::FileStore>(dir.path + "/store", world_size, kTimeout);
-    ProcessGroupGloo pg(store, rank, world_size, pg_timeout);
+    ProcessGroupGloo pg(store, rank, world_size, options);
     fn(pg, rank);
   });
   CHECK_MESSAGE(testing::all_ok(results), "world size ", world_size, ":", testing::failures(results));
+}
+
+void run_group(int world_size, const std::function<void(ProcessGroupGloo& pg, int rank)>& fn,
+               milliseconds pg_timeout = kTimeout) {
+  ProcessGroupGloo::Options options;
+  options.timeout = pg_timeout;
+  run_group(world_size, fn, options);
 }
 
 template <typename F>
@@ -138,6 +148,21 @@ int settled_count(const char* dir, int expected) {
   return n;
 }
 
+// "main, gloo, ...": the names of this process's threads, for a failed thread count.
+std::string thread_names() {
+  std::string names;
+  DIR* d = ::opendir("/proc/self/task");
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  ::closedir(d);
+  return names;
+}
+
 }  // namespace
 
 TEST_CASE("all_reduce: every op and dtype, world sizes 1 to 4, 0 to 2^20+3 elements") {
@@ -161,6 +186,44 @@ TEST_CASE("all_reduce: every op and dtype, world sizes 1 to 4, 0 to 2^20+3 eleme
       pg.all_reduce(t)->wait();
       expect_values(t, [&](int64_t i) { return i * 8.0 * W + W * (W - 1) / 2; }, "all_reduce SUM of i * 8 + rank");
     });
+  }
+}
+
+TEST_CASE("all_reduce: every algorithm leaves the same bits on every rank; the exchange folds in rank order") {
+  using Algorithm = ProcessGroupGloo::Options::Algorithm;
+  for (Algorithm algorithm :
+       {Algorithm::kExchange, Algorithm::kRing, Algorithm::kGlooRing, Algorithm::kGlooBcube, Algorithm::kAuto}) {
+    for (int W = 2; W <= 4; ++W) {
+      ProcessGroupGloo::Options options;
+      options.timeout = kTimeout;
+      options.allreduce_algorithm = algorithm;
+      run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+        // Magnitudes from 1e-6 to 1e6 of both signs: float addition's result depends on the order.
+        auto value = [](int r, int64_t i) {
+          const uint64_t h = (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(r) * 40503u) % 1000003u;
+          return static_cast<float>((h % 2 ? -1.0 : 1.0) * std::pow(10.0, static_cast<double>(h % 13) - 6.0) *
+                                    (1.0 + static_cast<double>(h % 1000) / 1000.0));
+        };
+        for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{100003}}) {
+          Tensor t = filled(kFloat32, n, [&](int64_t i) { return value(rank, i); });
+          pg.all_reduce(t, dist::ReduceOp::SUM, /*async_op=*/false);
+          std::vector<Tensor> all;
+          for (int r = 0; r < W; ++r) all.push_back(zeros({n}));
+          pg.all_gather(all, t)->wait();
+          for (int r = 0; r < W; ++r) {
+            RANK_CHECK(std::memcmp(all[r].data_ptr(), t.data_ptr(), t.nbytes()) == 0, "rank ", r,
+                       " ended with other bits than this rank (", n, " elements, world ", W, ")");
+          }
+          if (algorithm != Algorithm::kExchange) continue;
+          const float* got = t.data<float>();
+          for (int64_t i = 0; i < n; ++i) {
+            float fold = value(0, i);
+            for (int r = 1; r < W; ++r) fold += value(r, i);
+            RANK_CHECK(got[i] == fold, "element ", i, " is ", got[i], ", the rank-order fold is ", fold);
+          }
+        }
+      }, options);
+    }
   }
 }
 
@@ -259,6 +322,61 @@ TEST_CASE("asynchronous all_reduces complete in issue order") {
   });
 }
 
+// CPU time of the calling thread: a collective run on it costs it the reductions; one run by the worker
+// costs it only the wait.
+double thread_cpu_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+TEST_CASE("blocking collectives (async_op false) run on the caller's thread when idle, in order otherwise") {
+  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+    const int64_t n = 1 << 22;  // 16 MiB of float32: the reductions take milliseconds of CPU
+    Tensor big = filled(kFloat32, n, [&](int64_t i) { return rank + (i % 5); });
+    pg.barrier(/*async_op=*/false);
+    double before = thread_cpu_ms();
+    auto work = pg.all_reduce(big, dist::ReduceOp::SUM, /*async_op=*/false);
+    const double inline_ms = thread_cpu_ms() - before;
+    RANK_CHECK(work->is_completed() && work->is_success(), "a blocking all_reduce returned before finishing");
+    expect_values(big, [](int64_t i) { return 1 + 2 * (i % 5); }, "blocking all_reduce");
+    before = thread_cpu_ms();
+    pg.all_reduce(big, dist::ReduceOp::MAX)->wait();
+    const double queued_ms = thread_cpu_ms() - before;
+    RANK_CHECK(inline_ms > 4 * queued_ms, "the blocking all_reduce cost the caller ", inline_ms,
+               " ms of CPU and the queued one ", queued_ms, " ms: it did not run on the caller's thread");
+
+    // Blocking calls issued behind asynchronous ones wait their turn: every result is right, and the
+    // asynchronous work is complete when a later blocking call returns.
+    std::vector<Tensor> tensors;
+    std::vector<std::shared_ptr<dist::Work>> works;
+    for (int k = 0; k < 12; ++k) {
+      tensors.push_back(filled(kFloat32, 5000 + 3001 * k, [&](int64_t i) { return k + rank + (i % 3); }));
+      works.push_back(pg.all_reduce(tensors.back(), dist::ReduceOp::SUM, /*async_op=*/k % 3 != 2));
+      if (k % 3 == 2) {
+        for (int j = 0; j <= k; ++j) RANK_CHECK(works[j]->is_completed(), "work ", j, " not complete after blocking ", k);
+      }
+    }
+    for (int k = 0; k < 12; ++k) {
+      works[k]->wait();
+      expect_values(tensors[k], [&](int64_t i) { return 2 * k + 1 + 2 * (i % 3); }, "mixed all_reduce " + std::to_string(k));
+    }
+    for (int k = 1; k < 12; ++k) RANK_CHECK(works[k]->seq() == works[k - 1]->seq() + 1);
+
+    // Every collective has a blocking form.
+    Tensor b = full({4}, rank == 1 ? 7.0 : 0.0);
+    pg.broadcast(b, 1, /*async_op=*/false);
+    expect_values(b, [](int64_t) { return 7; }, "blocking broadcast");
+    std::vector<Tensor> gathered = {zeros({2}), zeros({2})};
+    pg.all_gather(gathered, full({2}, rank + 1.0), /*async_op=*/false);
+    expect_values(gathered[1], [](int64_t) { return 2; }, "blocking all_gather");
+    Tensor out = zeros({2});
+    std::vector<Tensor> inputs = {full({2}, 1.0), full({2}, 10.0)};
+    pg.reduce_scatter(out, inputs, dist::ReduceOp::SUM, /*async_op=*/false);
+    expect_values(out, [&](int64_t) { return rank == 0 ? 2 : 20; }, "blocking reduce_scatter");
+  });
+}
+
 TEST_CASE("barrier waits for every rank") {
   run_group(3, [&](ProcessGroupGloo& pg, int rank) {
     pg.barrier()->wait();  // everyone is here: start the clocks together
@@ -318,6 +436,8 @@ TEST_CASE("a collective that times out fails its Work, and the group refuses lat
                    std::chrono::duration_cast<milliseconds>(took).count(), " ms");
         message = error_of([&] { pg.barrier()->wait(); });
         RANK_CHECK(message.find("an earlier collective failed") != std::string::npos, message);
+        message = error_of([&] { pg.all_reduce(t, dist::ReduceOp::SUM, /*async_op=*/false); });
+        RANK_CHECK(message.find("an earlier collective failed") != std::string::npos, message);
       },
       milliseconds(500));
 }
@@ -353,7 +473,10 @@ TEST_CASE("destroying a group leaves no thread or socket behind") {
   TempDir dir;
   auto results = testing::run_ranks(2, [&](int rank) {
     auto store = std::make_shared<dist::FileStore>(dir.path + "/store", -1, kTimeout);
-    const int threads = count_entries("/proc/self/task"), fds = count_entries("/proc/self/fd");
+    // A thread started and joined first: a runtime that starts a thread of its own at a process's
+    // first pthread_create (ThreadSanitizer's background thread) has it in the count before.
+    std::thread([] {}).join();
+    const int threads = settled_count("/proc/self/task", 1), fds = count_entries("/proc/self/fd");
     for (int round = 0; round < 3; ++round) {
       auto pg = std::make_unique<ProcessGroupGloo>(store, rank, 2, kTimeout);
       Tensor t = ones({1000});
@@ -362,7 +485,8 @@ TEST_CASE("destroying a group leaves no thread or socket behind") {
       RANK_CHECK(work->is_completed(), "destruction did not finish the queued all_reduce");
       expect_values(t, [](int64_t) { return 2; }, "all_reduce before destruction");
       const int threads_now = settled_count("/proc/self/task", threads), fds_now = settled_count("/proc/self/fd", fds);
-      RANK_CHECK(threads_now == threads, "round ", round, ": ", threads_now, " threads, ", threads, " before");
+      RANK_CHECK(threads_now == threads, "round ", round, ": ", threads_now, " threads, ", threads, " before: ",
+                 thread_names());
       RANK_CHECK(fds_now == fds, "round ", round, ": ", fds_now, " open files, ", fds, " before");
     }
   });

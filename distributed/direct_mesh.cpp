@@ -1,0 +1,216 @@
+// DirectMesh: connecting the mesh, and the poll loop that exchanges one message with every peer.
+#include "distributed/direct_mesh.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace lockstep::dist {
+
+namespace {
+
+// What precedes every message: checked by the receiver before it takes the payload.
+struct Header {
+  uint64_t seq;
+  uint64_t bytes;
+};
+
+int remaining_ms(Deadline deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
+}
+
+// "HOST:PORT" or "[HOST]:PORT" into its parts.
+std::pair<std::string, uint16_t> split_address(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  LOCKSTEP_CHECK(colon != std::string::npos && colon + 1 < address.size(), "DirectMesh: bad address \"", address,
+                 "\" in the store");
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, static_cast<uint16_t>(std::stoi(address.substr(colon + 1)))};
+}
+
+std::string lost(int r, const char* how) {
+  return lockstep::detail::str_cat("lost connection to rank ", r, " (", how,
+                                   "; its process may have died or failed)");
+}
+
+// One peer's progress through a transfer.
+struct Progress {
+  int rank;
+  int fd;
+  Header out;
+  const char* send;
+  size_t send_total;  // header + payload; 0 when nothing is sent
+  char* recv;
+  size_t recv_total;  // header + payload; 0 when nothing is received
+  size_t expected;    // the payload's size
+  size_t sent = 0;
+  size_t received = 0;
+  Header in{};
+};
+
+}  // namespace
+
+std::string interface_address(const std::string& iface) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && iface == a->ifa_name) {
+      char buf[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
+      found = buf;
+      break;
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), timeout_(timeout), peers_(size) {
+  if (size == 1) return;
+  const Deadline deadline = deadline_after(timeout);
+  Socket listener = Socket::listen(host, 0);
+  store.set("direct_mesh/" + std::to_string(rank), listener.local_address());
+  // Connect to every lower rank, saying who this is.
+  for (int r = 0; r < rank; ++r) {
+    const std::string key = "direct_mesh/" + std::to_string(r);
+    store.wait({key}, timeout);
+    const auto [peer_host, port] = split_address(store.get_string(key));
+    peers_[r] = Socket::connect(peer_host, port, deadline);
+    const int32_t me = rank;
+    peers_[r].send_all(&me, sizeof(me), deadline);
+  }
+  // Accept every higher rank.
+  for (int pending = size - 1 - rank; pending > 0;) {
+    pollfd p{listener.fd(), POLLIN, 0};
+    const int rc = ::poll(&p, 1, remaining_ms(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0) {
+      std::string missing;
+      for (int r = rank + 1; r < size; ++r) {
+        if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      throw TimeoutError(lockstep::detail::str_cat("DirectMesh: rank ", rank, " timed out after ",
+                                                   detail::format_seconds(timeout),
+                                                   " waiting for rank(s) ", missing, " to connect"));
+    }
+    Socket s = listener.accept();
+    if (!s.valid()) continue;
+    int32_t who = -1;
+    s.recv_all(&who, sizeof(who), deadline);
+    LOCKSTEP_CHECK(who > rank && who < size && !peers_[who].valid(), "DirectMesh: rank ", rank,
+                   " got a connection claiming to be rank ", who, " (expected one of the ranks ", rank + 1, "..",
+                   size - 1, " not yet connected)");
+    peers_[who] = std::move(s);
+    --pending;
+  }
+}
+
+void DirectMesh::exchange(const void* send, void* recv, size_t bytes, uint64_t seq, const std::string& what) {
+  std::vector<Message> messages;
+  messages.reserve(size_ - 1);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) messages.push_back({r, send, bytes, static_cast<char*>(recv) + slot(r) * bytes, bytes});
+  }
+  transfer(messages, seq, what);
+}
+
+void DirectMesh::transfer(const std::vector<Message>& messages, uint64_t seq, const std::string& what) {
+  const Deadline deadline = deadline_after(timeout_);
+  std::vector<Progress> peers;
+  peers.reserve(messages.size());
+  for (const Message& m : messages) {
+    LOCKSTEP_CHECK(m.peer >= 0 && m.peer < size_ && m.peer != rank_, "DirectMesh: no connection to rank ", m.peer);
+    peers.push_back({m.peer, peers_[m.peer].fd(), Header{seq, m.send_bytes}, static_cast<const char*>(m.send),
+                     m.sends ? sizeof(Header) + m.send_bytes : 0, static_cast<char*>(m.recv),
+                     m.receives ? sizeof(Header) + m.recv_bytes : 0, m.recv_bytes});
+  }
+  std::vector<pollfd> fds(peers.size());
+
+  // Moves as much as the sockets take now; returns whether anything is left to do.
+  auto progress = [&] {
+    bool busy = false;
+    for (Progress& t : peers) {
+      while (t.sent < t.send_total) {
+        iovec iov[2];
+        int n = 0;
+        if (t.sent < sizeof(Header)) iov[n++] = {reinterpret_cast<char*>(&t.out) + t.sent, sizeof(Header) - t.sent};
+        const size_t done = t.sent > sizeof(Header) ? t.sent - sizeof(Header) : 0;
+        if (t.send_total - sizeof(Header) > done) {
+          iov[n++] = {const_cast<char*>(t.send) + done, t.send_total - sizeof(Header) - done};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = n;
+        const ssize_t rc = ::sendmsg(t.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (rc > 0) {
+          t.sent += static_cast<size_t>(rc);
+        } else if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          break;
+        } else if (rc < 0 && errno != EINTR) {
+          throw PeerError(lost(t.rank, errno == EPIPE        ? "broken pipe"
+                                       : errno == ECONNRESET ? "connection reset by peer"
+                                                             : "send failed"));
+        }
+      }
+      while (t.received < t.recv_total) {
+        char* dst = t.received < sizeof(Header) ? reinterpret_cast<char*>(&t.in) + t.received
+                                                : t.recv + (t.received - sizeof(Header));
+        const size_t want = t.received < sizeof(Header) ? sizeof(Header) - t.received : t.recv_total - t.received;
+        const ssize_t rc = ::recv(t.fd, dst, want, MSG_DONTWAIT);
+        if (rc > 0) {
+          t.received += static_cast<size_t>(rc);
+          if (t.received == sizeof(Header) && (t.in.seq != seq || t.in.bytes != t.expected)) {
+            throw PeerError(lockstep::detail::str_cat(
+                "rank ", t.rank, " sent a message of collective #", t.in.seq, " (", t.in.bytes, " bytes) while rank ",
+                rank_, " expected one of collective #", seq, ", ", what, " (", t.expected,
+                " bytes): the ranks issued different collectives (LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL names them)"));
+          }
+        } else if (rc == 0) {
+          throw PeerError(lost(t.rank, "peer closed the connection"));
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          break;
+        } else if (errno != EINTR) {
+          throw PeerError(lost(t.rank, errno == ECONNRESET ? "connection reset by peer" : "receive failed"));
+        }
+      }
+      busy = busy || t.sent < t.send_total || t.received < t.recv_total;
+    }
+    return busy;
+  };
+
+  while (progress()) {
+    size_t n = 0;
+    for (const Progress& t : peers) {
+      const short events =
+          static_cast<short>((t.sent < t.send_total ? POLLOUT : 0) | (t.received < t.recv_total ? POLLIN : 0));
+      if (events) fds[n++] = {t.fd, events, 0};
+    }
+    const int rc = ::poll(fds.data(), n, remaining_ms(deadline));
+    if (rc < 0 && errno != EINTR) throw PeerError(lockstep::detail::str_cat("poll: ", std::strerror(errno)));
+    if (rc == 0) {
+      std::string waiting;
+      for (const Progress& t : peers) {
+        if (t.received < t.recv_total || t.sent < t.send_total) {
+          waiting += (waiting.empty() ? "" : ", ") + std::to_string(t.rank);
+        }
+      }
+      throw PeerError(lockstep::detail::str_cat(
+          "timed out after ", detail::format_seconds(timeout_), " waiting for rank",
+          waiting.find(',') == std::string::npos ? " " : "s ", waiting,
+          " (one may be hung, dead, or not calling this collective; LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL names it)"));
+    }
+  }
+}
+
+}  // namespace lockstep::dist

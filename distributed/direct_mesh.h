@@ -1,0 +1,75 @@
+// DirectMesh: one plain TCP connection between every pair of ranks, driven only by the thread that
+// runs the collective: ProcessGroupGloo's path for small all-reduces and for barriers.
+//
+// Why not gloo for these: gloo's TCP transport moves every message through its event-loop thread (the
+// receiver's loop thread reads the data, then wakes the waiting thread), announces each send with a
+// ready/ready handshake, and its loop thread polls epoll in a busy loop while a collective holds the
+// connection's lock. A small all-reduce is all latency, so those hand-offs are its whole cost, and
+// with more ranks than cores a spinning loop thread holds a core until the scheduler's tick (4 ms).
+// Here the collective's own thread writes to every peer and poll()s its sockets until every peer's
+// message has arrived: one hop per message, and a blocked rank takes no CPU.
+//
+// Every message carries the collective's sequence number and size, so ranks that issue different
+// collectives get an error naming both, not mixed data. A peer that dies is named at once (its socket
+// closes); a peer that never sends is named when the timeout passes.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distributed/socket.h"
+#include "distributed/store.h"
+
+namespace lockstep::dist {
+
+// A fault of a peer (lost connection, a mismatched collective, the timeout), with the message
+// already naming the rank: the process group reports it as is.
+class PeerError : public Error {
+ public:
+  using Error::Error;
+};
+
+class DirectMesh {
+ public:
+  // Collective: every rank listens on `host`, publishes its port under "direct_mesh/<rank>" in
+  // `store` (a prefix of this group alone), connects to the lower ranks and accepts the higher ones.
+  DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // One message each way with some peers at once: for each Message, `send_bytes` from `send` go to
+  // rank `peer`, and rank `peer`'s message of `recv_bytes` lands at `recv` (either side may be empty,
+  // not both, and a peer appears once). `seq` must match the peers' (it is checked along with the
+  // sizes); `what` names the collective in errors. Throws PeerError.
+  struct Message {
+    int peer;
+    const void* send = nullptr;
+    size_t send_bytes = 0;
+    void* recv = nullptr;
+    size_t recv_bytes = 0;
+    bool sends = true;     // false: nothing is sent to `peer` (not even a header)
+    bool receives = true;  // false: nothing is received from `peer`
+  };
+  void transfer(const std::vector<Message>& messages, uint64_t seq, const std::string& what);
+
+  // Sends `bytes` bytes at `send` to every other rank and receives each other rank's `bytes` bytes:
+  // rank r's land at recv + slot(r) * bytes.
+  void exchange(const void* send, void* recv, size_t bytes, uint64_t seq, const std::string& what);
+  // Rank r's place among the others: r, or r - 1 above this rank.
+  size_t slot(int r) const { return static_cast<size_t>(r < rank_ ? r : r - 1); }
+
+ private:
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  std::vector<Socket> peers_;  // [r]; invalid for this rank
+};
+
+// The IPv4 address of a network interface ("eth0"), "" when it has none.
+std::string interface_address(const std::string& iface);
+
+}  // namespace lockstep::dist
