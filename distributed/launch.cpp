@@ -7,7 +7,9 @@
 // does: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR,
 // MASTER_PORT, LOCKSTEP_RESTART_COUNT, and OMP_NUM_THREADS=1 unless already set. When a rank fails the
 // others are stopped (SIGTERM, then SIGKILL after a grace period) and the launcher exits with the
-// failed rank's status, so a job never hangs on a dead peer.
+// failed rank's status, so a job never hangs on a dead peer. Every rank that failed is named with its
+// status; when several did, the one that died of a signal (killed, crashed) is taken as the cause
+// rather than a survivor that exited because its peer died, else the first to fail.
 //
 // MASTER_PORT, when the launcher picks it: the launcher binds a free port without listening (a
 // reservation, Socket::reserve) and holds it while the ranks run, so no other program binds it or gets
@@ -167,6 +169,15 @@ struct Rank {
   int local_rank;
   pid_t pid = -1;
   bool running = false;
+  uint64_t signals_sent = 0;  // bit N: the launcher sent it signal N
+};
+
+// A rank that ended unsuccessfully, not by a signal the launcher sent it.
+struct Failure {
+  int rank;
+  pid_t pid;
+  int status;  // as wait() gives it
+  bool own_signal() const { return WIFSIGNALED(status); }
 };
 
 // One attempt at running the node's ranks, from spawn to the last exit.
@@ -212,6 +223,10 @@ class LocalGroup {
         outcome = Outcome{Outcome::kPortInUse, 1};
         stop_others(SIGTERM, /*except_rank=*/0);  // rank 0 is failing already: let it say why
       }
+      // Every rank that has ended since the last look. Ranks that die together (one killed, a peer
+      // exiting because it lost that one) can both have ended by now: those that died of a signal
+      // the launcher did not send come first, as the likely cause; the rest in rank order.
+      std::vector<Failure> ended;
       for (Rank& r : ranks_) {
         int status = 0;
         if (!r.running || ::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
@@ -219,9 +234,22 @@ class LocalGroup {
         if (outcome && outcome->kind == Outcome::kPortInUse && r.rank == 0 && status != 0) {
           outcome->exit_code = exit_code(status);  // what the launcher exits with if it gives up
         }
-        if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || outcome) continue;
-        std::fprintf(stderr, "launch: rank %d (pid %d) %s\n", r.rank, static_cast<int>(r.pid), describe(status).c_str());
-        outcome = Outcome{Outcome::kFailed, exit_code(status)};
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+        if (outcome && outcome->kind != Outcome::kFailed) continue;  // interrupted, or a port retry
+        if (WIFSIGNALED(status) && WTERMSIG(status) < 64 && (r.signals_sent >> WTERMSIG(status) & 1)) {
+          continue;  // stopped by the launcher, as asked
+        }
+        ended.push_back(Failure{r.rank, r.pid, status});
+      }
+      std::stable_partition(ended.begin(), ended.end(), [](const Failure& f) { return f.own_signal(); });
+      for (const Failure& f : ended) {
+        const bool stopping = outcome.has_value();  // it had been sent SIGTERM already
+        std::fprintf(stderr, "launch: rank %d (pid %d) %s%s\n", f.rank, static_cast<int>(f.pid),
+                     describe(f.status).c_str(), stopping ? " while being stopped" : "");
+        failures_.push_back(f);
+      }
+      if (!ended.empty() && !outcome) {
+        outcome = Outcome{Outcome::kFailed, 0};  // the status is the cause's, chosen at the end
         int left = static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& x) { return x.running; }));
         if (left) std::fprintf(stderr, "launch: stopping the other %d running rank(s)\n", left);
         stop_others(SIGTERM);
@@ -265,6 +293,7 @@ class LocalGroup {
     }
     if (outcome) send_to_all_groups(SIGKILL);  // grandchildren a failed rank left behind
     pumps_.clear();                            // flushes partial last lines
+    if (outcome && outcome->kind == Outcome::kFailed) outcome->exit_code = exit_code(name_cause());
     return outcome.value_or(Outcome{Outcome::kSucceeded, 0});
   }
 
@@ -372,9 +401,30 @@ class LocalGroup {
     return true;
   }
 
+  // The failure taken as the cause: the first rank that died of a signal of its own (a rank that
+  // loses its peer usually exits with an error status, maybe before the launcher has seen the peer
+  // die), else the first to fail. When several ranks failed, says which and why; returns its status.
+  int name_cause() const {
+    auto cause = std::find_if(failures_.begin(), failures_.end(), [](const Failure& f) { return f.own_signal(); });
+    const bool by_signal = cause != failures_.end();
+    if (!by_signal) cause = failures_.begin();
+    if (failures_.size() > 1) {
+      std::string all = "rank " + std::to_string(cause->rank) + " " + describe(cause->status);
+      for (auto f = failures_.begin(); f != failures_.end(); ++f) {
+        if (f != cause) all += ", rank " + std::to_string(f->rank) + " " + describe(f->status);
+      }
+      std::fprintf(stderr, "launch: %zu ranks failed: %s; taking rank %d (pid %d) as the cause, %s, and exiting with its status %d\n",
+                   failures_.size(), all.c_str(), cause->rank, static_cast<int>(cause->pid),
+                   by_signal ? "the first to die of a signal" : "the first to fail", exit_code(cause->status));
+    }
+    return cause->status;
+  }
+
   void send_to_running(int sig, int except_rank = -1) {
-    for (const Rank& r : ranks_) {
-      if (r.running && r.rank != except_rank) ::kill(-r.pid, sig);
+    for (Rank& r : ranks_) {
+      if (!r.running || r.rank == except_rank) continue;
+      if (sig > 0 && sig < 64) r.signals_sent |= uint64_t{1} << sig;
+      ::kill(-r.pid, sig);
     }
   }
   void send_to_all_groups(int sig) {
@@ -389,6 +439,7 @@ class LocalGroup {
   std::string status_;
   std::string taken_address_;
   std::vector<Rank> ranks_;
+  std::vector<Failure> failures_;  // in the order the launcher found them
   std::vector<LinePrefixer> pumps_;
 };
 

@@ -2,15 +2,21 @@
 //   env ARGS...          print "R KEY=value" for each launcher variable, then "R ARGS=..."
 //   fail R CODE          rank R exits with CODE after 100 ms; the others sleep 60 s
 //   kill R               rank R kills itself with SIGKILL after 100 ms; the others sleep 60 s
+//   survivor_first DIR   rank 1 is SIGKILLed, and rank 0 then exits 1 as a rank that lost its peer
+//                        would, both while the launcher is held stopped (SIGSTOP; a helper process
+//                        sends SIGCONT once rank 0 is gone), so the launcher finds both ended at once
 //   flaky                rank 1 exits 4 unless LOCKSTEP_RESTART_COUNT > 0; then every rank prints "R ok"
 //   ignore_term R        rank R exits 2 after 200 ms; the others ignore SIGTERM and sleep 60 s
 //   echo                 a line on stdout and one on stderr (the last without a newline)
 //   sleep                sleep 60 s
 // Every rank first prints "R PID=pid" so the test can check the launcher left nothing running.
+#include <sys/types.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -29,6 +35,36 @@ void say(int fd, const std::string& line) {
 [[noreturn]] void sleep_then_exit() {
   std::this_thread::sleep_for(std::chrono::seconds(60));
   std::_Exit(0);
+}
+
+// Polls `done` every millisecond for up to 10 s; exits 98 if it never holds.
+template <typename F>
+void wait_for(F done) {
+  for (int i = 0; i < 10000; ++i) {
+    if (done()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::_Exit(98);
+}
+
+// Rank 0 of survivor_first: rank 1 dies of SIGKILL, then rank 0 exits 1, while the launcher is stopped.
+[[noreturn]] void survivor_first(const std::string& dir) {
+  pid_t peer = 0;
+  wait_for([&] { return bool(std::ifstream(dir + "/rank1.pid") >> peer); });
+  const pid_t launcher = ::getppid(), self = ::getpid();
+  ::kill(launcher, SIGSTOP);
+  ::kill(peer, SIGKILL);
+  wait_for([&] {  // a zombie: dead, and not reaped (the launcher is stopped)
+    std::ifstream stat("/proc/" + std::to_string(peer) + "/stat");
+    std::string pid, comm, state;
+    return stat >> pid >> comm >> state && state == "Z";
+  });
+  if (::fork() == 0) {  // the helper: wakes the launcher once rank 0 has exited
+    wait_for([&] { return ::getppid() != self; });
+    ::kill(launcher, SIGCONT);
+    std::_Exit(0);
+  }
+  std::_Exit(1);
 }
 
 }  // namespace
@@ -61,6 +97,13 @@ int main(int argc, char** argv) {
     if (rank != std::atoi(argv[2])) sleep_then_exit();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::raise(SIGKILL);
+  }
+  if (mode == "survivor_first" && argc == 3) {
+    if (rank == 0) survivor_first(argv[2]);
+    const std::string path = std::string(argv[2]) + "/rank1.pid";
+    std::ofstream(path + ".tmp") << ::getpid() << "\n";
+    std::rename((path + ".tmp").c_str(), path.c_str());
+    sleep_then_exit();
   }
   if (mode == "flaky") {
     if (rank == 1 && env("LOCKSTEP_RESTART_COUNT") == "0") return 4;

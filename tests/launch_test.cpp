@@ -238,6 +238,28 @@ TEST_CASE("launch: a rank killed by SIGKILL") {
   check_all_gone(ranks);
 }
 
+TEST_CASE("launch: a rank killed by a signal is named as the cause, not the survivor that exited first") {
+  // Rank 1 is SIGKILLed and rank 0 exits 1 (as a rank that lost its peer does), both before the
+  // launcher looks: it names both, takes the killed rank as the cause, and exits 128 + SIGKILL.
+  const std::string dir = scratch_dir("survivor_first");
+  Result res = run_launch({"--nproc_per_node", "2", child_path(), "survivor_first", dir});
+  auto ranks = parse_ranks(res.out);
+  REQUIRE(ranks.count(0));
+  REQUIRE(ranks.count(1));
+  const std::string killed = "launch: rank 1 (pid " + ranks[1]["PID"] + ") killed by signal SIGKILL\n";
+  const std::string survivor = "launch: rank 0 (pid " + ranks[0]["PID"] + ") exited with status 1\n";
+  INFO("launch's stderr:\n", res.err);
+  CHECK(res.exit_code == 128 + SIGKILL);
+  REQUIRE(contains(res.err, killed));
+  REQUIRE(contains(res.err, survivor));
+  CHECK(res.err.find(killed) < res.err.find(survivor));  // the cause first
+  CHECK(contains(res.err, "launch: 2 ranks failed: rank 1 killed by signal SIGKILL, rank 0 exited with status 1; "
+                          "taking rank 1 (pid " + ranks[1]["PID"] + ") as the cause, the first to die of a signal, "
+                          "and exiting with its status 137\n"));
+  check_all_gone(ranks);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("launch: ranks that ignore SIGTERM are killed after the grace period") {
   Result res = run_launch({"--nproc_per_node", "3", "--grace_period", "0.5", child_path(), "ignore_term", "0"});
   CHECK(res.exit_code == 2);
