@@ -2,13 +2,19 @@
 #include "tensor/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "tensor/ops.h"
@@ -42,6 +48,63 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
     LOCKSTEP_CHECK(w > 0, "save_safetensors: writing ", path, " failed: ", std::strerror(errno));
     p += w;
     n -= static_cast<size_t>(w);
+  }
+}
+
+// Seconds since the epoch when process `pid` started (/proc/PID/stat's start time after boot, plus the
+// boot time in /proc/stat); -1 when unknown.
+double process_start_time(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return -1;
+  const size_t close = line.rfind(')');  // the command name, in parentheses, may hold spaces
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i < 22 && fields >> field; ++i) {
+  }
+  unsigned long long start_ticks = 0;
+  if (!(fields >> start_ticks)) return -1;  // field 22: start time, in clock ticks after boot
+  std::ifstream proc_stat("/proc/stat");
+  long long boot = -1;
+  while (std::getline(proc_stat, line)) {
+    if (line.rfind("btime ", 0) == 0) boot = std::atoll(line.c_str() + 6);
+  }
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (boot < 0 || ticks <= 0) return -1;
+  return static_cast<double>(boot) + static_cast<double>(start_ticks) / static_cast<double>(ticks);
+}
+
+// Whether the process that wrote a temporary file `PATH.tmp.PID` (last modified at `mtime`) may
+// still be writing it: a process with that pid exists and started before the file was last written
+// (a process started later took a dead writer's pid).
+bool writer_may_be_alive(pid_t pid, const struct timespec& mtime) {
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  const double started = process_start_time(pid);
+  const double written = static_cast<double>(mtime.tv_sec) + static_cast<double>(mtime.tv_nsec) * 1e-9;
+  return started < 0 || started <= written + 2;  // the boot time has whole seconds only
+}
+
+// Removes the temporary files `path`.tmp.PID that saves killed before their rename left behind,
+// those of processes that no longer exist. This process's own are not touched, nor files of any other
+// name. Errors are ignored: tidying up must not fail a save that succeeded.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 || name.compare(0, prefix.size(), prefix) != 0) {
+      continue;
+    }
+    const std::string digits = name.substr(prefix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    struct stat st {};
+    if (pid <= 0 || pid == ::getpid() || ::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (!writer_may_be_alive(pid, st.st_mtim)) ::unlink(it->path().c_str());
   }
 }
 
@@ -93,6 +156,7 @@ void save_safetensors(const std::string& path, const TensorList& tensors,
     ::fsync(dfd);
     ::close(dfd);
   }
+  remove_stale_temporaries(path);
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {

@@ -1,8 +1,11 @@
 // Bad files: a checkpoint writer killed at a random moment never leaves a broken checkpoint behind
-// (save_safetensors writes a temporary file and renames it over the old one), and a checkpoint cut
-// short at any byte is a clear error, never a crash or a silently short tensor.
+// (save_safetensors writes a temporary file and renames it over the old one), the temporary files of
+// killed writers are removed by the next save, and a checkpoint cut short at any byte is a clear
+// error, never a crash or a silently short tensor.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -66,6 +70,17 @@ int count_temporaries(const std::string& dir) {
   return n;
 }
 
+// The pid of a process that has exited and been reaped.
+pid_t dead_pid() {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+void touch(const std::string& path) { std::ofstream(path) << "partial"; }
+
 }  // namespace
 
 TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a complete checkpoint") {
@@ -76,7 +91,7 @@ TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a com
   std::uniform_int_distribution<int> pause_us(0, 80000);
   constexpr int kRounds = 25;
   int64_t last = 0;
-  int advanced = 0;
+  int advanced = 0, kills_mid_write = 0;
   for (int round = 1; round <= kRounds; ++round) {
     // The child saves versions base, base + 1, ... to the same path until it is killed.
     const int64_t base = round * 100000;
@@ -94,6 +109,7 @@ TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a com
     int status = 0;
     ::waitpid(pid, &status, 0);
     CHECK(WIFSIGNALED(status));
+    kills_mid_write += fs::exists(path + ".tmp." + std::to_string(pid));
     const int64_t v = load_version(path);
     INFO("round ", round, ": the checkpoint holds version ", v, ", the previous round left ", last);
     CHECK((v == last || (v >= base && v < base + 100000)));
@@ -101,11 +117,53 @@ TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a com
     last = v;
   }
   // The test proves something only if writes completed and kills landed in the middle of writes: a
-  // killed writer leaves its temporary file (<path>.tmp.<pid>), harmless and never read.
-  MESSAGE(advanced, " of ", kRounds, " rounds saved a new version; ", count_temporaries(dir.path),
-          " kills landed mid-write");
+  // killed writer leaves its temporary file (<path>.tmp.<pid>), never read, until a later save (the
+  // next round's writer, or the one below) removes it.
+  MESSAGE(advanced, " of ", kRounds, " rounds saved a new version; ", kills_mid_write, " kills landed mid-write");
   CHECK(advanced >= 3);
-  CHECK(count_temporaries(dir.path) >= 1);
+  CHECK(kills_mid_write >= 1);
+  save_version(path, 7);
+  CHECK(count_temporaries(dir.path) == 0);
+  CHECK(load_version(path) == 7);
+}
+
+TEST_CASE("a save removes the temporary files of killed saves of the same path, and only those") {
+  TempDir dir;
+  const std::string path = dir.path + "/ckpt.safetensors", other = dir.path + "/other.safetensors";
+  // A writer that is still running (a child that sleeps), a dead one, and names that are not ours.
+  pid_t alive = ::fork();
+  REQUIRE(alive >= 0);
+  if (alive == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  const std::string dead = std::to_string(dead_pid());
+  const std::vector<std::string> kept = {path + ".tmp." + std::to_string(alive), other + ".tmp." + dead,
+                                         path + ".tmp.x" + dead, path + ".tmp.", path + ".bak." + dead};
+  for (const std::string& f : kept) touch(f);
+  touch(path + ".tmp." + dead);
+  save_version(path, 1);
+  ::kill(alive, SIGKILL);
+  ::waitpid(alive, nullptr, 0);
+  CHECK_FALSE(fs::exists(path + ".tmp." + dead));
+  for (const std::string& f : kept) CHECK_MESSAGE(fs::exists(f), f, " was removed");
+  CHECK(load_version(path) == 1);
+
+  // The running writer's file goes once that writer is gone; a failed save removes nothing.
+  const std::string was_alive = path + ".tmp." + std::to_string(alive);
+  CHECK_THROWS_AS(save_safetensors(path, {{"w", Tensor()}}), Error);
+  CHECK(fs::exists(was_alive));
+  save_version(path, 2);
+  CHECK_FALSE(fs::exists(was_alive));
+
+  // A pid taken since by a process started after the file was last written: the file is stale.
+  const std::string reused = path + ".tmp." + std::to_string(::getppid());
+  touch(reused);
+  const struct timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};  // 2001, before any process here
+  REQUIRE(::utimensat(AT_FDCWD, reused.c_str(), long_ago, 0) == 0);
+  save_version(path, 3);
+  CHECK_FALSE(fs::exists(reused));
+  CHECK(load_version(path) == 3);
 }
 
 TEST_CASE("a checkpoint cut short at any byte is an error naming the file") {
