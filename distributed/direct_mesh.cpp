@@ -62,17 +62,22 @@ struct Progress {
 std::string interface_address(const std::string& iface) {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) return "";
-  std::string found;
+  std::string v4, v6;
   for (ifaddrs* a = list; a; a = a->ifa_next) {
-    if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && iface == a->ifa_name) {
-      char buf[INET_ADDRSTRLEN] = {};
+    if (!a->ifa_addr || iface != a->ifa_name) continue;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET && v4.empty()) {
       ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
-      found = buf;
-      break;
+      v4 = buf;
+    } else if (a->ifa_addr->sa_family == AF_INET6 && v6.empty()) {
+      const in6_addr& addr = reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr;
+      if (IN6_IS_ADDR_LINKLOCAL(&addr)) continue;  // would need a scope id
+      ::inet_ntop(AF_INET6, &addr, buf, sizeof(buf));
+      v6 = buf;
     }
   }
   ::freeifaddrs(list);
-  return found;
+  return v4.empty() ? v6 : v4;
 }
 
 DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout)

@@ -69,7 +69,8 @@ class DirectMesh {
   std::vector<Socket> peers_;  // [r]; invalid for this rank
 };
 
-// The IPv4 address of a network interface ("eth0"), "" when it has none.
+// The address of a network interface ("eth0"): its IPv4 address, else a global IPv6 one; "" when it
+// has neither.
 std::string interface_address(const std::string& iface);
 
 }  // namespace lockstep::dist

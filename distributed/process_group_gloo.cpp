@@ -402,8 +402,9 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     context->connectFullMesh(adapter, device_);
     context_ = std::move(context);
     identify_peer_sockets(*prefixed, sockets_before);
-    mesh_ = std::make_unique<DirectMesh>(*prefixed, rank, size, attr.hostname.empty() ? interface_address(attr.iface) : attr.hostname,
-                                         options_.timeout);
+    const std::string mesh_host = attr.hostname.empty() ? interface_address(attr.iface) : attr.hostname;
+    LOCKSTEP_CHECK(!mesh_host.empty(), "interface ", attr.iface, " has no IPv4 or global IPv6 address");
+    mesh_ = std::make_unique<DirectMesh>(*prefixed, rank, size, mesh_host, options_.timeout);
     // Once any rank returns, every rank has connected: a peer that is destroyed right away cannot
     // cut a connection another rank is still setting up.
     if (size > 1) {
