@@ -31,6 +31,20 @@
 
 namespace lockstep::testing {
 
+// How many times longer a hang guard waits in this build: ThreadSanitizer runs the reductions about
+// ten times slower. Only limits that catch a hang scale; the time bounds a test checks do not.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr int kSanitizerSlowdown = 10;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr int kSanitizerSlowdown = 10;
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+#endif
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+#endif
+
 struct RankResult {
   int rank = 0;
   int exit_code = -1;    // the child's exit status; -1 when killed by a signal or by the timeout
@@ -40,9 +54,11 @@ struct RankResult {
 };
 
 // Forks `world_size` children; child r runs fn(r) and exits 0 when it returns, 1 when it throws. The
-// parent waits for all of them, killing those still running after `timeout`.
+// parent waits for all of them, killing those still running after `timeout` (by default 30 s, times
+// kSanitizerSlowdown).
 inline std::vector<RankResult> run_ranks(int world_size, const std::function<void(int rank)>& fn,
-                                         std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+                                         std::chrono::milliseconds timeout = std::chrono::seconds(30) *
+                                                                             kSanitizerSlowdown) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<RankResult> results(world_size);
