@@ -557,7 +557,7 @@ void* ProcessGroupGloo::scratch(size_t nbytes) {
 GlooOptions::Algorithm ProcessGroupGloo::allreduce_algorithm(size_t n, size_t element_bytes) const {
   if (options_.allreduce_algorithm != Options::Algorithm::kAuto) return options_.allreduce_algorithm;
   const size_t bytes = n * element_bytes;
-  if (size() == 2 || bytes * (size() - 1) <= options_.allreduce_exchange_max_bytes) return Options::Algorithm::kExchange;
+  if (bytes * (size() - 1) <= options_.allreduce_exchange_max_bytes) return Options::Algorithm::kExchange;
   return Options::Algorithm::kRing;
 }
 

@@ -62,8 +62,9 @@ struct GlooOptions {
   //   Both run on DirectMesh (direct_mesh.h), driven by the calling thread.
   //   kGlooRing, kGlooBcube: gloo's own allreduce (PyTorch's path is kGlooRing), through gloo's
   //     event-loop transport.
-  //   kAuto: kExchange with two ranks (the same bytes as the ring in one step: measured faster at every
-  //     size) and while a rank sends at most `allreduce_exchange_max_bytes` in all; else kRing.
+  //   kAuto: kExchange while a rank sends at most `allreduce_exchange_max_bytes` in all, else kRing.
+  //     Measured on loopback (2 cores, BENCHMARKS.md): the exchange wins up to 64 KiB at 2 and 4
+  //     ranks, the ring from 1 MiB (1.9-2.1x at 2 ranks); both beat gloo's ring at every size.
   // The environment variable LOCKSTEP_GLOO_ALLREDUCE=auto|exchange|ring|gloo_ring|gloo_bcube
   // overrides kAuto, as NCCL_ALGO does NCCL's choice.
   enum class Algorithm { kAuto, kExchange, kRing, kGlooRing, kGlooBcube };
