@@ -505,6 +505,10 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double
                        buf.device() == param.device(),
                    "sgd_step_: momentum buffer does not match parameter ", param.shape());
   }
+  // The kernels read and write the three arrays as distinct memory.
+  LOCKSTEP_CHECK(grad.data_ptr() != param.data_ptr() && (momentum == 0 || (buf.data_ptr() != param.data_ptr() &&
+                                                                              buf.data_ptr() != grad.data_ptr())),
+                 "sgd_step_: the parameter, its gradient and its momentum buffer must be distinct tensors");
   if (param.numel())
     backend_for(param.device()).sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
 }

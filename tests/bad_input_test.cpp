@@ -109,6 +109,12 @@ TEST_CASE("SGD rejects bad options, an empty parameter list and mismatched state
   CHECK(error_of([&] { sgd.set_momentum_buffer(0, zeros({3})); }) == "SGD: momentum buffer [3] does not match parameter 0 [2]");
   CHECK(error_of([&] { sgd.set_momentum_buffer(1, zeros({2})); }) == "SGD: no parameter 1");
   CHECK(error_of([&] { p.set_grad(zeros({3})); }).find("Tensor::set_grad: gradient [3] float32 on cpu") == 0);
+  // The update kernel takes its three arrays as distinct memory.
+  Tensor q = zeros({2}), buf = zeros({2});
+  CHECK(error_of([&] { ops::sgd_step_(q, q, buf, 0.1, 0.9, 0, 0, false, true); }) ==
+        "sgd_step_: the parameter, its gradient and its momentum buffer must be distinct tensors");
+  CHECK(error_of([&] { ops::sgd_step_(q, buf, buf, 0.1, 0.9, 0, 0, false, true); }) ==
+        "sgd_step_: the parameter, its gradient and its momentum buffer must be distinct tensors");
 }
 
 // --- data ------------------------------------------------------------------------------------------

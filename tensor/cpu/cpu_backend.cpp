@@ -93,6 +93,34 @@ void run_binary(BinaryOp op, const BroadcastPlan& p, R* out, const T* a, const T
   }
 }
 
+// torch.optim.SGD's update for one parameter, with the options fixed at compile time and the three
+// arrays declared unaliased (distinct tensors: ops::sgd_step_ checks), so the loop has no branch and
+// vectorizes.
+template <typename T>
+struct SgdArgs {
+  T* param;
+  const T* grad;
+  T* momentum_buffer;  // null without momentum
+  int64_t n;
+  T lr, momentum, one_minus_dampening, weight_decay;
+};
+
+template <typename T, bool kMomentum, bool kFirst, bool kNesterov>
+void sgd_kernel(const SgdArgs<T>& a) {
+  T* __restrict p = a.param;
+  const T* __restrict g = a.grad;
+  T* __restrict m = a.momentum_buffer;
+  for (int64_t i = 0; i < a.n; ++i) {
+    T d = g[i] + a.weight_decay * p[i];
+    if constexpr (kMomentum) {
+      const T mi = kFirst ? d : a.momentum * m[i] + a.one_minus_dampening * d;
+      m[i] = mi;
+      d = kNesterov ? d + a.momentum * mi : mi;
+    }
+    p[i] -= a.lr * d;
+  }
+}
+
 class CpuBackend final : public Backend {
  public:
   void* allocate(size_t nbytes, Device) override {
@@ -332,18 +360,14 @@ class CpuBackend final : public Backend {
                 double wd, bool nesterov, bool first) override {
     dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const int64_t n = param.numel();
-      T* p = param.data<T>();
-      const T* g = grad.data<T>();
-      T* m = momentum != 0 ? buf.data<T>() : nullptr;
-      const T lr_ = T(lr), mom = T(momentum), damp = T(1 - dampening), wd_ = T(wd);
-      for (int64_t i = 0; i < n; ++i) {
-        T d = g[i] + wd_ * p[i];
-        if (m) {
-          m[i] = first ? d : mom * m[i] + damp * d;
-          d = nesterov ? d + mom * m[i] : m[i];
-        }
-        p[i] -= lr_ * d;
+      const SgdArgs<T> a{param.data<T>(), grad.data<T>(), momentum != 0 ? buf.data<T>() : nullptr, param.numel(),
+                         T(lr), T(momentum), T(1 - dampening), T(wd)};
+      if (momentum == 0) {
+        sgd_kernel<T, false, false, false>(a);
+      } else if (first) {
+        nesterov ? sgd_kernel<T, true, true, true>(a) : sgd_kernel<T, true, true, false>(a);
+      } else {
+        nesterov ? sgd_kernel<T, true, false, true>(a) : sgd_kernel<T, true, false, false>(a);
       }
     });
   }
