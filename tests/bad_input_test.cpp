@@ -15,19 +15,13 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "tests/test_util.h"
 
 namespace {
 
-using namespace lockstep;
+using lockstep::testing::error_of;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no lockstep::Error thrown)";
-}
+using namespace lockstep;
 
 bool has_gpu() { return cuda::device_count() > 0; }
 

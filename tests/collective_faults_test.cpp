@@ -21,8 +21,11 @@
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tests/multiprocess.h"
+#include "tests/test_util.h"
 
 namespace {
+
+using lockstep::testing::error_of;
 
 using namespace lockstep;
 using dist::ProcessGroupGloo;
@@ -58,15 +61,6 @@ std::vector<testing::RankResult> run_group(int world_size, const std::string& de
         fn(pg, rank);
       },
       kRanksTimeout);
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  fail("expected a lockstep::Error, none was thrown");
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

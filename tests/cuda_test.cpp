@@ -14,10 +14,13 @@
 
 #include "tensor/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tests/test_util.h"
 
 using namespace lockstep;
 
 namespace {
+
+using lockstep::testing::error_of;
 
 bool have_device() { return cuda::device_count() > 0; }
 
@@ -35,15 +38,6 @@ bool have_device() { return cuda::device_count() > 0; }
   } while (0)
 
 const Device kGpu = Device::cuda(0);
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Tensor gpu(const Tensor& t) { return ops::to_device(t, kGpu); }
 

@@ -14,21 +14,15 @@
 
 #include "data/api.h"
 #include "tensor/api.h"
+#include "tests/test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::data;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using lockstep::testing::error_of;
+
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // torch.utils.data.DistributedSampler.__init__ and __iter__, transcribed from PyTorch's source with

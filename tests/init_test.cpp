@@ -17,8 +17,12 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
 #include "tests/multiprocess.h"
+#include "tests/test_util.h"
 
 namespace {
+
+using lockstep::testing::error_of;
+using lockstep::testing::expect_error;
 
 using namespace lockstep;
 using std::chrono::milliseconds;
@@ -88,20 +92,6 @@ void expect_destroyed() {
   dist::destroy_process_group();
   RANK_CHECK(!dist::is_initialized());
   RANK_CHECK(!data::default_world_provider(), "destroy_process_group left the data hook set");
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  fail("expected a lockstep::Error, none was thrown");
-}
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  std::string message = error_of(fn);
-  RANK_CHECK(message.find(needle) != std::string::npos, "the error \"", message, "\" does not mention \"", needle, "\"");
 }
 
 // Every rank must have failed with a message containing `needle`.

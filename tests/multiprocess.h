@@ -28,6 +28,7 @@
 
 #include "distributed/socket.h"
 #include "tensor/check.h"
+#include "tests/test_util.h"
 
 namespace lockstep::testing {
 
@@ -190,3 +191,14 @@ inline uint16_t free_port() { return dist::Socket::listen("127.0.0.1", 0).local_
   do {                                                                                                    \
     if (!(cond)) ::lockstep::fail(__FILE__, ":", __LINE__, ": RANK_CHECK(" #cond ") failed" __VA_OPT__(, ": ", ) __VA_ARGS__); \
   } while (0)
+
+namespace lockstep::testing {
+
+// Checks, on this rank, that fn() throws a lockstep::Error whose message contains `needle`.
+inline void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  const std::string message = error_of(fn);
+  RANK_CHECK(message.find(needle) != std::string::npos, "the error \"", message, "\" does not mention \"", needle,
+             "\"");
+}
+
+}  // namespace lockstep::testing

@@ -25,8 +25,12 @@
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tests/multiprocess.h"
+#include "tests/test_util.h"
 
 namespace {
+
+using lockstep::testing::error_of;
+using lockstep::testing::expect_error;
 
 using namespace lockstep;
 using dist::ProcessGroupGloo;
@@ -112,21 +116,6 @@ double reduced(dist::ReduceOp op, Dtype dtype, int W, double s) {
 
 std::string describe(const char* what, dist::ReduceOp op, int64_t n) {
   return lockstep::detail::str_cat(what, " ", reduce_op_name(op));
-}
-
-// Runs fn and returns the message of the lockstep::Error it throws (it must throw one).
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  fail("expected a lockstep::Error, none was thrown");
-}
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  std::string message = error_of(fn);
-  RANK_CHECK(message.find(needle) != std::string::npos, "the error \"", message, "\" does not mention \"", needle, "\"");
 }
 
 int count_entries(const char* dir) {

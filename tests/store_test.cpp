@@ -20,6 +20,7 @@
 #include "distributed/prefix_store.h"
 #include "distributed/socket.h"
 #include "distributed/tcp_store.h"
+#include "tests/test_util.h"
 
 using namespace lockstep::dist;
 using namespace std::chrono_literals;
@@ -27,15 +28,7 @@ using Bytes = std::vector<uint8_t>;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const lockstep::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using lockstep::testing::error_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -6,17 +6,10 @@
 #include <sstream>
 
 #include "tensor/api.h"
+#include "tests/test_util.h"
 
 using namespace lockstep;
-
-static std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lockstep::testing::error_of;
 
 TEST_CASE("factories give the requested shape, dtype and values") {
   Tensor z = zeros({2, 3});
