@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "distributed/nccl_util.h"
 #include "distributed/prefix_store.h"
 #include "tensor/check.h"
 #include "tensor/cuda/cuda.h"
@@ -51,25 +52,8 @@ class DeviceScope {
   int previous_ = -1;
 };
 
-ncclDataType_t nccl_dtype(Dtype d) {
-  switch (d) {
-    case Dtype::Float32: return ncclFloat32;
-    case Dtype::Float64: return ncclFloat64;
-    case Dtype::Int64: return ncclInt64;
-  }
-  fail("ProcessGroupNCCL: unsupported dtype ", dtype_name(d));
-}
-
-ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::SUM: return ncclSum;
-    case ReduceOp::AVG: return ncclAvg;
-    case ReduceOp::MIN: return ncclMin;
-    case ReduceOp::MAX: return ncclMax;
-    case ReduceOp::PRODUCT: return ncclProd;
-  }
-  fail("ProcessGroupNCCL: unknown reduce op ", int(op));
-}
+using detail::nccl_dtype;
+using detail::nccl_op;
 
 bool flag_from_env(const char* name) {
   const char* v = std::getenv(name);
@@ -302,12 +286,7 @@ class NcclWork : public Work {
   bool blocking_;
 };
 
-#define LOCKSTEP_NCCL_OK(call, op)                                                                            \
-  do {                                                                                                        \
-    ncclResult_t res_ = (call);                                                                               \
-    if (res_ != ncclSuccess && res_ != ncclInProgress)                                                        \
-      ::lockstep::fail("ProcessGroupNCCL: ", op, ": ", #call, " failed: ", ncclGetErrorString(res_));        \
-  } while (0)
+#define LOCKSTEP_NCCL_OK(call, op) LOCKSTEP_NCCL_CALL("ProcessGroupNCCL", call, op)
 
 }  // namespace
 

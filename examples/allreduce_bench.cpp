@@ -1,11 +1,13 @@
 // allreduce_bench: all-reduce sweep in nccl-tests' all_reduce_perf format, for lockstep's process groups
-// (gloo on CPU tensors, nccl on CUDA tensors) or, with --raw-gloo, for gloo's own allreduce called
-// directly on a gloo context of our making: the baseline ProcessGroupGloo should match. The baseline uses
-// gloo's default algorithm (the ring), as PyTorch does, or bcube with --raw-algorithm bcube;
-// ProcessGroupGloo picks bcube for small messages on more than two ranks (GlooOptions).
+// (gloo on CPU tensors, nccl on CUDA tensors) or for the baselines they are measured against:
+//   --raw-gloo  gloo's own allreduce called directly on a gloo context of our making (gloo's default
+//               algorithm, the ring, as PyTorch uses; bcube with --raw-algorithm bcube). ProcessGroupGloo
+//               runs its own transport and algorithms (GlooOptions), so this is the bar it must clear.
+//   --raw-nccl  ncclAllReduce called directly on the same CUDA tensors (builds with NCCL only).
 //
 //   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 4 -e 64M -f 4
 //   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 1M -e 64M -f 4 --raw-gloo
+//   launch --nproc_per_node=1 bazel-bin/examples/allreduce_bench -b 1M -e 256M --backend nccl   # and --raw-nccl
 //
 // Per size: -w untimed iterations, then -n timed ones, each timed on its own on every rank (host clock
 // around the call and its wait; on a GPU also around cuda::synchronize). After the loop one MAX all-reduce
@@ -39,6 +41,12 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#ifdef LOCKSTEP_WITH_NCCL
+#include <cuda_runtime_api.h>
+
+#include "distributed/nccl_util.h"
+#endif
 
 #include "distributed/api.h"
 #include "distributed/gloo_store_adapter.h"
@@ -154,6 +162,58 @@ class RawGlooCollective : public Collective {
   std::shared_ptr<gloo::Context> context_;
 };
 
+#ifdef LOCKSTEP_WITH_NCCL
+// ncclAllReduce called directly on the same CUDA tensors, on a communicator of its own (the
+// ncclUniqueId travels through a TCPStore on MASTER_ADDR:MASTER_PORT), on a stream of its own, and
+// waited for with cudaStreamSynchronize: what ProcessGroupNCCL adds to it is what is measured.
+class RawNcclCollective : public Collective {
+ public:
+  explicit RawNcclCollective(std::chrono::milliseconds timeout) {
+    rank_ = std::stoi(env_or_fail("RANK"));
+    size_ = std::stoi(env_or_fail("WORLD_SIZE"));
+    const char* local = std::getenv("LOCAL_RANK");
+    device_ = local && *local ? std::stoi(local) : rank_;
+    cuda::set_device(device_);
+    store_ = std::make_shared<dist::TCPStore>(env_or_fail("MASTER_ADDR"),
+                                              static_cast<uint16_t>(std::stoi(env_or_fail("MASTER_PORT"))), rank_ == 0,
+                                              timeout);
+    ncclUniqueId id;
+    if (rank_ == 0) {
+      LOCKSTEP_NCCL_CALL("allreduce_bench", ncclGetUniqueId(&id), "raw NCCL");
+      store_->set("raw_nccl/id", std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)));
+    }
+    const std::vector<uint8_t> bytes = store_->get("raw_nccl/id");
+    LOCKSTEP_CHECK(bytes.size() == sizeof(id.internal), "allreduce_bench: bad ncclUniqueId in the store");
+    std::copy(bytes.begin(), bytes.end(), id.internal);
+    LOCKSTEP_NCCL_CALL("allreduce_bench", ncclCommInitRank(&comm_, size_, id, rank_), "raw NCCL");
+    LOCKSTEP_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) == cudaSuccess,
+                   "allreduce_bench: cudaStreamCreate failed");
+  }
+  ~RawNcclCollective() override {
+    cudaStreamDestroy(stream_);
+    ncclCommDestroy(comm_);
+  }
+  void all_reduce(Tensor& t, Op op) override {
+    LOCKSTEP_NCCL_CALL("allreduce_bench",
+                       ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                                     dist::detail::nccl_dtype(t.dtype()), dist::detail::nccl_op(op), comm_, stream_),
+                       "raw NCCL");
+    const cudaError_t err = cudaStreamSynchronize(stream_);
+    LOCKSTEP_CHECK(err == cudaSuccess, "allreduce_bench: cudaStreamSynchronize: ", cudaGetErrorString(err));
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "raw-nccl"; }
+  int device() const { return device_; }
+
+ private:
+  int rank_ = 0, size_ = 1, device_ = 0;
+  std::shared_ptr<dist::TCPStore> store_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+#endif
+
 // --- Data and the expected result (see the header) ---
 
 double input_value(Op op, int rank, int n, int64_t i) {
@@ -257,7 +317,7 @@ int main(int argc, char** argv) {
   std::string min_s = "4", max_s = "64M", dtype_s = "float", op_s = "sum", backend = "gloo";
   int64_t factor = 4;
   int iters = 20, warmup = 5, check = 1;
-  bool csv = false, raw_gloo = false;
+  bool csv = false, raw_gloo = false, raw_nccl = false;
   std::string raw_algorithm = "ring";
   double timeout_s = 300;
   app.add_option("-b,--minbytes", min_s, "smallest size in bytes (K, M, G suffixes)");
@@ -272,6 +332,7 @@ int main(int argc, char** argv) {
   app.add_flag("--csv", csv, "print comma-separated rows (for tools/bench_report.py)");
   app.add_flag("--raw-gloo", raw_gloo, "measure gloo's allreduce called directly (the baseline), not lockstep");
   app.add_option("--raw-algorithm", raw_algorithm, "with --raw-gloo: ring (gloo's default) or bcube");
+  app.add_flag("--raw-nccl", raw_nccl, "measure ncclAllReduce called directly on CUDA tensors (the NCCL baseline)");
   app.add_option("--timeout", timeout_s, "rendezvous and collective timeout in seconds");
   CLI11_PARSE(app, argc, argv);
 
@@ -287,7 +348,16 @@ int main(int argc, char** argv) {
 
     std::unique_ptr<Collective> coll;
     Device device = Device::cpu();
-    if (raw_gloo) {
+    if (raw_nccl) {
+      LOCKSTEP_CHECK(!raw_gloo, "allreduce_bench: --raw-gloo and --raw-nccl measure different things; pick one");
+#ifdef LOCKSTEP_WITH_NCCL
+      auto nccl = std::make_unique<RawNcclCollective>(timeout);
+      device = Device::cuda(nccl->device());
+      coll = std::move(nccl);
+#else
+      fail("allreduce_bench: --raw-nccl needs a build with CUDA and NCCL (this one has none)");
+#endif
+    } else if (raw_gloo) {
       LOCKSTEP_CHECK(backend != "nccl", "allreduce_bench: --raw-gloo measures gloo; drop --backend nccl");
       LOCKSTEP_CHECK(raw_algorithm == "ring" || raw_algorithm == "bcube", "allreduce_bench: --raw-algorithm is ring or "
                      "bcube, got '", raw_algorithm, "'");

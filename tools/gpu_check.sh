@@ -3,7 +3,7 @@
 #   tools/gpu_check.sh [bundle_dir]          (default: gpu_bundle/, or this script's folder inside a bundle)
 # It finds the CUDA 13 libraries there (system CUDA or PyTorch's pip nvidia-* wheels), runs every test
 # and benchmark in the bundle's MANIFEST, prints a short table, and exits non-zero if a test failed or
-# skipped for want of a device. Full output of each binary: <bundle>/logs/<name>.log.
+# skipped for want of a device. Full output of each binary: <bundle>/logs/<name>.<line>.log.
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -63,12 +63,20 @@ mkdir -p "$bundle/logs"
 failed=0
 results=()
 benches=()
+ranks_logs=()
+line=0
 while read -r kind name args; do
   [ -n "${kind:-}" ] || continue
-  log="$bundle/logs/$name.log"
+  [ "$kind" = tool ] && continue
+  line=$((line + 1))
+  log="$bundle/logs/$name.$line.log"
   start=$(date +%s.%N)
   # shellcheck disable=SC2206  # args are split on purpose
   cmd=("$bundle/bin/$name" $args)
+  if [ "$kind" = ranks ]; then
+    cmd=("$bundle/bin/launch" --nproc_per_node=1 "$bundle/bin/$name" $args)
+    ranks_logs+=("$log")
+  fi
   if [ "$use_bundled_glibc" = 1 ]; then
     cmd=("$bundle/lib/glibc/ld-linux-x86-64.so.2" --library-path "$libpath:$bundle/lib/glibc" "${cmd[@]}")
   fi
@@ -106,6 +114,11 @@ if [ ${#benches[@]} -gt 0 ]; then
   echo "benchmark                                 value unit"
   printf '%s\n' "${benches[@]}"
 fi
+for log in "${ranks_logs[@]}"; do
+  echo
+  echo "$(basename "$log" .log): $(grep -m1 '^#' "$log" | cut -c1-100)"
+  grep -v '^#' "$log" | grep -E '^ *[0-9]' | head -n 20
+done
 # Side by side with PyTorch on the same GPU (the issue's GEMM-bound MLP), where the image has it.
 if [ -f "$bundle/torch_mlp.py" ] && python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
   echo

@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 # The one list of what runs on the GPU machine: "<kind> <bazel label> [arguments...]".
 #   test   a test binary: must exit 0 (and must not print "SKIPPED: no CUDA device" there)
 #   bench  prints "BENCH <name> <value> <unit>" lines, gathered into gpu_check.sh's table
+#   ranks  run as one rank under the bundled launcher (NCCL refuses two ranks on one GPU); its output
+#          rows are printed after the table
+#   tool   copied, not run (the launcher)
 TARGETS=(
   "test //tests:tensor_test"
   "test //tests:cuda_test"
@@ -20,6 +23,9 @@ TARGETS=(
   "test //tests:nccl_test"
   "bench //tensor/cuda:cuda_bench"
   "bench //examples:mlp_bench --device cuda --in 4096 --hidden 4096 --batch 1024 --steps 50 --rounds 3"
+  "tool //distributed:launch"
+  "ranks //examples:allreduce_bench --backend nccl -b 1M -e 256M -f 4 -n 20"
+  "ranks //examples:allreduce_bench --raw-nccl -b 1M -e 256M -f 4 -n 20"
 )
 
 out="${1:-gpu_bundle}"
@@ -46,10 +52,8 @@ for t in "${TARGETS[@]}"; do
   pkg="${label#//}"
   pkg="${pkg%%:*}"
   src="$bin_dir/$pkg/$name"
-  [ -x "$src" ] || { # PyTorch's reference step, run beside ours where the GPU machine has PyTorch.
-cp ../shared/anchors/torch_mlp.py "$out/" 2>/dev/null || true
-echo "make_gpu_bundle: $label did not produce $src" >&2; exit 1; }
-  cp -L "$src" "$out/bin/$name"
+  [ -x "$src" ] || { echo "make_gpu_bundle: $label did not produce $src" >&2; exit 1; }
+  cp -Lf "$src" "$out/bin/$name"
   echo "$kind $name${args:+ $args}" >>"$out/MANIFEST"
   # "soname => /path (addr)" lines; a library ldd cannot find is an error here, not on the GPU machine.
   while read -r soname arrow path _; do
@@ -73,4 +77,6 @@ strip --strip-unneeded "$out"/bin/* "$out"/lib/*.so* 2>/dev/null || true
   echo "cuda $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 } >"$out/BUILD_INFO"
 cp tools/gpu_check.sh "$out/"
+# PyTorch's reference step, run beside ours where the GPU machine has PyTorch.
+cp ../shared/anchors/torch_mlp.py "$out/" 2>/dev/null || echo "make_gpu_bundle: ../shared/anchors/torch_mlp.py not found; no PyTorch comparison" >&2
 echo "make_gpu_bundle: $(wc -l <"$out/MANIFEST") binaries and $(find "$out/lib" -maxdepth 1 -name '*.so*' | wc -l) libraries in $out ($(du -sh "$out" | cut -f1))"
