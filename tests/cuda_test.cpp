@@ -140,6 +140,14 @@ TEST_CASE("to(device) round trips every dtype and size") {
     CHECK(on1.device() == Device::cuda(1));
     CHECK_MATCH(on1, h, 0.0);
     CHECK_MATCH(ops::to_device(on1, kGpu), h, 0.0);
+    // Straight after queued work on the source device (the copy waits for it through an event that
+    // must belong to the source device), and from a thread whose current device is the destination.
+    cuda::set_device(1);
+    Tensor doubled = ops::to_device(ops::mul(gpu(h), 2.0), Device::cuda(1));
+    CHECK_MATCH(doubled, ops::mul(h, 2.0), 0.0);
+    CHECK_MATCH(ops::to_device(ops::mul(doubled, 0.5), kGpu), h, 0.0);
+    CHECK(cuda::current_device() == 1);  // the copies restored the caller's device
+    cuda::set_device(0);
   }
 }
 

@@ -35,11 +35,18 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
     // Between devices: on the destination's stream, after the source's queued work; the source's
     // stream then waits for the copy, so a later reuse of the source's memory cannot overtake it.
     DeviceContext& from = context(s);
-    OnDevice on(d);
+    // An event must be recorded on a stream of the device it was created on (else cudaEventRecord
+    // fails with cudaErrorInvalidResourceHandle): src_ready is created and recorded with the source
+    // device current, `copied` with the destination current. Waiting on an event of another device
+    // is allowed.
     cudaEvent_t src_ready, copied;
-    LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&src_ready, cudaEventDisableTiming));
+    {
+      DeviceGuard on_src(s.index);
+      LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&src_ready, cudaEventDisableTiming));
+      LOCKSTEP_CUDA_CHECK(cudaEventRecord(src_ready, from.stream()));
+    }
+    OnDevice on(d);
     LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
-    LOCKSTEP_CUDA_CHECK(cudaEventRecord(src_ready, from.stream()));
     LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(on.stream(), src_ready, 0));
     LOCKSTEP_CUDA_CHECK(cudaMemcpyPeerAsync(dst.data_ptr(), d.index, src.data_ptr(), s.index, n, on.stream()));
     LOCKSTEP_CUDA_CHECK(cudaEventRecord(copied, on.stream()));
