@@ -407,6 +407,18 @@ TEST_CASE("argmax picks the first of equal maxima") {
   CHECK_MATCH(ops::argmax(gpu(z), 1), zeros({5}, kInt64), 0.0);
 }
 
+TEST_CASE("max and maximum propagate NaN, as torch.max and torch.maximum (and the CPU backend)") {
+  REQUIRE_DEVICE();
+  const double nan = std::nan("");
+  Tensor a = tensor({1.0, nan, 3.0, nan, 5.0, 6.0}, {2, 3});
+  const std::vector<double> rows = ops::to_device(ops::max(gpu(a), 1), Device::cpu()).to_vector<double>();
+  CHECK((std::isnan(rows[0]) && std::isnan(rows[1])));
+  const std::vector<double> m =
+      ops::to_device(ops::maximum(gpu(tensor({1.0, nan, 2.0})), gpu(tensor({nan, 1.0, 1.0}))), Device::cpu())
+          .to_vector<double>();
+  CHECK((std::isnan(m[0]) && std::isnan(m[1]) && m[2] == 2));
+}
+
 // --- softmax and loss ------------------------------------------------------------------------------
 
 TEST_CASE("log_softmax and its backward along rows and columns") {

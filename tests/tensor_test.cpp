@@ -194,6 +194,15 @@ TEST_CASE("reductions") {
   CHECK(ops::sum_to(ones({4, 2, 3}), {2, 1}).to_vector<float>() == std::vector<float>{12, 12});
   CHECK(error_of([&] { ops::sum(a, 2); }) == "sum: dimension 2 out of range for a 2-D tensor");
   CHECK(error_of([&] { ops::argmax(zeros({3, 0}), 1); }).find("argmax: cannot reduce an empty dimension") == 0);
+  // As torch.max and torch.maximum: a NaN anywhere makes the result NaN, wherever it stands.
+  const double nan = std::nan("");
+  Tensor with_nan = tensor({1.0, nan, 3.0, nan, 5.0, 6.0}, {2, 3});
+  const std::vector<double> row_max = ops::max(with_nan, 1).to_vector<double>();
+  CHECK((std::isnan(row_max[0]) && std::isnan(row_max[1])));
+  const std::vector<double> col_max = ops::max(with_nan, 0).to_vector<double>();
+  CHECK((std::isnan(col_max[0]) && std::isnan(col_max[1]) && col_max[2] == 6));
+  const std::vector<double> m = ops::maximum(tensor({1.0, nan, 2.0}), tensor({nan, 1.0, 1.0})).to_vector<double>();
+  CHECK((std::isnan(m[0]) && std::isnan(m[1]) && m[2] == 2));
 }
 
 TEST_CASE("log_softmax is stable and matches the definition") {

@@ -14,6 +14,16 @@
 namespace lockstep {
 namespace {
 
+// torch.max and torch.maximum propagate NaN: the result is NaN when either operand is (std::max
+// returns its first argument when the comparison is false, so it would drop a NaN in second place).
+template <typename T>
+inline T max_propagating_nan(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (y != y) return y;
+  }
+  return x < y ? y : x;
+}
+
 template <typename T>
 using MatMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned>;
 template <typename T>
@@ -40,7 +50,7 @@ struct BinaryFn {
       case BinaryOp::Div: return x / y;
       case BinaryOp::Eq: return x == y;
       case BinaryOp::ReluBackward: return y > T(0) ? x : T(0);
-      case BinaryOp::Maximum: return std::max(x, y);
+      case BinaryOp::Maximum: return max_propagating_nan(x, y);
     }
     return T(0);
   }
@@ -239,7 +249,7 @@ class CpuBackend final : public Backend {
         if (op == ReduceOp::Max) {
           std::copy(base, base + inner, y);
           for (int64_t k = 1; k < n; ++k)
-            for (int64_t i = 0; i < inner; ++i) y[i] = std::max(y[i], base[k * inner + i]);
+            for (int64_t i = 0; i < inner; ++i) y[i] = max_propagating_nan(y[i], base[k * inner + i]);
           continue;
         }
         // Sum and mean accumulate in double for float inputs: a long sum of float32 loses digits.

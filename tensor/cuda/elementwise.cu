@@ -43,7 +43,12 @@ __device__ BinaryOut<Op, T> binary_fn(T x, T y) {
   else if constexpr (Op == BinaryOp::Div) return x / y;
   else if constexpr (Op == BinaryOp::Eq) return x == y ? 1 : 0;
   else if constexpr (Op == BinaryOp::ReluBackward) return y > T(0) ? x : T(0);
-  else return x < y ? y : x;  // Maximum, as std::max
+  else {  // Maximum: NaN in either operand gives NaN, as torch.maximum (and the CPU backend)
+    if constexpr (std::is_floating_point_v<T>) {
+      if (y != y) return y;
+    }
+    return x < y ? y : x;
+  }
 }
 
 // --- kernels -------------------------------------------------------------------------------------
