@@ -22,20 +22,16 @@
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
+#include "tests/test_util.h"
 
 namespace {
 
 using namespace lockstep;
 namespace fs = std::filesystem;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TEST_TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/lockstep_ckpt_XXXXXX";
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
+// A fresh directory per test case (tests/test_util.h).
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("lockstep_ckpt") {}
 };
 
 constexpr int64_t kElements = 1 << 20;  // 4 MiB of float32 per checkpoint

@@ -37,13 +37,9 @@ constexpr milliseconds kTimeout{5000};
 // How long the rank processes may take in all: generous for a loaded 2-core machine.
 constexpr milliseconds kRanksTimeout{60000};
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/lockstep_faults_XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A fresh directory per test case (tests/test_util.h).
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("lockstep_faults") {}
 };
 
 // Runs fn(pg, rank) as `world_size` ranks over one FileStore; `debug` is LOCKSTEP_DISTRIBUTED_DEBUG

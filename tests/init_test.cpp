@@ -103,13 +103,9 @@ void check_all_failed(const std::vector<testing::RankResult>& results, const std
   }
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/lockstep_init_test_XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A fresh directory per test case (tests/test_util.h).
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("lockstep_init_test") {}
 };
 
 }  // namespace

@@ -41,15 +41,9 @@ const std::vector<int64_t> kSizes = {0, 1, 7, (1 << 20) + 3};
 const std::vector<Dtype> kDtypes = {kFloat32, kFloat64, kInt64};
 const std::vector<dist::ReduceOp> kOps = {dist::ReduceOp::SUM, dist::ReduceOp::AVG, dist::ReduceOp::MIN, dist::ReduceOp::MAX, dist::ReduceOp::PRODUCT};
 
-// A fresh directory for one test case's FileStore, removed afterwards (by the parent only: children
-// leave with _exit).
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/lockstep_pg_test_XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
+// A fresh directory per test case (tests/test_util.h).
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("lockstep_pg_test") {}
 };
 
 // Runs fn(pg, rank) as `world_size` ranks, each with its own ProcessGroupGloo.

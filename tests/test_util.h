@@ -1,6 +1,11 @@
 // Helpers shared by the test suites.
 #pragma once
 
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -19,5 +24,24 @@ std::string error_of(F&& f) {
   }
   return "";
 }
+
+// A fresh directory (under Bazel's per-test TEST_TMPDIR when set, else /tmp) named after `prefix`,
+// removed with everything in it on destruction. Multi-process tests create it in the parent: the
+// ranks leave with _exit, so only the parent removes it.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& prefix = "lockstep_test") {
+    const char* base = std::getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "_XXXXXX";
+    LOCKSTEP_CHECK(::mkdtemp(tmpl.data()) != nullptr, "TempDir: mkdtemp(", tmpl, "): ", std::strerror(errno));
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
 
 }  // namespace lockstep::testing
