@@ -22,21 +22,6 @@ struct Header {
   uint64_t bytes;
 };
 
-int remaining_ms(Deadline deadline) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
-}
-
-// "HOST:PORT" or "[HOST]:PORT" into its parts.
-std::pair<std::string, uint16_t> split_address(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  LOCKSTEP_CHECK(colon != std::string::npos && colon + 1 < address.size(), "DirectMesh: bad address \"", address,
-                 "\" in the store");
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return {host, static_cast<uint16_t>(std::stoi(address.substr(colon + 1)))};
-}
-
 std::string lost(int r, const char* how) {
   return lockstep::detail::str_cat("lost connection to rank ", r, " (", how,
                                    "; its process may have died or failed)");
@@ -89,8 +74,8 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
   // Connect to every lower rank, saying who this is.
   for (int r = 0; r < rank; ++r) {
     const std::string key = "direct_mesh/" + std::to_string(r);
-    store.wait({key}, timeout);
-    const auto [peer_host, port] = split_address(store.get_string(key));
+    store.wait({key}, std::chrono::milliseconds(remaining_ms(deadline)));
+    const auto [peer_host, port] = split_host_port(store.get_string(key), "DirectMesh: rank " + std::to_string(r) + "'s address");
     peers_[r] = Socket::connect(peer_host, port, deadline);
     const int32_t me = rank;
     peers_[r].send_all(&me, sizeof(me), deadline);
@@ -100,6 +85,7 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
     pollfd p{listener.fd(), POLLIN, 0};
     const int rc = ::poll(&p, 1, remaining_ms(deadline));
     if (rc < 0 && errno == EINTR) continue;
+    LOCKSTEP_CHECK(rc >= 0, "DirectMesh: rank ", rank, ": poll on its listening socket: ", std::strerror(errno));
     if (rc == 0) {
       std::string missing;
       for (int r = rank + 1; r < size; ++r) {
@@ -121,16 +107,16 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
   }
 }
 
-void DirectMesh::exchange(const void* send, void* recv, size_t bytes, uint64_t seq, const std::string& what) {
+void DirectMesh::exchange(const void* send, void* recv, size_t bytes, uint64_t seq) {
   std::vector<Message> messages;
   messages.reserve(size_ - 1);
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) messages.push_back({r, send, bytes, static_cast<char*>(recv) + slot(r) * bytes, bytes});
   }
-  transfer(messages, seq, what);
+  transfer(messages, seq);
 }
 
-void DirectMesh::transfer(const std::vector<Message>& messages, uint64_t seq, const std::string& what) {
+void DirectMesh::transfer(const std::vector<Message>& messages, uint64_t seq) {
   const Deadline deadline = deadline_after(timeout_);
   std::vector<Progress> peers;
   peers.reserve(messages.size());
@@ -178,7 +164,7 @@ void DirectMesh::transfer(const std::vector<Message>& messages, uint64_t seq, co
           if (t.received == sizeof(Header) && (t.in.seq != seq || t.in.bytes != t.expected)) {
             throw PeerError(lockstep::detail::str_cat(
                 "rank ", t.rank, " sent a message of collective #", t.in.seq, " (", t.in.bytes, " bytes) while rank ",
-                rank_, " expected one of collective #", seq, ", ", what, " (", t.expected,
+                rank_, " expected one of collective #", seq, " (", t.expected,
                 " bytes): the ranks issued different collectives (LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL names them)"));
           }
         } else if (rc == 0) {

@@ -44,7 +44,7 @@ class DirectMesh {
   // One message each way with some peers at once: for each Message, `send_bytes` from `send` go to
   // rank `peer`, and rank `peer`'s message of `recv_bytes` lands at `recv` (either side may be empty,
   // not both, and a peer appears once). `seq` must match the peers' (it is checked along with the
-  // sizes); `what` names the collective in errors. Throws PeerError.
+  // sizes). Throws PeerError; the caller names the collective.
   struct Message {
     int peer;
     const void* send = nullptr;
@@ -54,11 +54,11 @@ class DirectMesh {
     bool sends = true;     // false: nothing is sent to `peer` (not even a header)
     bool receives = true;  // false: nothing is received from `peer`
   };
-  void transfer(const std::vector<Message>& messages, uint64_t seq, const std::string& what);
+  void transfer(const std::vector<Message>& messages, uint64_t seq);
 
   // Sends `bytes` bytes at `send` to every other rank and receives each other rank's `bytes` bytes:
   // rank r's land at recv + slot(r) * bytes.
-  void exchange(const void* send, void* recv, size_t bytes, uint64_t seq, const std::string& what);
+  void exchange(const void* send, void* recv, size_t bytes, uint64_t seq);
   // Rank r's place among the others: r, or r - 1 above this rank.
   size_t slot(int r) const { return static_cast<size_t>(r < rank_ ? r : r - 1); }
 

@@ -123,9 +123,9 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const st
 // that every rank ends with the same bits. `tmp` holds the W - 1 received tensors.
 template <typename T>
 void exchange_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOptions::Func reduce, uint32_t tag,
-                         const std::string& what, T* tmp) {
+                         T* tmp) {
   const int W = mesh.size(), rank = mesh.rank();
-  mesh.exchange(data, tmp, n * sizeof(T), tag, what);
+  mesh.exchange(data, tmp, n * sizeof(T), tag);
   auto from = [&](int r) -> const T* { return r == rank ? data : tmp + mesh.slot(r) * n; };
   // Rank 0 folds into its own tensor; the others into rank 0's received copy, the last step into
   // `data` (the reduce functions allow the output to be either input).
@@ -140,7 +140,7 @@ void exchange_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOpt
 // chunk (n / W rounded up).
 template <typename T>
 void ring_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOptions::Func reduce, uint32_t tag,
-                     const std::string& what, T* tmp) {
+                     T* tmp) {
   const int W = mesh.size(), rank = mesh.rank();
   const int right = (rank + 1) % W, left = (rank + W - 1) % W;
   auto begin = [&](int c) { return static_cast<size_t>(c) * n / static_cast<size_t>(W); };
@@ -149,10 +149,10 @@ void ring_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOptions
     const void* send = data + begin(send_chunk);
     const size_t send_bytes = length(send_chunk) * sizeof(T), recv_bytes = length(recv_chunk) * sizeof(T);
     if (left == right) {
-      mesh.transfer({{right, send, send_bytes, recv_to, recv_bytes}}, tag, what);
+      mesh.transfer({{right, send, send_bytes, recv_to, recv_bytes}}, tag);
     } else {
       mesh.transfer({{right, send, send_bytes, nullptr, 0, true, false}, {left, nullptr, 0, recv_to, recv_bytes, false, true}},
-                    tag, what);
+                    tag);
     }
   };
   for (int s = 0; s < W - 1; ++s) {
@@ -465,13 +465,15 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(Describe what, std::function<voi
     BlockSigpipe no_sigpipe;  // gloo writes to the sockets from this thread too
     execute(task);
   }
-  bool queued;
+  bool wake;
   {
     std::lock_guard lock(mu_);
     inline_running_ = false;
-    queued = !queue_.empty();  // issued meanwhile by another thread
+    // The worker waits for inline_running_ to clear when work was queued meanwhile by another thread,
+    // and when the group is being destroyed (it must wake to exit, or the destructor's join hangs).
+    wake = !queue_.empty() || stop_;
   }
-  if (queued) cv_.notify_one();
+  if (wake) cv_.notify_one();
   return task.work;
 }
 
@@ -564,29 +566,26 @@ GlooOptions::Algorithm ProcessGroupGloo::allreduce_algorithm(size_t n, size_t el
 std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
   // One rank: every op leaves the tensor as it is (AVG divides by 1).
   if (tensor.numel() == 0 || size() == 1) return completed_work("all_reduce");
-  const Describe what{"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)};
-  return enqueue(what, [this, tensor, op, what](uint32_t tag) {
+  return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op](uint32_t tag) {
     dispatch(tensor.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
       T* data = static_cast<T*>(tensor.data_ptr());
       const size_t n = static_cast<size_t>(tensor.numel());
       // In place on the tensor's memory (see GlooOptions for the algorithm).
-      gloo::AllreduceOptions opts(context_);
-      opts.setOutput<T>(data, n);
-      opts.setReduceFunction(allreduce_fn<T>(op));
-      opts.setTag(tag);
-      opts.setTimeout(options_.timeout);
-      switch (allreduce_algorithm(n, sizeof(T))) {
-        case Options::Algorithm::kExchange:
-          exchange_all_reduce<T>(*mesh_, data, n, allreduce_fn<T>(op), tag, describe(what),
-                                 static_cast<T*>(scratch(n * sizeof(T) * (size() - 1))));
-          break;
-        case Options::Algorithm::kRing:
-          ring_all_reduce<T>(*mesh_, data, n, allreduce_fn<T>(op), tag, describe(what),
-                             static_cast<T*>(scratch((n / size() + 1) * sizeof(T))));
-          break;
-        case Options::Algorithm::kGlooBcube: opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE); [[fallthrough]];
-        default: gloo::allreduce(opts);
+      const auto reduce = allreduce_fn<T>(op);
+      const Options::Algorithm algorithm = allreduce_algorithm(n, sizeof(T));
+      if (algorithm == Options::Algorithm::kExchange) {
+        exchange_all_reduce<T>(*mesh_, data, n, reduce, tag, static_cast<T*>(scratch(n * sizeof(T) * (size() - 1))));
+      } else if (algorithm == Options::Algorithm::kRing) {
+        ring_all_reduce<T>(*mesh_, data, n, reduce, tag, static_cast<T*>(scratch((n / size() + 1) * sizeof(T))));
+      } else {
+        gloo::AllreduceOptions opts(context_);
+        opts.setOutput<T>(data, n);
+        opts.setReduceFunction(reduce);
+        opts.setTag(tag);
+        opts.setTimeout(options_.timeout);
+        if (algorithm == Options::Algorithm::kGlooBcube) opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+        gloo::allreduce(opts);
       }
       if (op == ReduceOp::AVG) divide(data, n, size());
     });
@@ -659,7 +658,7 @@ std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const 
 
 std::shared_ptr<Work> ProcessGroupGloo::do_barrier(bool async_op) {
   // Every rank sends every other an empty message and waits for theirs: one message latency.
-  return enqueue({"barrier"}, [this](uint32_t tag) { mesh_->exchange(nullptr, nullptr, 0, tag, "barrier"); }, async_op);
+  return enqueue({"barrier"}, [this](uint32_t tag) { mesh_->exchange(nullptr, nullptr, 0, tag); }, async_op);
 }
 
 }  // namespace lockstep::dist

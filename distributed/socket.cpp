@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -39,12 +40,26 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+}  // namespace
+
 int remaining_ms(Deadline deadline) {
   auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
 }
 
-}  // namespace
+std::pair<std::string, uint16_t> split_host_port(const std::string& address, const std::string& what) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  const char* digits = address.data() + (colon == std::string::npos ? address.size() : colon + 1);
+  const char* end = address.data() + address.size();
+  auto [ptr, ec] = std::from_chars(digits, end, port);
+  LOCKSTEP_CHECK(colon != std::string::npos && colon > 0 && ec == std::errc() && ptr == end && digits != end &&
+                     port > 0 && port < 65536,
+                 what, ": \"", address, "\" is not HOST:PORT with a port in 1..65535");
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, static_cast<uint16_t>(port)};
+}
 
 std::string format_address(const std::string& host, uint16_t port) {
   bool ipv6 = host.find(':') != std::string::npos;

@@ -22,6 +22,12 @@ std::string format_address(const std::string& host, uint16_t port);
 // no route.
 std::string local_address_towards(const std::string& host);
 
+// "HOST:PORT" or "[IPV6]:PORT" into the host (brackets removed) and the port; throws naming `what` and
+// the text unless the port is a number in 1..65535.
+std::pair<std::string, uint16_t> split_host_port(const std::string& address, const std::string& what);
+// Milliseconds left until `deadline` for poll(), clamped to [0, 2^30].
+int remaining_ms(Deadline deadline);
+
 // What Socket::listen throws when the port is taken (EADDRINUSE), so callers can pick another port.
 class AddressInUseError : public Error {
  public:
