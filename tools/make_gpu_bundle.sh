@@ -21,6 +21,7 @@ TARGETS=(
   "test //tests:cuda_test"
   "test //tests:cuda_nn_test"
   "test //tests:nccl_test"
+  "test //tests:bad_input_test"
   "bench //tensor/cuda:cuda_bench"
   "bench //examples:mlp_bench --device cuda --in 4096 --hidden 4096 --batch 1024 --steps 50 --rounds 3"
   "tool //distributed:launch"
