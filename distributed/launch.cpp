@@ -177,6 +177,7 @@ struct Failure {
   int rank;
   pid_t pid;
   int status;  // as wait() gives it
+  bool while_stopping;  // found after the launcher had begun stopping the group: never the cause
   bool own_signal() const { return WIFSIGNALED(status); }
 };
 
@@ -239,13 +240,12 @@ class LocalGroup {
         if (WIFSIGNALED(status) && WTERMSIG(status) < 64 && (r.signals_sent >> WTERMSIG(status) & 1)) {
           continue;  // stopped by the launcher, as asked
         }
-        ended.push_back(Failure{r.rank, r.pid, status});
+        ended.push_back(Failure{r.rank, r.pid, status, outcome.has_value()});
       }
       std::stable_partition(ended.begin(), ended.end(), [](const Failure& f) { return f.own_signal(); });
       for (const Failure& f : ended) {
-        const bool stopping = outcome.has_value();  // it had been sent SIGTERM already
         std::fprintf(stderr, "launch: rank %d (pid %d) %s%s\n", f.rank, static_cast<int>(f.pid),
-                     describe(f.status).c_str(), stopping ? " while being stopped" : "");
+                     describe(f.status).c_str(), f.while_stopping ? " while being stopped" : "");
         failures_.push_back(f);
       }
       if (!ended.empty() && !outcome) {
@@ -404,9 +404,12 @@ class LocalGroup {
   // The failure taken as the cause: the first rank that died of a signal of its own (a rank that
   // loses its peer usually exits with an error status, maybe before the launcher has seen the peer
   // die), else the first to fail. When several ranks failed, says which and why; returns its status.
+  // Only the ranks found ended in the look that first saw a failure compete: one that aborts while
+  // being stopped (SIGABRT from a collective's thread, a sanitizer report) is listed, never blamed.
   int name_cause() const {
-    auto cause = std::find_if(failures_.begin(), failures_.end(), [](const Failure& f) { return f.own_signal(); });
-    const bool by_signal = cause != failures_.end();
+    auto first_look = std::find_if(failures_.begin(), failures_.end(), [](const Failure& f) { return f.while_stopping; });
+    auto cause = std::find_if(failures_.begin(), first_look, [](const Failure& f) { return f.own_signal(); });
+    const bool by_signal = cause != first_look;
     if (!by_signal) cause = failures_.begin();
     if (failures_.size() > 1) {
       std::string all = "rank " + std::to_string(cause->rank) + " " + describe(cause->status);

@@ -105,6 +105,14 @@ int main(int argc, char** argv) {
     std::rename((path + ".tmp").c_str(), path.c_str());
     sleep_then_exit();
   }
+  if (mode == "abort_on_term" && argc == 4) {  // the others die of SIGABRT when the launcher stops them
+    if (rank == std::atoi(argv[2])) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return std::atoi(argv[3]);
+    }
+    std::signal(SIGTERM, [](int) { std::abort(); });
+    sleep_then_exit();
+  }
   if (mode == "flaky") {
     if (rank == 1 && env("LOCKSTEP_RESTART_COUNT") == "0") return 4;
     say(1, r + "ok restart=" + env("LOCKSTEP_RESTART_COUNT") + "\n");

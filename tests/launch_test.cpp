@@ -260,6 +260,21 @@ TEST_CASE("launch: a rank killed by a signal is named as the cause, not the surv
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("launch: a rank that aborts while being stopped is listed but not taken as the cause") {
+  // Rank 1 exits 3; rank 0 dies of SIGABRT when the launcher's SIGTERM reaches it. The cause stays
+  // rank 1, and the launcher exits 3, not 128 + SIGABRT.
+  Result res = run_launch({"--nproc_per_node", "2", child_path(), "abort_on_term", "1", "3"});
+  auto ranks = parse_ranks(res.out);
+  REQUIRE(ranks.count(0));
+  REQUIRE(ranks.count(1));
+  INFO("launch's stderr:\n", res.err);
+  CHECK(res.exit_code == 3);
+  CHECK(contains(res.err, "launch: rank 0 (pid " + ranks[0]["PID"] + ") killed by signal SIGABRT while being stopped\n"));
+  CHECK(contains(res.err, "taking rank 1 (pid " + ranks[1]["PID"] + ") as the cause, the first to fail, and exiting "
+                          "with its status 3\n"));
+  check_all_gone(ranks);
+}
+
 TEST_CASE("launch: ranks that ignore SIGTERM are killed after the grace period") {
   Result res = run_launch({"--nproc_per_node", "3", "--grace_period", "0.5", child_path(), "ignore_term", "0"});
   CHECK(res.exit_code == 2);
