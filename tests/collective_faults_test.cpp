@@ -24,6 +24,8 @@
 #include "tests/test_util.h"
 
 namespace {
+using lockstep::testing::contains;
+using lockstep::testing::seconds_since;
 
 using lockstep::testing::error_of;
 
@@ -59,9 +61,7 @@ std::vector<testing::RankResult> run_group(int world_size, const std::string& de
       kRanksTimeout);
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 [[noreturn]] void sigkill_self() {
   ::kill(::getpid(), SIGKILL);

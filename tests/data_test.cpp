@@ -20,10 +20,10 @@ using namespace lockstep;
 using namespace lockstep::data;
 
 namespace {
+using lockstep::testing::contains;
 
 using lockstep::testing::error_of;
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // torch.utils.data.DistributedSampler.__init__ and __iter__, transcribed from PyTorch's source with
 // lists for lists (and lockstep's Generator for torch.randperm).
@@ -198,19 +198,19 @@ TEST_CASE("DistributedSampler: set_epoch reshuffles deterministically, the same 
 }
 
 TEST_CASE("DistributedSampler: bad rank or num_replicas is an error naming them") {
-  CHECK(has(error_of([] { DistributedSampler(10, 2, 2); }), "invalid rank 2"));
-  CHECK(has(error_of([] { DistributedSampler(10, 2, 2); }), "[0, 1]"));
-  CHECK(has(error_of([] { DistributedSampler(10, 3, -2); }), "invalid rank -2"));
-  CHECK(has(error_of([] { DistributedSampler(10, 0, 0); }), "num_replicas must be positive, got 0"));
-  CHECK(has(error_of([] { DistributedSampler(10, -3, 0); }), "num_replicas must be positive, got -3"));
-  CHECK(has(error_of([] { DistributedSampler(-1, 2, 0); }), "dataset size must be non-negative"));
+  CHECK(contains(error_of([] { DistributedSampler(10, 2, 2); }), "invalid rank 2"));
+  CHECK(contains(error_of([] { DistributedSampler(10, 2, 2); }), "[0, 1]"));
+  CHECK(contains(error_of([] { DistributedSampler(10, 3, -2); }), "invalid rank -2"));
+  CHECK(contains(error_of([] { DistributedSampler(10, 0, 0); }), "num_replicas must be positive, got 0"));
+  CHECK(contains(error_of([] { DistributedSampler(10, -3, 0); }), "num_replicas must be positive, got -3"));
+  CHECK(contains(error_of([] { DistributedSampler(-1, 2, 0); }), "dataset size must be non-negative"));
 }
 
 TEST_CASE("DistributedSampler: num_replicas and rank default to the process group's") {
   default_world_provider() = nullptr;
   CHECK(error_of([] { DistributedSampler(10); }) ==
         "DistributedSampler: num_replicas and rank not given and no process group is initialized");
-  CHECK(has(error_of([] { DistributedSampler(10, 2); }), "no process group is initialized"));
+  CHECK(contains(error_of([] { DistributedSampler(10, 2); }), "no process group is initialized"));
   default_world_provider() = [] { return std::pair<int, int>(4, 3); };
   DistributedSampler s(10, -1, -1, false);
   CHECK(s.num_replicas() == 4);
@@ -303,10 +303,10 @@ TEST_CASE("DataLoader: shuffle draws a seeded permutation per epoch; shuffle wit
   CHECK(all.size() == 90);
   DataLoader sequential(ds, {.batch_size = 10});
   CHECK(a0.targets != run_epoch(sequential).targets);
-  CHECK(has(error_of([&] { DataLoader(ds, {.shuffle = true, .sampler = std::make_shared<SequentialSampler>(90)}); }),
+  CHECK(contains(error_of([&] { DataLoader(ds, {.shuffle = true, .sampler = std::make_shared<SequentialSampler>(90)}); }),
             "mutually exclusive with shuffle"));
-  CHECK(has(error_of([&] { DataLoader(ds, {.batch_size = 0}); }), "batch_size must be positive, got 0"));
-  CHECK(has(error_of([&] { DataLoader(nullptr); }), "dataset is null"));
+  CHECK(contains(error_of([&] { DataLoader(ds, {.batch_size = 0}); }), "batch_size must be positive, got 0"));
+  CHECK(contains(error_of([&] { DataLoader(nullptr); }), "dataset is null"));
 }
 
 TEST_CASE("DataLoader: a user-defined dataset (PyTorch's RandomDataset) collates by stacking") {

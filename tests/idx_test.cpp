@@ -18,10 +18,10 @@ using namespace lockstep::data;
 namespace fs = std::filesystem;
 
 namespace {
+using lockstep::testing::contains;
 
 using lockstep::testing::error_of;
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 bool have_fashion_mnist() {
   return fs::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz") &&
@@ -176,43 +176,43 @@ TEST_CASE("IdxDataset: broken files are errors that name the file and the proble
 
   std::string missing = (temp_dir() / "no-such-file.gz").string();
   std::string e = error_of([&] { IdxDataset(missing, labels); });
-  CHECK_MESSAGE(has(e, missing + ": cannot open"), e);
+  CHECK_MESSAGE(contains(e, missing + ": cannot open"), e);
 
   // The labels file where the images file belongs (and a file that is no IDX at all).
   e = error_of([&] { IdxDataset(labels, labels); });
-  CHECK_MESSAGE(has(e, labels + ": bad magic number 0x00000801, expected 0x00000803"), e);
+  CHECK_MESSAGE(contains(e, labels + ": bad magic number 0x00000801, expected 0x00000803"), e);
   std::string text = write_raw("text.idx", {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '\n'});
   e = error_of([&] { IdxDataset(images, text); });
-  CHECK_MESSAGE(has(e, text + ": bad magic number 0x68656c6c, expected 0x00000801"), e);
+  CHECK_MESSAGE(contains(e, text + ": bad magic number 0x68656c6c, expected 0x00000801"), e);
 
   // 3 images, 2 labels.
   std::string two = write_gz("two-labels.gz", idx_bytes(0x801, {2}, {1, 2}));
   e = error_of([&] { IdxDataset(images, two); });
-  CHECK_MESSAGE(has(e, images + " has 3 images but " + two + " has 2 labels"), e);
+  CHECK_MESSAGE(contains(e, images + " has 3 images but " + two + " has 2 labels"), e);
 
   // Payload shorter than the header promises, gzip'd and raw.
   std::vector<uint8_t> short_images = idx_bytes(0x803, {3, 2, 2}, std::vector<uint8_t>(kPixels.begin(), kPixels.end() - 3));
   for (std::string path : {write_gz("short.gz", short_images), write_raw("short", short_images)}) {
     e = error_of([&] { IdxDataset(path, labels); });
-    CHECK_MESSAGE(has(e, path + ": truncated: dimensions [3, 2, 2] need 12 bytes of data, the file has 9"), e);
+    CHECK_MESSAGE(contains(e, path + ": truncated: dimensions [3, 2, 2] need 12 bytes of data, the file has 9"), e);
   }
   // Dimensions too large to fit in any file (their product would overflow 64 bits).
   std::string huge = write_raw("huge", idx_bytes(0x803, {0xffffffff, 0xffffffff, 0xffffffff}, {1, 2, 3}));
   e = error_of([&] { read_idx(huge, 3); });
-  CHECK_MESSAGE(has(e, huge + ": truncated: dimensions [4294967295, 4294967295, 4294967295] need over 2^64 bytes"), e);
+  CHECK_MESSAGE(contains(e, huge + ": truncated: dimensions [4294967295, 4294967295, 4294967295] need over 2^64 bytes"), e);
   // Bytes after the data.
   std::vector<uint8_t> long_labels = kLabels;
   long_labels.push_back(4);
   std::string extra = write_raw("long-labels", long_labels);
   e = error_of([&] { IdxDataset(images, extra); });
-  CHECK_MESSAGE(has(e, extra + ": 1 unexpected bytes after the 3 bytes of data"), e);
+  CHECK_MESSAGE(contains(e, extra + ": 1 unexpected bytes after the 3 bytes of data"), e);
   // Headers cut short.
   std::string tiny = write_raw("tiny", {0, 0});
   e = error_of([&] { read_idx(tiny, 1); });
-  CHECK_MESSAGE(has(e, tiny + ": 2 bytes is too short for an IDX file"), e);
+  CHECK_MESSAGE(contains(e, tiny + ": 2 bytes is too short for an IDX file"), e);
   std::string cut_header = write_raw("cut-header", {0, 0, 8, 3, 0, 0, 0, 3, 0, 0});
   e = error_of([&] { read_idx(cut_header, 3); });
-  CHECK_MESSAGE(has(e, cut_header + ": truncated header: 10 bytes, expected 16"), e);
+  CHECK_MESSAGE(contains(e, cut_header + ": truncated header: 10 bytes, expected 16"), e);
 
   // A gzip file cut in half, one with a flipped byte in its compressed data, one with a bad checksum.
   std::vector<uint8_t> big(4000);
@@ -220,18 +220,18 @@ TEST_CASE("IdxDataset: broken files are errors that name the file and the proble
   std::vector<uint8_t> gz = read_raw(write_gz("big.gz", idx_bytes(0x803, {10, 20, 20}, big)));
   std::string cut = write_raw("cut.gz", std::vector<uint8_t>(gz.begin(), gz.begin() + gz.size() / 2));
   e = error_of([&] { read_idx(cut, 3); });
-  CHECK_MESSAGE(has(e, cut + ": the gzip stream is truncated or corrupt (zlib: unexpected end of file)"), e);
+  CHECK_MESSAGE(contains(e, cut + ": the gzip stream is truncated or corrupt (zlib: unexpected end of file)"), e);
   std::vector<uint8_t> flipped = gz;
   flipped[flipped.size() / 2] ^= 0x5a;
   std::string bad = write_raw("flipped.gz", flipped);
   e = error_of([&] { read_idx(bad, 3); });
-  CHECK_MESSAGE(has(e, bad + ": "), e);
-  CHECK_MESSAGE(has(e, "corrupt"), e);
+  CHECK_MESSAGE(contains(e, bad + ": "), e);
+  CHECK_MESSAGE(contains(e, "corrupt"), e);
   std::vector<uint8_t> bad_crc = gz;
   bad_crc[bad_crc.size() - 6] ^= 0x01;  // the CRC-32 in the gzip trailer
   std::string crc = write_raw("crc.gz", bad_crc);
   e = error_of([&] { read_idx(crc, 3); });
-  CHECK_MESSAGE(has(e, crc + ": unreadable or corrupt gzip data (zlib: incorrect data check)"), e);
+  CHECK_MESSAGE(contains(e, crc + ": unreadable or corrupt gzip data (zlib: incorrect data check)"), e);
 
-  CHECK(has(error_of([&] { IdxDataset(images, labels, 0, 0); }), "stddev must be positive, got 0"));
+  CHECK(contains(error_of([&] { IdxDataset(images, labels, 0, 0); }), "stddev must be positive, got 0"));
 }

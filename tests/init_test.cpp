@@ -20,6 +20,7 @@
 #include "tests/test_util.h"
 
 namespace {
+using lockstep::testing::seconds_since;
 
 using lockstep::testing::error_of;
 using lockstep::testing::expect_error;
@@ -28,7 +29,6 @@ using namespace lockstep;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr milliseconds kTimeout{10000};
 

@@ -21,10 +21,12 @@
 #include <vector>
 
 #include "distributed/socket.h"
+#include "tests/test_util.h"
 
 extern char** environ;
 
 namespace {
+using lockstep::testing::contains;
 
 using Clock = std::chrono::steady_clock;
 
@@ -63,7 +65,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // A fresh scratch directory for rendezvous_child.
 std::string scratch_dir(const std::string& name) {

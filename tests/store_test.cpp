@@ -27,12 +27,12 @@ using namespace std::chrono_literals;
 using Bytes = std::vector<uint8_t>;
 
 namespace {
+using lockstep::testing::contains;
+using lockstep::testing::seconds_since;
 
 using lockstep::testing::error_of;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // A fresh directory for FileStore files, under Bazel's per-test temp dir when there is one.
 std::string temp_dir() {

@@ -25,6 +25,7 @@
 #include "distributed/socket.h"
 #include "distributed/tcp_store.h"
 #include "distributed/tcp_store_server.h"
+#include "tests/test_util.h"
 
 using namespace lockstep::dist;
 using namespace std::chrono_literals;
@@ -33,8 +34,8 @@ using detail::TCPStoreServerOptions;
 using Bytes = std::vector<uint8_t>;
 
 namespace {
+using lockstep::testing::seconds_since;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 Socket raw_connect(uint16_t port) { return Socket::connect("127.0.0.1", port, deadline_after(5s)); }
 

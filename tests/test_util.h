@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -23,6 +24,13 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "";
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Seconds elapsed since `t` on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 // A fresh directory (under Bazel's per-test TEST_TMPDIR when set, else /tmp) named after `prefix`,
