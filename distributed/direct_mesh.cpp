@@ -16,31 +16,10 @@ namespace lockstep::dist {
 
 namespace {
 
-// What precedes every message: checked by the receiver before it takes the payload.
-struct Header {
-  uint64_t seq;
-  uint64_t bytes;
-};
-
 std::string lost(int r, const char* how) {
   return lockstep::detail::str_cat("lost connection to rank ", r, " (", how,
                                    "; its process may have died or failed)");
 }
-
-// One peer's progress through a transfer.
-struct Progress {
-  int rank;
-  int fd;
-  Header out;
-  const char* send;
-  size_t send_total;  // header + payload; 0 when nothing is sent
-  char* recv;
-  size_t recv_total;  // header + payload; 0 when nothing is received
-  size_t expected;    // the payload's size
-  size_t sent = 0;
-  size_t received = 0;
-  Header in{};
-};
 
 }  // namespace
 
@@ -108,25 +87,30 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
 }
 
 void DirectMesh::exchange(const void* send, void* recv, size_t bytes, uint64_t seq) {
-  std::vector<Message> messages;
-  messages.reserve(size_ - 1);
+  messages_.clear();
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_) messages.push_back({r, send, bytes, static_cast<char*>(recv) + slot(r) * bytes, bytes});
+    if (r != rank_) messages_.push_back({r, send, bytes, static_cast<char*>(recv) + slot(r) * bytes, bytes});
   }
-  transfer(messages, seq);
+  transfer(messages_, seq);
 }
 
-void DirectMesh::transfer(const std::vector<Message>& messages, uint64_t seq) {
+void DirectMesh::transfer(std::span<const Message> messages, uint64_t seq) {
   const Deadline deadline = deadline_after(timeout_);
-  std::vector<Progress> peers;
-  peers.reserve(messages.size());
+  std::vector<Progress>& peers = progress_;
+  peers.clear();
+  seen_.assign(size_, 0);
   for (const Message& m : messages) {
     LOCKSTEP_CHECK(m.peer >= 0 && m.peer < size_ && m.peer != rank_, "DirectMesh: no connection to rank ", m.peer);
+    // Two messages to one peer would interleave on its connection.
+    LOCKSTEP_CHECK(!seen_[m.peer]++, "DirectMesh: two messages for rank ", m.peer, " in one transfer");
+    LOCKSTEP_CHECK((m.send || !m.send_bytes) && (m.recv || !m.recv_bytes), "DirectMesh: a null buffer of ",
+                   m.send ? m.recv_bytes : m.send_bytes, " bytes for rank ", m.peer);
     peers.push_back({m.peer, peers_[m.peer].fd(), Header{seq, m.send_bytes}, static_cast<const char*>(m.send),
                      m.sends ? sizeof(Header) + m.send_bytes : 0, static_cast<char*>(m.recv),
                      m.receives ? sizeof(Header) + m.recv_bytes : 0, m.recv_bytes});
   }
-  std::vector<pollfd> fds(peers.size());
+  std::vector<pollfd>& fds = fds_;
+  fds.resize(peers.size());
 
   // Moves as much as the sockets take now; returns whether anything is left to do.
   auto progress = [&] {

@@ -16,7 +16,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <poll.h>
+
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,7 +57,7 @@ class DirectMesh {
     bool sends = true;     // false: nothing is sent to `peer` (not even a header)
     bool receives = true;  // false: nothing is received from `peer`
   };
-  void transfer(const std::vector<Message>& messages, uint64_t seq);
+  void transfer(std::span<const Message> messages, uint64_t seq);
 
   // Sends `bytes` bytes at `send` to every other rank and receives each other rank's `bytes` bytes:
   // rank r's land at recv + slot(r) * bytes.
@@ -67,6 +70,31 @@ class DirectMesh {
   int size_;
   std::chrono::milliseconds timeout_;
   std::vector<Socket> peers_;  // [r]; invalid for this rank
+
+  // What precedes every message: checked by the receiver before it takes the payload.
+  struct Header {
+    uint64_t seq;
+    uint64_t bytes;
+  };
+  // One peer's progress through a transfer.
+  struct Progress {
+    int rank;
+    int fd;
+    Header out;
+    const char* send;
+    size_t send_total;  // header + payload; 0 when nothing is sent
+    char* recv;
+    size_t recv_total;  // header + payload; 0 when nothing is received
+    size_t expected;    // the payload's size
+    size_t sent = 0;
+    size_t received = 0;
+    Header in{};
+  };
+  // Reused by every transfer: no allocation per collective once they have grown.
+  std::vector<Message> messages_;
+  std::vector<Progress> progress_;
+  std::vector<pollfd> fds_;
+  std::vector<uint8_t> seen_;  // [r]: r already has a message in this transfer
 };
 
 // The address of a network interface ("eth0"): its IPv4 address, else a global IPv6 one; "" when it

@@ -148,11 +148,14 @@ void ring_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOptions
   auto step = [&](int send_chunk, int recv_chunk, T* recv_to) {
     const void* send = data + begin(send_chunk);
     const size_t send_bytes = length(send_chunk) * sizeof(T), recv_bytes = length(recv_chunk) * sizeof(T);
+    // On the stack: a span, not a vector, per step.
+    const DirectMesh::Message both[] = {{right, send, send_bytes, recv_to, recv_bytes}};
+    const DirectMesh::Message apart[] = {{right, send, send_bytes, nullptr, 0, true, false},
+                                         {left, nullptr, 0, recv_to, recv_bytes, false, true}};
     if (left == right) {
-      mesh.transfer({{right, send, send_bytes, recv_to, recv_bytes}}, tag);
+      mesh.transfer(both, tag);
     } else {
-      mesh.transfer({{right, send, send_bytes, nullptr, 0, true, false}, {left, nullptr, 0, recv_to, recv_bytes, false, true}},
-                    tag);
+      mesh.transfer(apart, tag);
     }
   };
   for (int s = 0; s < W - 1; ++s) {
