@@ -9,11 +9,13 @@
 // others are stopped (SIGTERM, then SIGKILL after a grace period) and the launcher exits with the
 // failed rank's status, so a job never hangs on a dead peer. Every rank that failed is named with its
 // status; when several did, the one that died of a signal (killed, crashed) is taken as the cause
-// rather than a survivor that exited because its peer died, else the first to fail.
+// rather than a survivor that exited because its peer died, else the first to fail (ranks that fail
+// while being stopped are listed, never taken as the cause).
 //
 // MASTER_PORT, when the launcher picks it: the launcher binds a free port without listening (a
-// reservation, Socket::reserve) and holds it while the ranks run, so no other program binds it or gets
-// it as an ephemeral port, while rank 0's TCPStore can still listen on it. Should another program
+// reservation, Socket::reserve) and holds it while the ranks run, so the kernel does not hand it out
+// as an ephemeral port and plain binds fail, while rank 0's TCPStore can still listen on it (a
+// program that binds with SO_REUSEADDR, as rank 0 does, is not kept out). Should another program
 // still take it first, rank 0's init_process_group writes "address-in-use HOST:PORT" to the pipe
 // passed in LOCKSTEP_LAUNCH_STATUS_FD, and the launcher stops the ranks and starts them again on a
 // fresh port (up to kMaxPortRetries times; these retries are not --max_restarts restarts).
