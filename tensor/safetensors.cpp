@@ -75,9 +75,9 @@ double process_start_time(pid_t pid) {
   return static_cast<double>(boot) + static_cast<double>(start_ticks) / static_cast<double>(ticks);
 }
 
-// Whether the process that wrote a temporary file `PATH.tmp.PID` (last modified at `mtime`) may
-// still be writing it: a process with that pid exists and started before the file was last written
-// (a process started later took a dead writer's pid).
+// Whether the process of this host that wrote a temporary file `PATH.tmp.HOST.PID` (last modified at
+// `mtime`) may still be writing it: a process with that pid exists and started before the file was
+// last written (a process started later took a dead writer's pid).
 bool writer_may_be_alive(pid_t pid, const struct timespec& mtime) {
   if (::kill(pid, 0) != 0 && errno != EPERM) return false;
   const double started = process_start_time(pid);
@@ -85,23 +85,48 @@ bool writer_may_be_alive(pid_t pid, const struct timespec& mtime) {
   return started < 0 || started <= written + 2;  // the boot time has whole seconds only
 }
 
-// Removes the temporary files `path`.tmp.PID that saves killed before their rename left behind,
-// those of processes that no longer exist. This process's own are not touched, nor files of any other
-// name. Errors are ignored: tidying up must not fail a save that succeeded.
+// This host's name as it appears in temporary file names: gethostname(), with any character other
+// than letters, digits, '-', '_' and '.' replaced by '_' (it becomes part of a file name).
+const std::string& host_tag() {
+  static const std::string tag = [] {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return std::string("unknown-host");
+    std::string s(buf);
+    for (char& c : s) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+    }
+    return s;
+  }();
+  return tag;
+}
+
+// The pid in `s` when it is 1 to 9 digits; 0 otherwise.
+pid_t parse_pid(const std::string& s) {
+  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    return 0;
+  }
+  return static_cast<pid_t>(std::stol(s));
+}
+
+// Removes the temporary files that saves of `path` on this host, killed before their rename, left
+// behind: `path`.tmp.HOST.PID with this host's name, and `path`.tmp.PID (the name older versions
+// wrote), of processes that no longer exist. A pid means something on its own host only, so files of
+// other hosts (a checkpoint directory shared over NFS) are left to those hosts' saves. This process's
+// own are not touched, nor files of any other name. Errors are ignored: tidying up must not fail a
+// save that succeeded.
 void remove_stale_temporaries(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const std::string prefix = target.filename().string() + ".tmp.";
+  const std::string this_host = host_tag() + ".";
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 || name.compare(0, prefix.size(), prefix) != 0) {
-      continue;
-    }
-    const std::string digits = name.substr(prefix.size());
-    if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = name.substr(prefix.size());  // HOST.PID, or PID from an older version
+    if (rest.compare(0, this_host.size(), this_host) == 0) rest.erase(0, this_host.size());
+    const pid_t pid = parse_pid(rest);  // 0 for another host's file, or another name
     struct stat st {};
     if (pid <= 0 || pid == ::getpid() || ::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (!writer_may_be_alive(pid, st.st_mtim)) ::unlink(it->path().c_str());
@@ -130,7 +155,7 @@ void save_safetensors(const std::string& path, const TensorList& tensors,
   json.append((8 - json.size() % 8) % 8, ' ');  // the format pads the header to 8 bytes with spaces
   uint64_t len = json.size();
 
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::string tmp = path + ".tmp." + host_tag() + "." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   LOCKSTEP_CHECK(fd >= 0, "save_safetensors: cannot create ", tmp, ": ", std::strerror(errno));
   try {

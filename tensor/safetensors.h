@@ -20,9 +20,10 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;
 };
 
-// Writes atomically: a temporary file in the same directory (`path`.tmp.PID), fsync, then rename over
-// `path`, so a crash mid-save leaves the previous file intact. A save that succeeds then removes the
-// temporary files of `path` that killed saves left behind (those whose process no longer exists).
+// Writes atomically: a temporary file in the same directory (`path`.tmp.HOST.PID, HOST being this
+// host's name), fsync, then rename over `path`, so a crash mid-save leaves the previous file intact. A
+// save that succeeds then removes the temporary files of `path` that killed saves on this host left
+// behind (those whose process no longer exists); other hosts' are left to them.
 // Tensors on a GPU are copied to the host first.
 void save_safetensors(const std::string& path, const TensorList& tensors,
                       const std::map<std::string, std::string>& metadata = {});

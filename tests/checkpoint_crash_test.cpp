@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -77,6 +78,22 @@ pid_t dead_pid() {
 
 void touch(const std::string& path) { std::ofstream(path) << "partial"; }
 
+// This host's name as save_safetensors puts it in temporary file names (characters other than
+// letters, digits, '-', '_' and '.' become '_').
+std::string host_tag() {
+  char buf[256] = {};
+  REQUIRE(::gethostname(buf, sizeof(buf) - 1) == 0);
+  std::string s(buf);
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return s.empty() ? "unknown-host" : s;
+}
+
+// The temporary file that process `pid` of this host writes while saving `path`.
+std::string temporary(const std::string& path, const std::string& pid) { return path + ".tmp." + host_tag() + "." + pid; }
+std::string temporary(const std::string& path, pid_t pid) { return temporary(path, std::to_string(pid)); }
+
 }  // namespace
 
 TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a complete checkpoint") {
@@ -105,7 +122,7 @@ TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a com
     int status = 0;
     ::waitpid(pid, &status, 0);
     CHECK(WIFSIGNALED(status));
-    kills_mid_write += fs::exists(path + ".tmp." + std::to_string(pid));
+    kills_mid_write += fs::exists(temporary(path, pid));
     const int64_t v = load_version(path);
     INFO("round ", round, ": the checkpoint holds version ", v, ", the previous round left ", last);
     CHECK((v == last || (v >= base && v < base + 100000)));
@@ -113,7 +130,7 @@ TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a com
     last = v;
   }
   // The test proves something only if writes completed and kills landed in the middle of writes: a
-  // killed writer leaves its temporary file (<path>.tmp.<pid>), never read, until a later save (the
+  // killed writer leaves its temporary file (<path>.tmp.<host>.<pid>), never read, until a later save (the
   // next round's writer, or the one below) removes it.
   MESSAGE(advanced, " of ", kRounds, " rounds saved a new version; ", kills_mid_write, " kills landed mid-write");
   CHECK(advanced >= 3);
@@ -123,9 +140,10 @@ TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a com
   CHECK(load_version(path) == 7);
 }
 
-TEST_CASE("a save removes the temporary files of killed saves of the same path, and only those") {
+TEST_CASE("a save removes the temporary files of killed saves of the same path on this host, and only those") {
   TempDir dir;
   const std::string path = dir.path + "/ckpt.safetensors", other = dir.path + "/other.safetensors";
+  const std::string host = host_tag();
   // A writer that is still running (a child that sleeps), a dead one, and names that are not ours.
   pid_t alive = ::fork();
   REQUIRE(alive >= 0);
@@ -134,31 +152,47 @@ TEST_CASE("a save removes the temporary files of killed saves of the same path, 
     ::_exit(0);
   }
   const std::string dead = std::to_string(dead_pid());
-  const std::vector<std::string> kept = {path + ".tmp." + std::to_string(alive), other + ".tmp." + dead,
-                                         path + ".tmp.x" + dead, path + ".tmp.", path + ".bak." + dead};
+  // Files of this host's dead writer: under this host's name, and under the name older versions wrote.
+  const std::vector<std::string> stale = {temporary(path, dead), path + ".tmp." + dead};
+  // Files of other hosts sharing the directory (their pids mean nothing here, dead here or not): a host
+  // named otherwise, one named with digits only, one whose name extends this host's.
+  const std::vector<std::string> other_hosts = {path + ".tmp.other-host." + dead, path + ".tmp.1234." + dead,
+                                                path + ".tmp." + host + ".lan." + dead,
+                                                path + ".tmp.other-host." + std::to_string(alive)};
+  std::vector<std::string> kept = {temporary(path, alive), path + ".tmp." + std::to_string(alive), temporary(other, dead),
+                                   other + ".tmp." + dead, path + ".tmp.x" + dead, path + ".tmp.", temporary(path, ""),
+                                   path + ".bak." + dead};
+  kept.insert(kept.end(), other_hosts.begin(), other_hosts.end());
   for (const std::string& f : kept) touch(f);
-  touch(path + ".tmp." + dead);
+  for (const std::string& f : stale) touch(f);
   save_version(path, 1);
   ::kill(alive, SIGKILL);
   ::waitpid(alive, nullptr, 0);
-  CHECK_FALSE(fs::exists(path + ".tmp." + dead));
+  for (const std::string& f : stale) CHECK_MESSAGE(!fs::exists(f), f, " was left");
   for (const std::string& f : kept) CHECK_MESSAGE(fs::exists(f), f, " was removed");
   CHECK(load_version(path) == 1);
 
-  // The running writer's file goes once that writer is gone; a failed save removes nothing.
-  const std::string was_alive = path + ".tmp." + std::to_string(alive);
+  // The running writer's files go once that writer is gone; a failed save removes nothing; other
+  // hosts' files stay.
+  const std::vector<std::string> was_alive = {temporary(path, alive), path + ".tmp." + std::to_string(alive)};
   CHECK_THROWS_AS(save_safetensors(path, {{"w", Tensor()}}), Error);
-  CHECK(fs::exists(was_alive));
+  for (const std::string& f : was_alive) CHECK(fs::exists(f));
   save_version(path, 2);
-  CHECK_FALSE(fs::exists(was_alive));
+  for (const std::string& f : was_alive) CHECK_MESSAGE(!fs::exists(f), f, " was left");
+  for (const std::string& f : other_hosts) CHECK_MESSAGE(fs::exists(f), f, " was removed");
 
-  // A pid taken since by a process started after the file was last written: the file is stale.
-  const std::string reused = path + ".tmp." + std::to_string(::getppid());
-  touch(reused);
+  // A pid taken since by a process started after the file was last written: the file is stale (on
+  // this host; another host's file of that pid and age stays).
+  const std::string reused = temporary(path, ::getppid());
+  const std::string reused_elsewhere = path + ".tmp.other-host." + std::to_string(::getppid());
   const struct timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};  // 2001, before any process here
-  REQUIRE(::utimensat(AT_FDCWD, reused.c_str(), long_ago, 0) == 0);
+  for (const std::string& f : {reused, reused_elsewhere}) {
+    touch(f);
+    REQUIRE(::utimensat(AT_FDCWD, f.c_str(), long_ago, 0) == 0);
+  }
   save_version(path, 3);
   CHECK_FALSE(fs::exists(reused));
+  CHECK(fs::exists(reused_elsewhere));
   CHECK(load_version(path) == 3);
 }
 
