@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <vector>
 
 namespace lockstep::dist {
 
@@ -59,30 +61,60 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
     const int32_t me = rank;
     peers_[r].send_all(&me, sizeof(me), deadline);
   }
-  // Accept every higher rank.
+  // Accept every higher rank. A connection counts once it has said which rank it is; until then it
+  // is polled along with the listener, so one that stays silent holds up no other rank, and the
+  // timeout names the ranks still missing.
+  struct Unnamed {
+    Socket socket;
+    int32_t who = -1;
+    size_t got = 0;  // bytes of `who` received
+  };
+  std::vector<Unnamed> unnamed;
+  std::vector<pollfd> fds;
   for (int pending = size - 1 - rank; pending > 0;) {
-    pollfd p{listener.fd(), POLLIN, 0};
-    const int rc = ::poll(&p, 1, remaining_ms(deadline));
+    fds.assign(1, {listener.fd(), POLLIN, 0});
+    for (const Unnamed& u : unnamed) fds.push_back({u.socket.fd(), POLLIN, 0});
+    const int rc = ::poll(fds.data(), fds.size(), remaining_ms(deadline));
     if (rc < 0 && errno == EINTR) continue;
     LOCKSTEP_CHECK(rc >= 0, "DirectMesh: rank ", rank, ": poll on its listening socket: ", std::strerror(errno));
     if (rc == 0) {
-      std::string missing;
+      std::string missing, silent;
       for (int r = rank + 1; r < size; ++r) {
         if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
+      for (const Unnamed& u : unnamed) silent += (silent.empty() ? "" : ", ") + u.socket.peer();
+      if (!silent.empty()) {
+        silent = lockstep::detail::str_cat(" (", unnamed.size(), unnamed.size() == 1 ? " connection" : " connections",
+                                           " from ", silent, " never said which rank it is)");
+      }
       throw TimeoutError(lockstep::detail::str_cat("DirectMesh: rank ", rank, " timed out after ",
-                                                   detail::format_seconds(timeout),
-                                                   " waiting for rank(s) ", missing, " to connect"));
+                                                   detail::format_seconds(timeout), " waiting for rank(s) ", missing,
+                                                   " to connect", silent));
     }
-    Socket s = listener.accept();
-    if (!s.valid()) continue;
-    int32_t who = -1;
-    s.recv_all(&who, sizeof(who), deadline);
-    LOCKSTEP_CHECK(who > rank && who < size && !peers_[who].valid(), "DirectMesh: rank ", rank,
-                   " got a connection claiming to be rank ", who, " (expected one of the ranks ", rank + 1, "..",
-                   size - 1, " not yet connected)");
-    peers_[who] = std::move(s);
-    --pending;
+    // Hellos first (fds[i + 1] is unnamed[i]), then new connections.
+    for (size_t i = unnamed.size(); i-- > 0;) {
+      if (!fds[i + 1].revents) continue;
+      Unnamed& u = unnamed[i];
+      char* dst = reinterpret_cast<char*>(&u.who) + u.got;
+      const ssize_t n = ::recv(u.socket.fd(), dst, sizeof(u.who) - u.got, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (n <= 0) {  // closed or failed before saying who it is: nothing to name, the timeout names the rank
+        unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      u.got += static_cast<size_t>(n);
+      if (u.got < sizeof(u.who)) continue;
+      const int32_t who = u.who;
+      LOCKSTEP_CHECK(who > rank && who < size && !peers_[who].valid(), "DirectMesh: rank ", rank,
+                     " got a connection claiming to be rank ", who, " (expected one of the ranks ", rank + 1, "..",
+                     size - 1, " not yet connected)");
+      peers_[who] = std::move(u.socket);
+      unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
+      --pending;
+    }
+    if (fds[0].revents) {
+      for (Socket s = listener.accept(); s.valid(); s = listener.accept()) unnamed.push_back({std::move(s)});
+    }
   }
 }
 

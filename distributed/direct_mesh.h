@@ -39,6 +39,8 @@ class DirectMesh {
  public:
   // Collective: every rank listens on `host`, publishes its port under "direct_mesh/<rank>" in
   // `store` (a prefix of this group alone), connects to the lower ranks and accepts the higher ones.
+  // An accepted connection counts once it has said which rank it is; one that stays silent holds up
+  // no other, and the TimeoutError at `timeout` names the ranks that never completed the handshake.
   DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout);
 
   int rank() const { return rank_; }

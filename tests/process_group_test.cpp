@@ -3,7 +3,8 @@
 // worked out by hand: rank r contributes (r + 1) * s(i) at element i, with s(i) = 1 + i % 7, so
 //   SUM = s W(W+1)/2, PRODUCT = s^W W!, MIN = s, MAX = W s, AVG = s (W+1)/2 (int64: truncated),
 // for world sizes 1 to 4 and 0, 1, 7 and 2^20 + 3 elements (large enough for gloo's segmented ring).
-// Then asynchronous work completing in order, barrier, timeouts, a dead peer, and argument errors.
+// Then asynchronous work completing in order, barrier, timeouts, a dead peer, argument errors, and
+// DirectMesh's handshake with a connection that never says which rank it is.
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <stdlib.h>
@@ -12,14 +13,17 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "distributed/direct_mesh.h"
 #include "distributed/file_store.h"
 #include "distributed/process_group_gloo.h"
 #include "tensor/factory.h"
@@ -529,4 +533,83 @@ TEST_CASE("gloo listens where it is told: a hostname, GLOO_SOCKET_IFNAME, or the
     check_works(c);
   });
   CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+// DirectMesh's handshake (the mesh behind small all-reduces and barriers), with ranks as threads
+// sharing a FileStore and a connection that connects to rank 0's mesh listener but never says which
+// rank it is (a hung peer, or a stray client such as a port scanner).
+namespace {
+
+// What fn() throws, as text; "" when it returns.
+std::string thrown_by(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Connects to rank `rank`'s mesh listener once it is published under "direct_mesh/<rank>", and sends nothing.
+dist::Socket silent_connection(const std::string& store_path, int rank) {
+  dist::FileStore store(store_path, -1, kTimeout);
+  const std::string key = "direct_mesh/" + std::to_string(rank);
+  store.wait({key}, kTimeout);
+  const auto [host, port] = dist::split_host_port(store.get_string(key), key);
+  return dist::Socket::connect(host, port, dist::deadline_after(kTimeout));
+}
+
+}  // namespace
+
+TEST_CASE("DirectMesh: a connection that never says which rank it is holds up no rank") {
+  TempDir dir;
+  const std::string store_path = dir.path + "/store";
+  constexpr milliseconds kMeshTimeout{5000};
+  int32_t got[2] = {-1, -1};
+  std::string errors[2];
+  auto rank_fn = [&](int rank) {
+    errors[rank] = thrown_by([&] {
+      dist::FileStore store(store_path, -1, kTimeout);
+      dist::DirectMesh mesh(store, rank, 2, "127.0.0.1", kMeshTimeout);
+      const int32_t mine = 10 + rank;
+      mesh.exchange(&mine, &got[rank], sizeof(mine), /*seq=*/1);
+    });
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::thread rank0(rank_fn, 0);
+  dist::Socket silent = silent_connection(store_path, 0);  // before rank 1 connects
+  std::thread rank1(rank_fn, 1);
+  rank0.join();
+  rank1.join();
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+  CHECK(got[0] == 11);
+  CHECK(got[1] == 10);
+  CHECK(testing::seconds_since(start) < 2.5);  // not held until the 5 s deadline
+}
+
+TEST_CASE("DirectMesh: when the handshake times out, the error names the ranks that never said who they are") {
+  // World size 3: rank 1 never starts, rank 2 connects and says so, and a silent connection comes first.
+  TempDir dir;
+  const std::string store_path = dir.path + "/store";
+  std::string errors[3];
+  auto rank_fn = [&](int rank) {
+    errors[rank] = thrown_by([&] {
+      dist::FileStore store(store_path, -1, kTimeout);
+      try {
+        dist::DirectMesh mesh(store, rank, 3, "127.0.0.1", milliseconds(2000));
+      } catch (const dist::TimeoutError& e) {
+        throw std::runtime_error(std::string("TimeoutError: ") + e.what());
+      }
+    });
+  };
+  std::thread rank0(rank_fn, 0);
+  dist::Socket silent = silent_connection(store_path, 0);
+  std::thread rank2(rank_fn, 2);
+  rank0.join();
+  rank2.join();
+  CHECK(errors[0] == "TimeoutError: DirectMesh: rank 0 timed out after 2s waiting for rank(s) 1 to connect (1 "
+                     "connection from 127.0.0.1:" + std::to_string(silent.local_port()) +
+                     " never said which rank it is)");
+  CHECK(testing::contains(errors[2], "direct_mesh/1"));  // rank 2 connected to rank 0, then waited for rank 1
 }
