@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "data/world.h"
 #include "distributed/file_store.h"
@@ -91,12 +92,11 @@ Rendezvous parse_init_method(const InitOptions& o) {
   } else if (m.starts_with("tcp://")) {
     std::string hostport = m.substr(6);
     if (!hostport.empty() && hostport.back() == '/') hostport.pop_back();
-    size_t colon = hostport.rfind(':');
-    LOCKSTEP_CHECK(colon != std::string::npos && colon > 0, "init_process_group: init_method \"", m,
-                   "\" is not tcp://HOST:PORT");
-    rv.host = hostport.substr(0, colon);
-    if (rv.host.size() > 2 && rv.host.front() == '[' && rv.host.back() == ']') rv.host = rv.host.substr(1, rv.host.size() - 2);
-    rv.port = parse_port(hostport.substr(colon + 1), "the port of " + m);
+    try {
+      std::tie(rv.host, rv.port) = split_host_port(hostport, "init_method");  // [IPV6]:PORT unbracketed
+    } catch (const Error&) {
+      fail("init_process_group: init_method \"", m, "\" is not tcp://HOST:PORT with a port in 1..65535");
+    }
   } else if (m.starts_with("file://")) {
     rv.kind = Rendezvous::File;
     rv.path = m.substr(7);

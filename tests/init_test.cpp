@@ -219,8 +219,14 @@ TEST_CASE("init errors: options, environment, state") {
     expect_error([&] { dist::init_process_group(tcp_options(port, 2, -3)); },
                  "tcp:// needs world_size and rank in InitOptions (got world_size=2, rank=-3)");
     auto o = tcp_options(port, 1, 0);
-    o.init_method = "tcp://127.0.0.1:http";
-    expect_error([&] { dist::init_process_group(o); }, "is not an integer");
+    // A bad tcp://HOST:PORT (parsed by split_host_port, distributed/socket.h) is one message naming it.
+    for (const std::string bad : {"tcp://127.0.0.1:http", "tcp://127.0.0.1:70000", "tcp://127.0.0.1:0",
+                                  "tcp://127.0.0.1:-1", "tcp://127.0.0.1:", "tcp://127.0.0.1", "tcp://:29500",
+                                  "tcp://[::1]", "tcp://[::1]:80x/"}) {
+      o.init_method = bad;
+      expect_error([&] { dist::init_process_group(o); },
+                   "init_process_group: init_method \"" + bad + "\" is not tcp://HOST:PORT with a port in 1..65535");
+    }
     o.init_method = "udp://127.0.0.1:1234";
     expect_error([&] { dist::init_process_group(o); }, "unknown init_method \"udp://127.0.0.1:1234\"");
     o.init_method = "file://relative/path";
