@@ -7,6 +7,10 @@ in srcs, hdrs and deps is an ordinary cc_library, which also links the objects a
 nvcc sees the include paths, defines and headers of `deps`, so .cu files include lockstep headers as any
 source does ("tensor/tensor.h"). Where the toolkit is missing (CUDA_FOUND False) the target is tagged
 manual and is never built: depend on it only under a select (see //tensor:tensor).
+
+Each cuda_library NAME also has a twin, NAME_emu: the same sources compiled by the host compiler against
+the CUDA emulator (//third_party/cuda_emu), whose kernels run on the CPU. It needs no toolkit, is tagged
+manual, and is what --config=cudaemu links (see //tensor:tensor).
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
@@ -60,11 +64,37 @@ _cuda_objects = rule(
     },
 )
 
+def _emu_twin(name, cu, cuh, others, hdrs, deps, tags, kwargs):
+    # Each .cu becomes a .cc that includes <cuda_runtime.h> first, as nvcc does implicitly, then the
+    # source under a #line directive, so messages and debuggers name the real file.
+    copies = []
+    for src in cu:
+        out = "_emu/{}/{}.cc".format(name, src[:-len(".cu")])
+        native.genrule(
+            name = "{}_emu_{}".format(name, src[:-len(".cu")].replace("/", "_")),
+            srcs = [src],
+            outs = [out],
+            cmd = "(echo '#include <cuda_runtime.h>'; echo '#line 1 \"$<\"'; cat $<) > $@",
+            tags = ["manual"],
+            visibility = ["//visibility:private"],
+        )
+        copies.append(out)
+    native.cc_library(
+        name = name + "_emu",
+        srcs = others + copies,
+        hdrs = hdrs,
+        textual_hdrs = cuh,
+        deps = [d for d in deps if not d.startswith("@local_cuda")] + ["//third_party/cuda_emu"],
+        tags = tags + ["manual"],
+        **kwargs
+    )
+
 def cuda_library(name, srcs = [], hdrs = [], deps = [], nvcc_copts = [], tags = [], **kwargs):
     """A cc_library with .cu sources compiled by nvcc; other arguments go to cc_library."""
     cu = [s for s in srcs if s.endswith(".cu")]
     cuh = [s for s in srcs if s.endswith(".cuh")]  # device headers: nvcc only
     others = [s for s in srcs if not s.endswith(".cu") and not s.endswith(".cuh")]
+    _emu_twin(name, cu, cuh, others, hdrs, deps, tags, kwargs)
     tags = tags + ([] if CUDA_FOUND else ["manual"])
     if cu:
         _cuda_objects(

@@ -20,12 +20,3 @@ namespace lockstep::cuda::detail {
     if (lockstep_err_ != cudaSuccess)                                                      \
       ::lockstep::cuda::detail::throw_cuda_error(lockstep_err_, #call, __FILE__, __LINE__); \
   } while (0)
-
-// After kernel<<<...>>>(...): reports a failed launch (bad configuration, no kernel image for this GPU)
-// under the kernel's name. Errors while the kernel runs surface at the next synchronization.
-#define LOCKSTEP_CUDA_CHECK_LAUNCH(kernel_name)                                                           \
-  do {                                                                                                    \
-    cudaError_t lockstep_err_ = cudaGetLastError();                                                       \
-    if (lockstep_err_ != cudaSuccess)                                                                     \
-      ::lockstep::cuda::detail::throw_cuda_error(lockstep_err_, "launch of " kernel_name, __FILE__, __LINE__); \
-  } while (0)

@@ -148,8 +148,8 @@ void CudaBackend::fill(Tensor& out, double value) {
   const int64_t n = out.numel();
   dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fill_kernel<T><<<grid_for(n, on.ctx), kThreads, 0, on.stream()>>>(out.data<T>(), static_cast<T>(value), n);
-    LOCKSTEP_CUDA_CHECK_LAUNCH("fill_kernel");
+    LOCKSTEP_LAUNCH("fill_kernel", fill_kernel<T>, grid_for(n, on.ctx), kThreads, on.stream(), out.data<T>(),
+                    static_cast<T>(value), n);
   });
 }
 
@@ -160,8 +160,8 @@ void CudaBackend::cast(Tensor& out, const Tensor& a) {
     using O = typename decltype(to)::type;
     dispatch(a.dtype(), [&](auto from) {
       using I = typename decltype(from)::type;
-      cast_kernel<O, I><<<grid_for(n, on.ctx), kThreads, 0, on.stream()>>>(out.data<O>(), a.data<I>(), n);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("cast_kernel");
+      LOCKSTEP_LAUNCH("cast_kernel", cast_kernel<O, I>, grid_for(n, on.ctx), kThreads, on.stream(), out.data<O>(),
+                      a.data<I>(), n);
     });
   });
 }
@@ -176,8 +176,8 @@ void CudaBackend::unary(UnaryOp op, Tensor& out, const Tensor& a) {
       constexpr bool supported = std::is_floating_point_v<T> || Op == UnaryOp::Neg || Op == UnaryOp::Relu ||
                                Op == UnaryOp::Abs;
       if constexpr (supported) {
-        unary_kernel<Op, T><<<grid_for(n, on.ctx), kThreads, 0, on.stream()>>>(out.data<T>(), a.data<T>(), n);
-        LOCKSTEP_CUDA_CHECK_LAUNCH("unary_kernel");
+        LOCKSTEP_LAUNCH("unary_kernel", unary_kernel<Op, T>, grid_for(n, on.ctx), kThreads, on.stream(), out.data<T>(),
+                        a.data<T>(), n);
       } else {
         fail("unary: exp, log and sqrt need a floating-point tensor, got ", a.dtype());
       }
@@ -206,13 +206,11 @@ void CudaBackend::binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor
       constexpr BinaryOp Op = decltype(op_c)::value;
       using R = BinaryOut<Op, T>;
       if (flat) {
-        binary_flat_kernel<Op, T><<<grid_for(n, on.ctx), kThreads, 0, on.stream()>>>(
-            out.data<R>(), a.data<T>(), plan.stride_a[0], b.data<T>(), plan.stride_b[0], n);
-        LOCKSTEP_CUDA_CHECK_LAUNCH("binary_flat_kernel");
+        LOCKSTEP_LAUNCH("binary_flat_kernel", binary_flat_kernel<Op, T>, grid_for(n, on.ctx), kThreads, on.stream(),
+                        out.data<R>(), a.data<T>(), plan.stride_a[0], b.data<T>(), plan.stride_b[0], n);
       } else {
-        binary_strided_kernel<Op, T>
-            <<<grid_for(n, on.ctx), kThreads, 0, on.stream()>>>(out.data<R>(), a.data<T>(), b.data<T>(), sp, n);
-        LOCKSTEP_CUDA_CHECK_LAUNCH("binary_strided_kernel");
+        LOCKSTEP_LAUNCH("binary_strided_kernel", binary_strided_kernel<Op, T>, grid_for(n, on.ctx), kThreads,
+                        on.stream(), out.data<R>(), a.data<T>(), b.data<T>(), sp, n);
       }
     });
   });
@@ -225,9 +223,8 @@ void CudaBackend::binary_scalar(BinaryOp op, Tensor& out, const Tensor& a, doubl
     using T = typename decltype(tag)::type;
     dispatch_binary(op, [&](auto op_c) {
       constexpr BinaryOp Op = decltype(op_c)::value;
-      binary_scalar_kernel<Op, T><<<grid_for(n, on.ctx), kThreads, 0, on.stream()>>>(
-          out.data<BinaryOut<Op, T>>(), a.data<T>(), static_cast<T>(s), reverse, n);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("binary_scalar_kernel");
+      LOCKSTEP_LAUNCH("binary_scalar_kernel", binary_scalar_kernel<Op, T>, grid_for(n, on.ctx), kThreads, on.stream(),
+                      out.data<BinaryOut<Op, T>>(), a.data<T>(), static_cast<T>(s), reverse, n);
     });
   });
 }
@@ -239,10 +236,8 @@ void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, doubl
   dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* m = momentum != 0 ? buf.data<T>() : nullptr;
-    sgd_kernel<T><<<grid_for(n, on.ctx), kThreads, 0, on.stream()>>>(param.data<T>(), grad.data<T>(), m, T(lr),
-                                                                      T(momentum), T(1 - dampening), T(wd), nesterov,
-                                                                      first, n);
-    LOCKSTEP_CUDA_CHECK_LAUNCH("sgd_kernel");
+    LOCKSTEP_LAUNCH("sgd_kernel", sgd_kernel<T>, grid_for(n, on.ctx), kThreads, on.stream(), param.data<T>(),
+                    grad.data<T>(), m, T(lr), T(momentum), T(1 - dampening), T(wd), nesterov, first, n);
   });
 }
 

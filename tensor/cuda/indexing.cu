@@ -87,9 +87,8 @@ void CudaBackend::transpose2d(Tensor& out, const Tensor& a) {
                   static_cast<unsigned>(std::min<int64_t>(ceil_div(rows, kTile), 65535)));
   dispatch_word(a.dtype(), [&](auto tag) {
     using W = typename decltype(tag)::type;
-    transpose_kernel<W><<<grid, block, 0, on.stream()>>>(static_cast<W*>(out.data_ptr()),
-                                                          static_cast<const W*>(a.data_ptr()), rows, cols);
-    LOCKSTEP_CUDA_CHECK_LAUNCH("transpose_kernel");
+    LOCKSTEP_LAUNCH("transpose_kernel", transpose_kernel<W>, grid, block, on.stream(), static_cast<W*>(out.data_ptr()),
+                    static_cast<const W*>(a.data_ptr()), rows, cols);
   });
 }
 
@@ -98,17 +97,15 @@ void CudaBackend::index_select(Tensor& out, const Tensor& a, const Tensor& index
   const int64_t rows = a.size(0), k = index.numel(), inner = row_size(a);
   on.ctx.launch_checked([&](IndexError* err) {
     if (inner == 0) {
-      index_check_kernel<<<grid_for(k, on.ctx), kThreads, 0, on.stream()>>>(index.data<int64_t>(), k, rows,
-                                                                             IndexErrorKind::IndexSelect, err);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("index_check_kernel");
+      LOCKSTEP_LAUNCH("index_check_kernel", index_check_kernel, grid_for(k, on.ctx), kThreads, on.stream(),
+                      index.data<int64_t>(), k, rows, IndexErrorKind::IndexSelect, err);
       return;
     }
     dispatch_word(a.dtype(), [&](auto tag) {
       using W = typename decltype(tag)::type;
-      index_select_kernel<W><<<grid_for(k * inner, on.ctx), kThreads, 0, on.stream()>>>(
-          static_cast<W*>(out.data_ptr()), static_cast<const W*>(a.data_ptr()), index.data<int64_t>(), k, inner, rows,
-          err);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("index_select_kernel");
+      LOCKSTEP_LAUNCH("index_select_kernel", index_select_kernel<W>, grid_for(k * inner, on.ctx), kThreads, on.stream(),
+                      static_cast<W*>(out.data_ptr()), static_cast<const W*>(a.data_ptr()), index.data<int64_t>(), k,
+                      inner, rows, err);
     });
   });
 }
@@ -119,9 +116,8 @@ void CudaBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src)
   on.ctx.launch_checked([&](IndexError* err) {
     dispatch(out.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      index_add_kernel<T><<<grid_for(k * inner, on.ctx), kThreads, 0, on.stream()>>>(
-          out.data<T>(), index.data<int64_t>(), src.data<T>(), k, inner, rows, err);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("index_add_kernel");
+      LOCKSTEP_LAUNCH("index_add_kernel", index_add_kernel<T>, grid_for(k * inner, on.ctx), kThreads, on.stream(),
+                      out.data<T>(), index.data<int64_t>(), src.data<T>(), k, inner, rows, err);
     });
   });
 }

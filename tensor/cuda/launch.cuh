@@ -1,11 +1,13 @@
-// What the kernel files share: launch geometry, the grid-stride loop, a block-wide reduction and
-// scratch memory from the caching allocator.
+// What the kernel files share: the checked launch, launch geometry, the grid-stride loop, a block-wide
+// reduction and scratch memory from the caching allocator.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/context.h"
@@ -16,6 +18,24 @@ namespace lockstep::cuda::detail {
 constexpr int kThreads = 256;  // threads per block unless a kernel says otherwise
 
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// kernel<<<grid, block, 0, stream>>>(args...), then the launch checked: a failed launch (bad
+// configuration, no kernel image for this GPU) throws under the kernel's name and the caller's
+// file:line. Errors while the kernel runs surface at the next synchronization. Under the CUDA emulator
+// (--config=cudaemu, third_party/cuda_emu) the kernel is queued to run on the CPU instead.
+#define LOCKSTEP_LAUNCH(name, ...) ::lockstep::cuda::detail::launch_kernel(name, __FILE__, __LINE__, __VA_ARGS__)
+
+template <typename... Params, typename... Args>
+void launch_kernel(const char* name, const char* file, int line, void (*kernel)(Params...), dim3 grid, dim3 block,
+                   cudaStream_t stream, Args&&... args) {
+#ifdef LOCKSTEP_CUDA_EMU
+  lockstep_emu::launch_kernel(name, kernel, grid, block, 0, stream, std::forward<Args>(args)...);
+#else
+  kernel<<<grid, block, 0, stream>>>(static_cast<Params>(std::forward<Args>(args))...);
+#endif
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) throw_cuda_error(err, (std::string("launch of ") + name).c_str(), file, line);
+}
 
 // Blocks for a grid-stride loop over n elements: one element per thread up to 32 resident blocks per
 // SM; beyond that each thread loops.

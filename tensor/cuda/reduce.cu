@@ -157,17 +157,15 @@ void run_reduce(DeviceContext& ctx, const T* x, typename Reducer<T, Op>::Out* ou
     splits = ceil_div(n, chunk);
     const int threads = block_for(chunk);
     if (splits == 1) {
-      reduce_rows<T, Op, false><<<dim3(1, grid_y), threads, 0, ctx.stream()>>>(x, outer, n, n, nullptr, out, n);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_rows");
+      LOCKSTEP_LAUNCH("reduce_rows", reduce_rows<T, Op, false>, dim3(1, grid_y), threads, ctx.stream(), x, outer, n, n,
+                      nullptr, out, n);
       return;
     }
     Scratch partial(outer * splits * sizeof(Acc), ctx.device());
-    reduce_rows<T, Op, false><<<dim3(static_cast<unsigned>(splits), grid_y), threads, 0, ctx.stream()>>>(
-        x, outer, n, chunk, partial.as<Acc>(), out, n);
-    LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_rows");
-    reduce_rows<T, Op, true><<<dim3(1, grid_y), block_for(splits), 0, ctx.stream()>>>(
-        partial.as<Acc>(), outer, splits, splits, nullptr, out, n);
-    LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_rows (partials)");
+    LOCKSTEP_LAUNCH("reduce_rows", reduce_rows<T, Op, false>, dim3(static_cast<unsigned>(splits), grid_y), threads,
+                    ctx.stream(), x, outer, n, chunk, partial.as<Acc>(), out, n);
+    LOCKSTEP_LAUNCH("reduce_rows (partials)", reduce_rows<T, Op, true>, dim3(1, grid_y), block_for(splits),
+                    ctx.stream(), partial.as<Acc>(), outer, splits, splits, nullptr, out, n);
     return;
   }
   const int64_t groups = ceil_div(inner, kColWidth), blocks = groups * outer;
@@ -179,19 +177,16 @@ void run_reduce(DeviceContext& ctx, const T* x, typename Reducer<T, Op>::Out* ou
   splits = ceil_div(n, chunk);
   const dim3 block(kColWidth, kColDepth);
   if (splits == 1) {
-    reduce_cols<T, Op, false><<<dim3(static_cast<unsigned>(groups), grid_y, 1), block, 0, ctx.stream()>>>(
-        x, outer, n, inner, n, nullptr, out, n);
-    LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_cols");
+    LOCKSTEP_LAUNCH("reduce_cols", reduce_cols<T, Op, false>, dim3(static_cast<unsigned>(groups), grid_y, 1), block,
+                    ctx.stream(), x, outer, n, inner, n, nullptr, out, n);
     return;
   }
   Scratch partial(outer * splits * inner * sizeof(Acc), ctx.device());
-  reduce_cols<T, Op, false>
-      <<<dim3(static_cast<unsigned>(groups), grid_y, static_cast<unsigned>(splits)), block, 0, ctx.stream()>>>(
-          x, outer, n, inner, chunk, partial.as<Acc>(), out, n);
-  LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_cols");
-  reduce_cols<T, Op, true><<<dim3(static_cast<unsigned>(groups), grid_y, 1), block, 0, ctx.stream()>>>(
-      partial.as<Acc>(), outer, splits, inner, splits, nullptr, out, n);
-  LOCKSTEP_CUDA_CHECK_LAUNCH("reduce_cols (partials)");
+  LOCKSTEP_LAUNCH("reduce_cols", reduce_cols<T, Op, false>,
+                  dim3(static_cast<unsigned>(groups), grid_y, static_cast<unsigned>(splits)), block, ctx.stream(), x,
+                  outer, n, inner, chunk, partial.as<Acc>(), out, n);
+  LOCKSTEP_LAUNCH("reduce_cols (partials)", reduce_cols<T, Op, true>, dim3(static_cast<unsigned>(groups), grid_y, 1),
+                  block, ctx.stream(), partial.as<Acc>(), outer, splits, inner, splits, nullptr, out, n);
 }
 
 }  // namespace

@@ -122,12 +122,11 @@ void CudaBackend::log_softmax(Tensor& out, const Tensor& a, int64_t outer, int64
   dispatch_floating(a.dtype(), "log_softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1) {
-      log_softmax_rows<T><<<row_grid(outer), block_for(n), 0, on.stream()>>>(out.data<T>(), a.data<T>(), outer, n);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("log_softmax_rows");
+      LOCKSTEP_LAUNCH("log_softmax_rows", log_softmax_rows<T>, row_grid(outer), block_for(n), on.stream(),
+                      out.data<T>(), a.data<T>(), outer, n);
     } else {
-      log_softmax_cols<T><<<grid_for(outer * inner, on.ctx), kThreads, 0, on.stream()>>>(out.data<T>(), a.data<T>(),
-                                                                                          outer, n, inner);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("log_softmax_cols");
+      LOCKSTEP_LAUNCH("log_softmax_cols", log_softmax_cols<T>, grid_for(outer * inner, on.ctx), kThreads, on.stream(),
+                      out.data<T>(), a.data<T>(), outer, n, inner);
     }
   });
 }
@@ -138,13 +137,11 @@ void CudaBackend::log_softmax_backward(Tensor& gi, const Tensor& go, const Tenso
   dispatch_floating(y.dtype(), "log_softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1) {
-      log_softmax_backward_rows<T><<<row_grid(outer), block_for(n), 0, on.stream()>>>(gi.data<T>(), go.data<T>(),
-                                                                                       y.data<T>(), outer, n);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("log_softmax_backward_rows");
+      LOCKSTEP_LAUNCH("log_softmax_backward_rows", log_softmax_backward_rows<T>, row_grid(outer), block_for(n),
+                      on.stream(), gi.data<T>(), go.data<T>(), y.data<T>(), outer, n);
     } else {
-      log_softmax_backward_cols<T><<<grid_for(outer * inner, on.ctx), kThreads, 0, on.stream()>>>(
-          gi.data<T>(), go.data<T>(), y.data<T>(), outer, n, inner);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("log_softmax_backward_cols");
+      LOCKSTEP_LAUNCH("log_softmax_backward_cols", log_softmax_backward_cols<T>, grid_for(outer * inner, on.ctx),
+                      kThreads, on.stream(), gi.data<T>(), go.data<T>(), y.data<T>(), outer, n, inner);
     }
   });
 }
@@ -155,9 +152,8 @@ void CudaBackend::nll_loss(Tensor& out, const Tensor& logp, const Tensor& target
   on.ctx.launch_checked([&](IndexError* err) {
     dispatch_floating(logp.dtype(), "nll_loss", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      nll_loss_kernel<T><<<1, kThreads, 0, on.stream()>>>(out.data<T>(), logp.data<T>(), target.data<int64_t>(), n, c,
-                                                          scale, err);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("nll_loss_kernel");
+      LOCKSTEP_LAUNCH("nll_loss_kernel", nll_loss_kernel<T>, 1, kThreads, on.stream(), out.data<T>(), logp.data<T>(),
+                      target.data<int64_t>(), n, c, scale, err);
     });
   });
 }
@@ -168,9 +164,8 @@ void CudaBackend::nll_loss_backward(Tensor& g, const Tensor& go, const Tensor& t
   on.ctx.launch_checked([&](IndexError* err) {
     dispatch_floating(g.dtype(), "nll_loss_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      nll_loss_backward_kernel<T><<<grid_for(n, on.ctx), kThreads, 0, on.stream()>>>(
-          g.data<T>(), go.data<T>(), target.data<int64_t>(), n, c, scale, err);
-      LOCKSTEP_CUDA_CHECK_LAUNCH("nll_loss_backward_kernel");
+      LOCKSTEP_LAUNCH("nll_loss_backward_kernel", nll_loss_backward_kernel<T>, grid_for(n, on.ctx), kThreads,
+                      on.stream(), g.data<T>(), go.data<T>(), target.data<int64_t>(), n, c, scale, err);
     });
   });
 }
