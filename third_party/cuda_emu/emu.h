@@ -11,9 +11,9 @@
 
 namespace lockstep_emu {
 
-// Configuration, read once from the environment: LOCKSTEP_CUDA_EMU_DEVICES (default 2),
-// LOCKSTEP_CUDA_EMU_SMS (multiprocessors per device, default 2), LOCKSTEP_CUDA_EMU_MEMORY_MB (per device,
-// default 4096).
+// Configuration, read once from the environment: devices from LOCKSTEP_CUDA_EMU_TEST_DEVICES, else
+// LOCKSTEP_CUDA_EMU_DEVICES (default 2); LOCKSTEP_CUDA_EMU_SMS (multiprocessors per device, default 2);
+// LOCKSTEP_CUDA_EMU_MEMORY_MB (per device, default 4096).
 int device_count();
 int sm_count();
 size_t device_memory();

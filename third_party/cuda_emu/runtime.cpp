@@ -29,7 +29,10 @@ int env_int(const char* name, int fallback) {
 }
 
 struct Config {
-  int devices = env_int("LOCKSTEP_CUDA_EMU_DEVICES", 2);
+  // A test meant for the emulator names its devices in its BUILD rule (env), which Bazel's --test_env
+  // cannot override; CI's sanitizer stage hides the devices from every other test with
+  // --test_env=LOCKSTEP_CUDA_EMU_DEVICES=0, so they take their CPU paths there as elsewhere.
+  int devices = env_int("LOCKSTEP_CUDA_EMU_TEST_DEVICES", env_int("LOCKSTEP_CUDA_EMU_DEVICES", 2));
   int sms = std::max(1, env_int("LOCKSTEP_CUDA_EMU_SMS", 2));
   size_t memory = size_t(env_int("LOCKSTEP_CUDA_EMU_MEMORY_MB", 4096)) << 20;
   bool verbose = std::getenv("LOCKSTEP_CUDA_EMU_VERBOSE") != nullptr;

@@ -11,6 +11,8 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <map>
+#include <memory>
 #include <set>
 #include <thread>
 #include <vector>
@@ -44,7 +46,9 @@ struct Registry {
   std::mutex mu;
   std::set<CUstream_st*> streams;  // live handles
   std::vector<CUstream_st*> all;   // every stream ever made, destroyed ones too (device synchronization)
-  std::set<CUevent_st*> events;
+  // Live events. A queued marker holds its event too, so destroying one while its record is still
+  // queued is safe (CUDA defers the release likewise) and nothing leaks.
+  std::map<CUevent_st*, std::shared_ptr<CUevent_st>> events;
   CUstream_st* legacy[64] = {};
 };
 Registry& registry() {
@@ -99,9 +103,10 @@ bool event_done(CUevent_st* e) {
   return e->stream->executed >= e->ticket;
 }
 
-CUevent_st* live_event(cudaEvent_t e) {
+std::shared_ptr<CUevent_st> live_event(cudaEvent_t e) {
   std::lock_guard<std::mutex> lock(registry().mu);
-  return registry().events.count(e) ? e : nullptr;
+  auto it = registry().events.find(e);
+  return it == registry().events.end() ? nullptr : it->second;
 }
 
 }  // namespace
@@ -214,10 +219,10 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlag
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (cudaError_t e = sticky_error(); e != cudaSuccess) return e;
   if (device_count() == 0) return fail(cudaErrorNoDevice);
-  auto* e = new CUevent_st(current_device(), !(flags & cudaEventDisableTiming));
+  auto e = std::make_shared<CUevent_st>(current_device(), !(flags & cudaEventDisableTiming));
   std::lock_guard<std::mutex> lock(registry().mu);
-  registry().events.insert(e);
-  *event = e;
+  registry().events[e.get()] = e;
+  *event = e.get();
   return cudaSuccess;
 }
 
@@ -225,13 +230,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   std::lock_guard<std::mutex> lock(registry().mu);
   if (!registry().events.erase(event))
     return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: not a live event");
-  // Kept allocated: a queued marker may still write it (CUDA defers the release likewise).
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (cudaError_t e = sticky_error(); e != cudaSuccess) return e;
-  CUevent_st* e = live_event(event);
+  std::shared_ptr<CUevent_st> e = live_event(event);
   CUstream_st* s = resolve(stream);
   if (!e || !s) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: not a live event or stream");
   if (e->device != s->device)
@@ -245,14 +249,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (cudaError_t e = sticky_error(); e != cudaSuccess) return e;
-  CUevent_st* e = live_event(event);
+  std::shared_ptr<CUevent_st> e = live_event(event);
   if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaEventQuery: not a live event");
-  return event_done(e) ? cudaSuccess : cudaErrorNotReady;
+  return event_done(e.get()) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (cudaError_t e = sticky_error(); e != cudaSuccess) return e;
-  CUevent_st* e = live_event(event);
+  std::shared_ptr<CUevent_st> e = live_event(event);
   if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: not a live event");
   CUstream_st* s;
   uint64_t t;
@@ -266,7 +270,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (cudaError_t e = sticky_error(); e != cudaSuccess) return e;
-  CUevent_st* e = live_event(event);
+  std::shared_ptr<CUevent_st> e = live_event(event);
   CUstream_st* s = resolve(stream);
   if (!e || !s) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: not a live event or stream");
   CUstream_st* on;
@@ -280,10 +284,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  CUevent_st *a = live_event(start), *b = live_event(end);
+  std::shared_ptr<CUevent_st> a = live_event(start), b = live_event(end);
   if (!a || !b) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: not a live event");
   if (!a->timing || !b->timing) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: timing disabled");
-  if (!event_done(a) || !event_done(b)) return cudaErrorNotReady;
+  if (!event_done(a.get()) || !event_done(b.get())) return cudaErrorNotReady;
   *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
   return cudaSuccess;
 }
