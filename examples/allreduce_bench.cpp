@@ -164,8 +164,12 @@ class RawGlooCollective : public Collective {
 
 #ifdef LOCKSTEP_WITH_NCCL
 // ncclAllReduce called directly on the same CUDA tensors, on a communicator of its own (the
-// ncclUniqueId travels through a TCPStore on MASTER_ADDR:MASTER_PORT), on a stream of its own, and
-// waited for with cudaStreamSynchronize: what ProcessGroupNCCL adds to it is what is measured.
+// ncclUniqueId travels through a TCPStore on MASTER_ADDR:MASTER_PORT), queued on lockstep's stream for
+// the device and waited for with cudaStreamSynchronize: what ProcessGroupNCCL adds to it (its own
+// stream, the events between the two, the watchdog) is what is measured. lockstep's stream, because
+// the inputs are written there (a host-to-device copy that may still be in flight when it returns): a
+// stream of its own would need an event to wait for them. The CUDA emulator showed this: on a stream
+// of its own, without that wait, the collective read the buffers before the copies had landed.
 class RawNcclCollective : public Collective {
  public:
   explicit RawNcclCollective(std::chrono::milliseconds timeout) {
@@ -186,13 +190,9 @@ class RawNcclCollective : public Collective {
     LOCKSTEP_CHECK(bytes.size() == sizeof(id.internal), "allreduce_bench: bad ncclUniqueId in the store");
     std::copy(bytes.begin(), bytes.end(), id.internal);
     LOCKSTEP_NCCL_CALL("allreduce_bench", ncclCommInitRank(&comm_, size_, id, rank_), "raw NCCL");
-    LOCKSTEP_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) == cudaSuccess,
-                   "allreduce_bench: cudaStreamCreate failed");
+    stream_ = static_cast<cudaStream_t>(cuda::current_stream(device_));
   }
-  ~RawNcclCollective() override {
-    cudaStreamDestroy(stream_);
-    ncclCommDestroy(comm_);
-  }
+  ~RawNcclCollective() override { ncclCommDestroy(comm_); }
   void all_reduce(Tensor& t, Op op) override {
     LOCKSTEP_NCCL_CALL("allreduce_bench",
                        ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
@@ -210,7 +210,7 @@ class RawNcclCollective : public Collective {
   int rank_ = 0, size_ = 1, device_ = 0;
   std::shared_ptr<dist::TCPStore> store_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // lockstep's stream for device_ (not ours to destroy)
 };
 #endif
 
