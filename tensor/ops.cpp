@@ -53,7 +53,9 @@ void check_floating(const Tensor& a, const char* op) {
 }
 
 // Integer division by zero traps the CPU (SIGFPE); PyTorch raises instead, and so does lockstep. Checked
-// for host tensors only: a GPU does not trap, and reading its divisor back would cost a sync.
+// here for host tensors only: reading a GPU divisor back would cost a sync per op. The CUDA backend
+// checks its divisors on the device instead (tensor/cuda/elementwise.cu, device_error.h): the division
+// is skipped and this same message is raised at the next synchronization.
 void check_integer_divisor(const Tensor& divisor) {
   if (divisor.dtype() != kInt64 || !divisor.device().is_cpu()) return;
   const int64_t* p = divisor.data<int64_t>();

@@ -3,7 +3,7 @@
 // suites (tensor_test, autograd_test, nn_test, optim_test, data_test) do not already cover: wrong
 // dtypes into modules and losses, integer division by zero, out-of-range indices and dimensions,
 // inconsistent optimizer state, bad loader options, and (where a GPU is visible) tensors on different
-// devices.
+// devices and integer division by zero on the device.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -150,4 +150,19 @@ TEST_CASE("tensors on different devices are errors naming both devices") {
   p.autograd_meta().grad = zeros({2});  // a gradient left on the host (set_grad would refuse it)
   CHECK(error_of([&] { sgd.step(); }).find("sgd_step_: gradient [2] float32 on cpu does not match parameter [2] "
                                            "float32 on cuda:0") == 0);
+}
+
+TEST_CASE("integer division by zero on a GPU is the CPU's error, raised at the next synchronization") {
+  if (!has_gpu()) {
+    MESSAGE("SKIPPED: no CUDA device (", cuda::unavailable_reason(), ")");
+    return;
+  }
+  Device gpu = Device::cuda(0);
+  // The divisor lives on the device: the kernel skips the division and records it (no sync per op).
+  Tensor q = ops::div(arange(3, {kInt64, gpu}), tensor(std::vector<int64_t>{1, 0, 2}, {}, gpu));
+  CHECK(error_of([&] { q.to_vector<int64_t>(); }) ==
+        "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan) "
+        "(detected on cuda:0 at a synchronization after the op was queued)");
+  CHECK(ops::div(arange(1, 4, 1, {kInt64, gpu}), tensor(std::vector<int64_t>{1, 2, 3}, {}, gpu)).to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 1, 1});
 }

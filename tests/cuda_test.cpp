@@ -477,6 +477,84 @@ TEST_CASE("out-of-range targets and indices are raised at the next synchronizati
   CHECK(ops::sum(a).item<float>() == 15.f);                      // and the device works on
 }
 
+TEST_CASE("int64 division by zero is raised at the next synchronization with the CPU's message, then cleared") {
+  REQUIRE_DEVICE();
+  const std::string cpu_message =
+      "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)";
+  const std::string device_message =
+      cpu_message + " (detected on cuda:0 at a synchronization after the op was queued)";
+  auto ints = [](std::vector<int64_t> v, Shape s = {}) { return tensor(std::move(v), std::move(s)); };
+  CHECK(error_of([&] { ops::div(ints({7, 0}), ints({1, 0})); }) == cpu_message);  // the CPU's, for reference
+
+  Tensor a = gpu(ints({7, -7, 5, 9})), good = gpu(ints({2, 1, 3, -2}));
+  // tensor / tensor, same shape (the flat kernel): queued without a word, raised at to_vector.
+  Tensor q = ops::div(a, gpu(ints({2, 0, 3, 0})));
+  CHECK(error_of([&] { q.to_vector<int64_t>(); }) == device_message);
+  // Raised once, then cleared: the same output reads back (the skipped divisions wrote 0), and a valid
+  // division and its sync work.
+  CHECK(q.to_vector<int64_t>() == std::vector<int64_t>{3, 0, 1, 0});
+  CHECK(ops::div(a, good).to_vector<int64_t>() == std::vector<int64_t>{3, -7, 1, -4});
+
+  // A broadcast zero (stride 0, still the flat kernel) and a broadcast column (the strided kernel),
+  // raised at cuda::synchronize().
+  CHECK(error_of([&] { ops::div(a, gpu(scalar_tensor(0.0, kInt64))); cuda::synchronize(); }) == device_message);
+  Tensor m = gpu(ops::reshape(arange(-3, 3), {2, 3}));
+  CHECK(error_of([&] { ops::div(m, gpu(ints({2, 0}, {2, 1}))); cuda::synchronize(); }) == device_message);
+  CHECK(error_of([] { cuda::synchronize(); }).empty());
+  CHECK(ops::div(m, gpu(ints({2, -1}, {2, 1}))).to_vector<int64_t>() == std::vector<int64_t>{-1, -1, 0, 0, -1, -2});
+
+  // scalar / tensor (reverse: the tensor is the divisor).
+  CHECK(error_of([&] { ops::binary_scalar(BinaryOp::Div, gpu(ints({3, 0, -4})), 6.0, true).to_vector<int64_t>(); }) ==
+        device_message);
+  CHECK(ops::binary_scalar(BinaryOp::Div, gpu(ints({3, -4, 7})), 6.0, true).to_vector<int64_t>() ==
+        std::vector<int64_t>{2, -1, 0});
+
+  // tensor / 0: the divisor is a host value, so ops::binary_scalar refuses it at the call, as on the CPU.
+  CHECK(error_of([&] { ops::binary_scalar(BinaryOp::Div, a, 0.0); }) == cpu_message);
+  CHECK(error_of([&] { ops::binary_scalar(BinaryOp::Div, a, 0.5); }) == cpu_message);  // 0 as an int64
+  // Handed to the backend anyway, the kernel checks it like a tensor divisor.
+  Tensor out(a.shape(), kInt64, kGpu);
+  backend_for(kGpu).binary_scalar(BinaryOp::Div, out, a, 0.0, false);
+  CHECK(error_of([] { cuda::synchronize(); }) == device_message);
+  CHECK(ops::binary_scalar(BinaryOp::Div, a, -2.0).to_vector<int64_t>() == std::vector<int64_t>{-3, 3, -2, -4});
+
+  // Floating-point division stays unchecked: inf and nan, as on the CPU, and nothing at the sync.
+  std::vector<float> f = ops::div(gpu(tensor({1.f, -1.f, 0.f})), gpu(zeros({3}))).to_vector<float>();
+  CHECK(std::isinf(f[0]));
+  CHECK(f[0] > 0);
+  CHECK(std::isinf(f[1]));
+  CHECK(f[1] < 0);
+  CHECK(std::isnan(f[2]));
+}
+
+TEST_CASE("int64 division truncates toward zero, as the CPU backend, on every kernel path") {
+  REQUIRE_DEVICE();
+  manual_seed(23);
+  auto nonzero = [](const Shape& s) {  // divisors of both signs in [-20, 20), 0 made 1
+    std::vector<int64_t> v = randint(-20, 20, s).to_vector<int64_t>();
+    for (int64_t& d : v) d = d == 0 ? 1 : d;
+    return tensor(v, s);
+  };
+  const std::pair<Shape, Shape> shapes[] = {
+      {{1000}, {1000}}, {{1000}, {}}, {{}, {1000}}, {{4, 5}, {5}}, {{6, 1, 5}, {1, 7, 1}},
+  };
+  for (auto& [sa, sb] : shapes) {
+    Tensor x = randint(-100, 100, sa), y = nonzero(sb);
+    CAPTURE(sa);
+    CAPTURE(sb);
+    CHECK_MATCH(ops::div(gpu(x), gpu(y)), ops::div(x, y), 0.0);
+  }
+  Tensor x = randint(-100, 100, {999}), y = nonzero({999});
+  for (double s : {7.0, -7.0, 1.0, -1.0}) {
+    CAPTURE(s);
+    CHECK_MATCH(ops::binary_scalar(BinaryOp::Div, gpu(x), s), ops::binary_scalar(BinaryOp::Div, x, s), 0.0);
+    CHECK_MATCH(ops::binary_scalar(BinaryOp::Div, gpu(y), s, true), ops::binary_scalar(BinaryOp::Div, y, s, true), 0.0);
+  }
+  CHECK(ops::div(gpu(tensor(std::vector<int64_t>{7, -7, 7, -7})), gpu(tensor(std::vector<int64_t>{2, 2, -2, -2})))
+            .to_vector<int64_t>() == std::vector<int64_t>{3, -3, -3, 3});
+  CHECK(error_of([] { cuda::synchronize(); }).empty());
+}
+
 // --- indexing --------------------------------------------------------------------------------------
 
 TEST_CASE("index_select and index_add_ with repeated indices, every dtype") {

@@ -18,6 +18,9 @@ namespace detail {
 }
 
 std::string describe(const IndexError& e) {
+  // Word for word tensor/ops.cpp's check_integer_divisor, so a mistake reads the same on either backend.
+  if (static_cast<IndexErrorKind>(e.kind) == IndexErrorKind::DivisionByZero)
+    return "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)";
   const char* op = "?";
   const char* what = "index";
   const char* range = " rows";
@@ -26,6 +29,7 @@ std::string describe(const IndexError& e) {
     case IndexErrorKind::NllBackwardTarget: op = "cross_entropy backward", what = "target", range = " classes"; break;
     case IndexErrorKind::IndexSelect: op = "index_select"; break;
     case IndexErrorKind::IndexAdd: op = "index_add_"; break;
+    case IndexErrorKind::DivisionByZero:  // handled above
     case IndexErrorKind::None: break;
   }
   return ::lockstep::detail::str_cat(op, ": ", what, " ", e.value, " at position ", e.position,

@@ -23,9 +23,9 @@ class DeviceContext {
   cudaStream_t stream() const { return stream_; }
   int sm_count() const { return sm_count_; }
 
-  // Queues a kernel that may record an IndexError (device_error.h): calls launch(record) with the
-  // device record, and arms the check at the next synchronize(). The lock keeps a concurrent
-  // synchronize() from missing a kernel queued from another thread.
+  // Queues a kernel that may record an IndexError (device_error.h: a bad index or an int64 division by
+  // zero): calls launch(record) with the device record, and arms the check at the next synchronize().
+  // The lock keeps a concurrent synchronize() from missing a kernel queued from another thread.
   template <typename Launch>
   void launch_checked(Launch&& launch) {
     std::lock_guard<std::mutex> lock(mu_);

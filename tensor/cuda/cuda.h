@@ -5,8 +5,9 @@
 //
 // Execution model: one non-blocking stream per device; every op on a cuda tensor is queued on it and
 // returns at once. A device->host copy (to(cpu), item(), to_vector()) waits for the stream, and so does
-// synchronize(). Errors that only the device can see (an nll_loss target or an index out of range)
-// skip the bad write and are raised as lockstep::Error at the next of those synchronizations.
+// synchronize(). Errors that only the device can see (an nll_loss target or an index out of range, an
+// int64 division by a divisor tensor holding 0) skip the bad write or division and are raised as
+// lockstep::Error, with the CPU backend's message, at the next of those synchronizations.
 #pragma once
 
 #include <cstddef>

@@ -1,10 +1,12 @@
 // Elementwise kernels: fill, cast, unary, binary with broadcasting, binary with a scalar, and the fused
 // SGD update. Each op is a template parameter, so every (op, dtype) pair is its own tight loop. The
-// arithmetic is the CPU backend's (tensor/cpu/cpu_backend.cpp), rule for rule.
+// arithmetic is the CPU backend's (tensor/cpu/cpu_backend.cpp), rule for rule; where the CPU raises on
+// data only the device holds (an int64 divisor of 0), the kernel records it (device_error.h).
 #include <cmath>
 #include <type_traits>
 
 #include "tensor/cuda/cuda_backend.h"
+#include "tensor/cuda/device_error.cuh"
 #include "tensor/cuda/launch.cuh"
 #include "tensor/tensor.h"
 
@@ -51,6 +53,23 @@ __device__ BinaryOut<Op, T> binary_fn(T x, T y) {
   }
 }
 
+// Integer division by zero has no value: the CPU backend raises, and a GPU gives an unspecified one
+// silently (the CPU's check would need the divisor on the host, a sync per op). So these (op, dtype)
+// pairs check the divisor on the device: the division is skipped (0 is written) and the error recorded,
+// then raised at the next synchronization. x / y truncates toward zero, as in C++ and on the CPU.
+template <BinaryOp Op, typename T>
+constexpr bool kChecksDivisor = Op == BinaryOp::Div && std::is_integral_v<T>;
+
+// binary_fn for output element i, with the divisor check where kChecksDivisor. Every other pair compiles
+// to binary_fn alone and never touches `err` (null for them).
+template <BinaryOp Op, typename T>
+__device__ BinaryOut<Op, T> binary_at(T x, T y, int64_t i, IndexError* err) {
+  if constexpr (kChecksDivisor<Op, T>) {
+    if (!divisor_ok(err, i, x, y)) return 0;
+  }
+  return binary_fn<Op>(x, y);
+}
+
 // --- kernels -------------------------------------------------------------------------------------
 
 template <typename T>
@@ -68,10 +87,12 @@ __global__ void unary_kernel(T* out, const T* a, int64_t n) {
   LOCKSTEP_GRID_STRIDE(i, n) out[i] = unary_fn<Op>(a[i]);
 }
 
-// The fast path: each input contiguous (stride 1) or one broadcast value (stride 0).
+// The fast path: each input contiguous (stride 1) or one broadcast value (stride 0). The binary kernels
+// take the device's error record for the divisor check (binary_at); null where the pair has none.
 template <BinaryOp Op, typename T>
-__global__ void binary_flat_kernel(BinaryOut<Op, T>* out, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n) {
-  LOCKSTEP_GRID_STRIDE(i, n) out[i] = binary_fn<Op>(a[i * sa], b[i * sb]);
+__global__ void binary_flat_kernel(BinaryOut<Op, T>* out, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n,
+                                   IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(i, n) out[i] = binary_at<Op>(a[i * sa], b[i * sb], i, err);
 }
 
 // The general path: any BroadcastPlan up to kMaxDims merged dimensions. `out` is contiguous.
@@ -82,7 +103,8 @@ struct StridedPlan {
 };
 
 template <BinaryOp Op, typename T>
-__global__ void binary_strided_kernel(BinaryOut<Op, T>* out, const T* a, const T* b, StridedPlan p, int64_t n) {
+__global__ void binary_strided_kernel(BinaryOut<Op, T>* out, const T* a, const T* b, StridedPlan p, int64_t n,
+                                      IndexError* err) {
   LOCKSTEP_GRID_STRIDE(i, n) {
     int64_t rest = i, ia = 0, ib = 0;
     for (int d = p.nd - 1; d >= 0; --d) {
@@ -91,13 +113,14 @@ __global__ void binary_strided_kernel(BinaryOut<Op, T>* out, const T* a, const T
       ia += k * p.sa[d];
       ib += k * p.sb[d];
     }
-    out[i] = binary_fn<Op>(a[ia], b[ib]);
+    out[i] = binary_at<Op>(a[ia], b[ib], i, err);
   }
 }
 
 template <BinaryOp Op, typename T>
-__global__ void binary_scalar_kernel(BinaryOut<Op, T>* out, const T* a, T s, bool reverse, int64_t n) {
-  LOCKSTEP_GRID_STRIDE(i, n) out[i] = reverse ? binary_fn<Op>(s, a[i]) : binary_fn<Op>(a[i], s);
+__global__ void binary_scalar_kernel(BinaryOut<Op, T>* out, const T* a, T s, bool reverse, int64_t n,
+                                     IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(i, n) out[i] = reverse ? binary_at<Op>(s, a[i], i, err) : binary_at<Op>(a[i], s, i, err);
 }
 
 // torch.optim.SGD for one parameter (see optim/sgd.h), in one pass over p, g and the momentum buffer.
@@ -111,6 +134,18 @@ __global__ void sgd_kernel(T* p, const T* g, T* m, T lr, T mom, T damp, T wd, bo
     }
     p[i] -= lr * d;
   }
+}
+
+// Calls launch(err) with the device's error record through launch_checked when the divisor check is on
+// and a divisor may be 0, so the record is read back at the next synchronization; otherwise with null,
+// so that float division and the other ops cost no copy at the sync. (Null is safe for a nonzero scalar
+// divisor too: divisor_ok touches the record only for a 0.)
+template <BinaryOp Op, typename T, typename Launch>
+void launch_binary(DeviceContext& ctx, bool may_divide_by_zero, Launch&& launch) {
+  if constexpr (kChecksDivisor<Op, T>) {
+    if (may_divide_by_zero) return ctx.launch_checked(launch);
+  }
+  launch(static_cast<IndexError*>(nullptr));
 }
 
 // Calls fn(std::integral_constant<BinaryOp, op>) so `op` becomes a template argument.
@@ -205,13 +240,16 @@ void CudaBackend::binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor
     dispatch_binary(op, [&](auto op_c) {
       constexpr BinaryOp Op = decltype(op_c)::value;
       using R = BinaryOut<Op, T>;
-      if (flat) {
-        LOCKSTEP_LAUNCH("binary_flat_kernel", binary_flat_kernel<Op, T>, grid_for(n, on.ctx), kThreads, on.stream(),
-                        out.data<R>(), a.data<T>(), plan.stride_a[0], b.data<T>(), plan.stride_b[0], n);
-      } else {
-        LOCKSTEP_LAUNCH("binary_strided_kernel", binary_strided_kernel<Op, T>, grid_for(n, on.ctx), kThreads,
-                        on.stream(), out.data<R>(), a.data<T>(), b.data<T>(), sp, n);
-      }
+      // The divisor is device data: any element may be 0.
+      launch_binary<Op, T>(on.ctx, /*may_divide_by_zero=*/true, [&](IndexError* err) {
+        if (flat) {
+          LOCKSTEP_LAUNCH("binary_flat_kernel", binary_flat_kernel<Op, T>, grid_for(n, on.ctx), kThreads, on.stream(),
+                          out.data<R>(), a.data<T>(), plan.stride_a[0], b.data<T>(), plan.stride_b[0], n, err);
+        } else {
+          LOCKSTEP_LAUNCH("binary_strided_kernel", binary_strided_kernel<Op, T>, grid_for(n, on.ctx), kThreads,
+                          on.stream(), out.data<R>(), a.data<T>(), b.data<T>(), sp, n, err);
+        }
+      });
     });
   });
 }
@@ -223,8 +261,13 @@ void CudaBackend::binary_scalar(BinaryOp op, Tensor& out, const Tensor& a, doubl
     using T = typename decltype(tag)::type;
     dispatch_binary(op, [&](auto op_c) {
       constexpr BinaryOp Op = decltype(op_c)::value;
-      LOCKSTEP_LAUNCH("binary_scalar_kernel", binary_scalar_kernel<Op, T>, grid_for(n, on.ctx), kThreads, on.stream(),
-                      out.data<BinaryOut<Op, T>>(), a.data<T>(), static_cast<T>(s), reverse, n);
+      const T v = static_cast<T>(s);
+      // With reverse the tensor is the divisor; otherwise the divisor is v, known here: a nonzero one
+      // needs no record (ops::binary_scalar already refuses 0 at the call; the kernel stays safe anyway).
+      launch_binary<Op, T>(on.ctx, /*may_divide_by_zero=*/reverse || v == T(0), [&](IndexError* err) {
+        LOCKSTEP_LAUNCH("binary_scalar_kernel", binary_scalar_kernel<Op, T>, grid_for(n, on.ctx), kThreads,
+                        on.stream(), out.data<BinaryOut<Op, T>>(), a.data<T>(), v, reverse, n, err);
+      });
     });
   });
 }
