@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "data/api.h"
@@ -38,6 +39,21 @@ TEST_CASE("integer division by zero is an error, not SIGFPE") {
         "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)");
   CHECK(ops::div(arange(1, 4), tensor(std::vector<int64_t>{1, 2, 3})).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
   CHECK(std::isinf(ops::div(ones({1}), zeros({1})).item<float>()));  // floating point: inf, as PyTorch
+}
+
+TEST_CASE("INT64_MIN / -1 wraps to INT64_MIN (NumPy's answer) instead of trapping with SIGFPE") {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  const Tensor a = tensor(std::vector<int64_t>{kMin, 7, -7}), minus_one = tensor(std::vector<int64_t>{-1, -1, -1});
+  const std::vector<int64_t> want{kMin, -7, 7};
+  CHECK(ops::div(a, minus_one).to_vector<int64_t>() == want);
+  CHECK(ops::binary_scalar(BinaryOp::Div, a, -1.0).to_vector<int64_t>() == want);
+  CHECK(ops::binary_scalar(BinaryOp::Div, minus_one, static_cast<double>(kMin), /*reverse=*/true)
+            .to_vector<int64_t>() == std::vector<int64_t>(3, kMin));
+  if (has_gpu()) {
+    const Device gpu = Device::cuda(0);
+    CHECK(ops::div(a.to(gpu), minus_one.to(gpu)).to_vector<int64_t>() == want);
+    CHECK(ops::binary_scalar(BinaryOp::Div, a.to(gpu), -1.0).to_vector<int64_t>() == want);
+  }
 }
 
 TEST_CASE("factories reject values that do not fit the shape, and bad ranges") {
