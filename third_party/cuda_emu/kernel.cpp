@@ -17,9 +17,16 @@
 #include "cuda_runtime.h"
 #include "emu.h"
 
+// Sanitizers follow the fibers through their fiber APIs: ASan so that each fiber's stack is its own,
+// TSan so that a switch orders the fibers' accesses (a block's threads synchronize at each switch, as
+// at the barrier that causes it) instead of reading as a race between unrelated stacks.
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define EMU_TSAN 1
 #endif
 
 thread_local uint3 threadIdx;
@@ -30,8 +37,8 @@ thread_local dim3 gridDim;
 namespace lockstep_emu {
 namespace {
 
-#ifdef EMU_ASAN
-constexpr size_t kStack = 512 << 10;  // ASan's frames are several times larger
+#if defined(EMU_ASAN) || defined(EMU_TSAN)
+constexpr size_t kStack = 512 << 10;  // sanitized frames are several times larger
 #else
 constexpr size_t kStack = 128 << 10;
 #endif
@@ -117,6 +124,9 @@ struct Fiber {
 #ifdef EMU_ASAN
   void* fake_stack = nullptr;
 #endif
+#ifdef EMU_TSAN
+  void* tsan = nullptr;
+#endif
 };
 
 // One per worker thread: the fibers of the block it is running.
@@ -132,6 +142,9 @@ struct Executor {
   const void* main_bottom = nullptr;
   size_t main_size = 0;
 #endif
+#ifdef EMU_TSAN
+  void* main_tsan = nullptr;
+#endif
 
   void ensure(size_t n) {
     while (fibers.size() < n) {
@@ -144,6 +157,9 @@ struct Executor {
       }
       mprotect(mem, kGuard, PROT_NONE);
       f.stack = static_cast<char*>(mem);
+#ifdef EMU_TSAN
+      f.tsan = __tsan_create_fiber(0);
+#endif
     }
   }
 };
@@ -154,6 +170,9 @@ thread_local Executor* tl_exec = nullptr;
 void to_scheduler(Executor& ex, Fiber& f) {
 #ifdef EMU_ASAN
   __sanitizer_start_switch_fiber(f.state == State::Done ? nullptr : &f.fake_stack, ex.main_bottom, ex.main_size);
+#endif
+#ifdef EMU_TSAN
+  __tsan_switch_to_fiber(ex.main_tsan, 0);
 #endif
   Context::swap(f.ctx, ex.main);
 #ifdef EMU_ASAN
@@ -184,6 +203,10 @@ void resume(Executor& ex, size_t i) {
   threadIdx = f.idx;
 #ifdef EMU_ASAN
   __sanitizer_start_switch_fiber(&ex.main_fake, f.stack + kGuard, kStack);
+#endif
+#ifdef EMU_TSAN
+  ex.main_tsan = __tsan_get_current_fiber();
+  __tsan_switch_to_fiber(f.tsan, 0);
 #endif
   Context::swap(ex.main, f.ctx);
 #ifdef EMU_ASAN
