@@ -44,7 +44,7 @@ driver_lib="$( (ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 / {print $NF; exi
 # Run through the bundled glibc where this machine's is older than the build machine's.
 built_glibc="$(awk '/^glibc/ {print $2}' "$bundle/BUILD_INFO" 2>/dev/null)"
 host_glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
-use_bundled_glibc=0
+use_bundled_glibc=${LOCKSTEP_GPU_CHECK_BUNDLED_GLIBC:-0}  # 1 forces it (to test this path anywhere)
 if [ -n "$built_glibc" ] && [ "$(printf '%s\n%s\n' "$built_glibc" "${host_glibc:-0}" | sort -V | head -1)" != "$built_glibc" ]; then
   use_bundled_glibc=1
 fi
@@ -74,7 +74,16 @@ while read -r kind name args; do
   # shellcheck disable=SC2206  # args are split on purpose
   cmd=("$bundle/bin/$name" $args)
   if [ "$kind" = ranks ]; then
-    cmd=("$bundle/bin/launch" --nproc_per_node=1 "$bundle/bin/$name" $args)
+    rank_bin="$bundle/bin/$name"
+    if [ "$use_bundled_glibc" = 1 ]; then
+      # The launcher starts each rank itself, and a plain exec would use this machine's older glibc:
+      # it starts a wrapper that runs the rank through the bundled loader as well.
+      rank_bin="$bundle/bin/$name.bundled-glibc"
+      printf '#!/bin/sh\nexec "%s" --library-path "%s" "%s" "$@"\n' "$bundle/lib/glibc/ld-linux-x86-64.so.2" \
+        "$libpath:$bundle/lib/glibc" "$bundle/bin/$name" >"$rank_bin"
+      chmod +x "$rank_bin"
+    fi
+    cmd=("$bundle/bin/launch" --nproc_per_node=1 "$rank_bin" $args)
     ranks_logs+=("$log")
   fi
   if [ "$use_bundled_glibc" = 1 ]; then
