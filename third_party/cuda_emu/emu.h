@@ -25,13 +25,17 @@ int current_device();  // the calling thread's, as cudaSetDevice left it (0 at f
 // refused a call where CUDA only gives a code.
 cudaError_t fail(cudaError_t err, const std::string& why = {});
 
-// A failure inside a kernel or other queued work: made sticky (every later call returns it, as after a
-// device fault) and always printed, since it is a bug the real GPU would hit too.
 // Prints `why` to stderr when LOCKSTEP_CUDA_EMU_VERBOSE is set.
 void note(const std::string& why);
 
+// A failure inside a kernel or other queued work: made sticky (every later call returns it, as after a
+// device fault) and always printed, since it is a bug the real GPU would hit too.
 void device_fault(cudaError_t err, const std::string& what);
 cudaError_t sticky_error();
+
+// Records that this process has a CUDA context (a stream or an allocation): a child forked after that
+// gets cudaErrorInitializationError from every call, as from the CUDA driver.
+void mark_used();
 
 // Device memory bookkeeping. Returns the device holding [p, p + bytes), or -1 if that range is not
 // inside one live cudaMalloc allocation.

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,7 @@ void fiber_main();
 // current stack, stores its pointer in *from, and resumes the stack `to` (saved the same way).
 extern "C" void lockstep_emu_switch_stack(void** from, void* to);
 asm(R"(
-  .text
+  .pushsection .text
   .globl lockstep_emu_switch_stack
   .type lockstep_emu_switch_stack,@function
 lockstep_emu_switch_stack:
@@ -79,6 +80,7 @@ lockstep_emu_switch_stack:
   popq %rbp
   ret
   .size lockstep_emu_switch_stack,.-lockstep_emu_switch_stack
+  .popsection
 )");
 
 extern "C" [[noreturn]] void lockstep_emu_fiber_entry() {
@@ -258,12 +260,12 @@ void syncthreads() {
 }
 
 void launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, void (*run)(void*),
-            void* args, void (*destroy)(void*)) {
-  auto refuse = [&](cudaError_t err, const std::string& why) {
-    destroy(args);
-    fail(err, std::string("launch of ") + name + ": " + why);
-  };
-  if (sticky_error() != cudaSuccess) return destroy(args);
+            void* args, void (*destroy)(void*), const void* const* pointers, size_t n_pointers) {
+  // Owned by the queued work from here on, so that it is freed even when the work is dropped (after a
+  // device fault) rather than run.
+  std::shared_ptr<void> owned(args, destroy);
+  auto refuse = [&](cudaError_t err, const std::string& why) { fail(err, std::string("launch of ") + name + ": " + why); };
+  if (sticky_error() != cudaSuccess) return;
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
       grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535 || shared_bytes > 48 * 1024)
@@ -273,14 +275,28 @@ void launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaSt
                                                      std::to_string(block.z) + ")");
   CUstream_st* s = resolve(stream);
   if (!s) return refuse(cudaErrorInvalidResourceHandle, "not a live stream");
-  if (stream_device(s) != current_device())
-    return refuse(cudaErrorInvalidResourceHandle, "the stream belongs to device " + std::to_string(stream_device(s)) +
+  const int device = stream_device(s);
+  if (device != current_device())
+    return refuse(cudaErrorInvalidResourceHandle, "the stream belongs to device " + std::to_string(device) +
                                                       ", the current device is " + std::to_string(current_device()));
+  // A pointer argument must be null, memory of this device (a cudaMalloc allocation, or one past its end)
+  // or pinned host memory. Anything else (pageable host memory, freed memory, another device's memory) is
+  // an illegal address on a GPU: a device fault here too, naming the argument.
+  for (size_t i = 0; i < n_pointers; ++i) {
+    const void* p = pointers[i];
+    if (!p || device_of(p, 0) == device || is_pinned(p, 0)) continue;
+    const int other = device_of(p, 0);
+    device_fault(cudaErrorIllegalAddress,
+                 std::string(name) + ": pointer argument " + std::to_string(i) + " is " +
+                     (other >= 0 ? "memory of device " + std::to_string(other) : std::string("not device memory")) +
+                     ", the kernel runs on device " + std::to_string(device));
+    return;
+  }
   std::string kernel = name;
-  enqueue(s, [kernel, grid, block, run, args, destroy] {
+  enqueue(s, [kernel, grid, block, run, owned] {
     if (!tl_exec) tl_exec = new Executor;  // one per worker thread, kept for its life
     Executor& ex = *tl_exec;
-    ex.run = run, ex.args = args, ex.error.clear();
+    ex.run = run, ex.args = owned.get(), ex.error.clear();
     gridDim = grid, blockDim = block;
     std::string err;
     for (unsigned z = 0; z < grid.z && err.empty(); ++z)
@@ -290,7 +306,6 @@ void launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaSt
           err = run_block(ex, block);
         }
     ex.run = nullptr;
-    destroy(args);
     if (!err.empty()) device_fault(cudaErrorLaunchFailure, kernel + ": " + err);
   });
 }

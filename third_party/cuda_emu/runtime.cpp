@@ -1,6 +1,7 @@
 // The CUDA emulator's runtime: configuration, errors, devices and memory (streams and events are in
 // stream.cpp, kernels in kernel.cpp).
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdio>
@@ -107,6 +108,24 @@ void device_fault(cudaError_t err, const std::string& what) {
 }
 
 cudaError_t sticky_error() { return g_sticky.load(); }
+
+namespace {
+
+// A process forked after it used CUDA cannot use CUDA (the driver refuses with
+// cudaErrorInitializationError); here the child would have the parent's streams but none of their
+// worker threads, and its first wait would hang. So a child forked after any CUDA call gets that
+// error, sticky, from every call.
+std::atomic<bool> g_used{false};
+const bool fork_guard = [] {
+  pthread_atfork(nullptr, nullptr, [] {
+    if (g_used) g_sticky = cudaErrorInitializationError;
+  });
+  return true;
+}();
+
+}  // namespace
+
+void mark_used() { g_used = true; }
 
 int device_of(const void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(memory().mu);
@@ -235,8 +254,10 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   std::lock_guard<std::mutex> lock(m.mu);
   if (size > device_memory() - m.used[tl_device])
     return fail(cudaErrorMemoryAllocation, "cudaMalloc(" + std::to_string(size) + "): emulated device full");
-  void* p = std::aligned_alloc(256, (size + 255) / 256 * 256);  // cudaMalloc's alignment
-  if (!p) return fail(cudaErrorMemoryAllocation);
+  mark_used();
+  // cudaMalloc's 256-byte alignment, at the exact size: under ASan the first byte past it is poisoned.
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, size) != 0) return fail(cudaErrorMemoryAllocation);
   // Fresh device memory is not zero on a GPU either: all-ones bytes (NaN, -1) expose reads of it.
   std::memset(p, 0xff, size);
   m.blocks[reinterpret_cast<uintptr_t>(p)] = Block{size, tl_device};
@@ -262,8 +283,9 @@ cudaError_t cudaFree(void* ptr) {
 
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
   EMU_ENTER();
-  *ptr = std::aligned_alloc(256, (std::max<size_t>(size, 1) + 255) / 256 * 256);
-  if (!*ptr) return fail(cudaErrorMemoryAllocation);
+  mark_used();
+  *ptr = nullptr;
+  if (posix_memalign(ptr, 256, std::max<size_t>(size, 1)) != 0) return fail(cudaErrorMemoryAllocation);
   std::lock_guard<std::mutex> lock(memory().mu);
   memory().blocks[reinterpret_cast<uintptr_t>(*ptr)] = Block{size, -1};
   return cudaSuccess;

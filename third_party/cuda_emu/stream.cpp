@@ -76,6 +76,7 @@ void worker(CUstream_st* s) {
 }
 
 CUstream_st* create(int device, bool blocking) {
+  mark_used();
   auto* s = new CUstream_st(device, blocking);
   std::thread(worker, s).detach();
   std::lock_guard<std::mutex> lock(registry().mu);
@@ -243,7 +244,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                                                     " recorded on a stream of device " + std::to_string(s->device));
   std::lock_guard<std::mutex> lock(e->mu);
   e->stream = s;
-  e->ticket = enqueue(s, [e] { e->when = std::chrono::steady_clock::now(); });
+  // The marker stamps the time only if this is still the event's latest record (a re-record may have
+  // replaced it while it was queued).
+  e->ticket = enqueue(s, [e, s] {
+    std::lock_guard<std::mutex> elock(e->mu);
+    if (e->stream == s && s->executed + 1 == e->ticket) e->when = std::chrono::steady_clock::now();
+  });
   return cudaSuccess;
 }
 
@@ -284,10 +290,22 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (cudaError_t e = sticky_error(); e != cudaSuccess) return e;
   std::shared_ptr<CUevent_st> a = live_event(start), b = live_event(end);
   if (!a || !b) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: not a live event");
+  auto recorded = [](CUevent_st& e) {
+    std::lock_guard<std::mutex> lock(e.mu);
+    return e.stream != nullptr;
+  };
+  if (!recorded(*a) || !recorded(*b))
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event was never recorded");
   if (!a->timing || !b->timing) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: timing disabled");
   if (!event_done(a.get()) || !event_done(b.get())) return cudaErrorNotReady;
+  if (a == b) {
+    *ms = 0;
+    return cudaSuccess;
+  }
+  std::scoped_lock lock(a->mu, b->mu);
   *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
   return cudaSuccess;
 }
