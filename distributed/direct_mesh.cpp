@@ -23,6 +23,16 @@ std::string lost(int r, const char* how) {
                                    "; its process may have died or failed)");
 }
 
+// For the handshake's timeout: "; N connection(s) from A, B <what>", listing at most 8 addresses.
+void describe_connections(std::string& out, size_t count, const std::vector<std::string>& from, const char* what) {
+  if (count == 0) return;
+  out += out.empty() ? " (" : "; ";
+  out += lockstep::detail::str_cat(count, count == 1 ? " connection" : " connections", " from ");
+  for (size_t i = 0; i < from.size() && i < 8; ++i) out += (i ? ", " : "") + from[i];
+  if (count > 8) out += lockstep::detail::str_cat(" and ", count - 8, " more");
+  out += lockstep::detail::str_cat(" ", what);
+}
+
 }  // namespace
 
 std::string interface_address(const std::string& iface) {
@@ -63,13 +73,25 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
   }
   // Accept every higher rank. A connection counts once it has said which rank it is; until then it
   // is polled along with the listener, so one that stays silent holds up no other rank, and the
-  // timeout names the ranks still missing.
+  // timeout names the ranks still missing. A hello is the connecting rank as 4 bytes (an int32 in
+  // this host's byte order); one that names no rank this one still expects (a stray client such as
+  // a port scanner or an HTTP probe: "GET " reads as rank 542393671), or that closes partway
+  // through, is closed and listed if the timeout passes. A rank that is already connected, claimed
+  // again, fails at once: most likely two processes think they are that rank (a stray client whose
+  // first 4 bytes happen to read as a rank expected here fails it too: nothing tells the two apart).
   struct Unnamed {
     Socket socket;
     int32_t who = -1;
     size_t got = 0;  // bytes of `who` received
   };
   std::vector<Unnamed> unnamed;
+  size_t invalid = 0;                     // connections closed for an invalid hello
+  std::vector<std::string> invalid_from;  // the first 8 of them
+  auto reject = [&](size_t i) {
+    ++invalid;
+    if (invalid_from.size() < 8) invalid_from.push_back(unnamed[i].socket.peer());
+    unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
+  };
   std::vector<pollfd> fds;
   for (int pending = size - 1 - rank; pending > 0;) {
     fds.assign(1, {listener.fd(), POLLIN, 0});
@@ -78,18 +100,18 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
     if (rc < 0 && errno == EINTR) continue;
     LOCKSTEP_CHECK(rc >= 0, "DirectMesh: rank ", rank, ": poll on its listening socket: ", std::strerror(errno));
     if (rc == 0) {
-      std::string missing, silent;
+      std::string missing, strays;
       for (int r = rank + 1; r < size; ++r) {
         if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
-      for (const Unnamed& u : unnamed) silent += (silent.empty() ? "" : ", ") + u.socket.peer();
-      if (!silent.empty()) {
-        silent = lockstep::detail::str_cat(" (", unnamed.size(), unnamed.size() == 1 ? " connection" : " connections",
-                                           " from ", silent, " never said which rank it is)");
-      }
+      std::vector<std::string> silent;
+      for (const Unnamed& u : unnamed) silent.push_back(u.socket.peer());
+      describe_connections(strays, silent.size(), silent, "never said which rank it is");
+      describe_connections(strays, invalid, invalid_from, "sent an invalid hello");
+      if (!strays.empty()) strays += ")";
       throw TimeoutError(lockstep::detail::str_cat("DirectMesh: rank ", rank, " timed out after ",
                                                    detail::format_seconds(timeout), " waiting for rank(s) ", missing,
-                                                   " to connect", silent));
+                                                   " to connect", strays));
     }
     // Hellos first (fds[i + 1] is unnamed[i]), then new connections.
     for (size_t i = unnamed.size(); i-- > 0;) {
@@ -98,16 +120,26 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
       char* dst = reinterpret_cast<char*>(&u.who) + u.got;
       const ssize_t n = ::recv(u.socket.fd(), dst, sizeof(u.who) - u.got, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-      if (n <= 0) {  // closed or failed before saying who it is: nothing to name, the timeout names the rank
-        unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
+      if (n <= 0) {  // closed or failed before saying who it is
+        if (u.got > 0) {
+          reject(i);  // part of a hello: not a rank
+        } else {
+          // Nothing to name; the timeout names the rank.
+          unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
+        }
         continue;
       }
       u.got += static_cast<size_t>(n);
       if (u.got < sizeof(u.who)) continue;
       const int32_t who = u.who;
-      LOCKSTEP_CHECK(who > rank && who < size && !peers_[who].valid(), "DirectMesh: rank ", rank,
-                     " got a connection claiming to be rank ", who, " (expected one of the ranks ", rank + 1, "..",
-                     size - 1, " not yet connected)");
+      if (who <= rank || who >= size) {
+        reject(i);
+        continue;
+      }
+      LOCKSTEP_CHECK(!peers_[who].valid(), "DirectMesh: rank ", rank, " got two connections claiming to be rank ",
+                     who, ", from ", peers_[who].peer(), " and then from ", u.socket.peer(),
+                     " (two processes were started as rank ", who, ", or a stray client's first 4 bytes read as ",
+                     who, ")");
       peers_[who] = std::move(u.socket);
       unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
       --pending;

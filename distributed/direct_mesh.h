@@ -39,8 +39,10 @@ class DirectMesh {
  public:
   // Collective: every rank listens on `host`, publishes its port under "direct_mesh/<rank>" in
   // `store` (a prefix of this group alone), connects to the lower ranks and accepts the higher ones.
-  // An accepted connection counts once it has said which rank it is; one that stays silent holds up
-  // no other, and the TimeoutError at `timeout` names the ranks that never completed the handshake.
+  // An accepted connection counts once it has said which rank it is; one that stays silent, or whose
+  // hello is no rank expected here (a stray client), holds up no other, and the TimeoutError at
+  // `timeout` names the ranks that never completed the handshake and such connections. A rank
+  // claimed by two connections fails at once.
   DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout);
 
   int rank() const { return rank_; }

@@ -4,12 +4,16 @@
 //   SUM = s W(W+1)/2, PRODUCT = s^W W!, MIN = s, MAX = W s, AVG = s (W+1)/2 (int64: truncated),
 // for world sizes 1 to 4 and 0, 1, 7 and 2^20 + 3 elements (large enough for gloo's segmented ring).
 // Then asynchronous work completing in order, barrier, timeouts, a dead peer, argument errors, and
-// DirectMesh's handshake with a connection that never says which rank it is.
+// DirectMesh's handshake with stray connections: one that never says which rank it is, one whose hello
+// is no rank (an HTTP probe), and a rank claimed twice.
 #include <doctest/doctest.h>
 #include <dirent.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -536,8 +540,8 @@ TEST_CASE("gloo listens where it is told: a hostname, GLOO_SOCKET_IFNAME, or the
 }
 
 // DirectMesh's handshake (the mesh behind small all-reduces and barriers), with ranks as threads
-// sharing a FileStore and a connection that connects to rank 0's mesh listener but never says which
-// rank it is (a hung peer, or a stray client such as a port scanner).
+// sharing a FileStore and connections to rank 0's mesh listener that never say which rank they are
+// (a hung peer, or a stray client such as a port scanner) or say something that is no rank.
 namespace {
 
 // What fn() throws, as text; "" when it returns.
@@ -557,6 +561,28 @@ dist::Socket silent_connection(const std::string& store_path, int rank) {
   store.wait({key}, kTimeout);
   const auto [host, port] = dist::split_host_port(store.get_string(key), key);
   return dist::Socket::connect(host, port, dist::deadline_after(kTimeout));
+}
+
+// Connects to rank `rank`'s mesh listener and sends `hello` (a DirectMesh hello is the rank as an int32).
+dist::Socket connection_saying(const std::string& store_path, int rank, const void* hello, size_t bytes) {
+  dist::Socket s = silent_connection(store_path, rank);
+  s.send_all(hello, bytes, dist::deadline_after(kTimeout));
+  return s;
+}
+
+// Whether the other end closes `s` within kTimeout (what it sent may be unread: then a reset).
+bool closed_by_peer(const dist::Socket& s) {
+  const auto deadline = dist::deadline_after(kTimeout);
+  for (;;) {
+    pollfd fd{s.fd(), POLLIN, 0};
+    const int rc = ::poll(&fd, 1, dist::remaining_ms(deadline));
+    if (rc == 0) return false;
+    if (rc < 0) continue;  // EINTR
+    char c;
+    const ssize_t n = ::recv(s.fd(), &c, 1, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+    REQUIRE(n < 0);  // DirectMesh sends nothing before the handshake ends
+  }
 }
 
 }  // namespace
@@ -588,8 +614,75 @@ TEST_CASE("DirectMesh: a connection that never says which rank it is holds up no
   CHECK(testing::seconds_since(start) < 2.5);  // not held until the 5 s deadline
 }
 
+TEST_CASE("DirectMesh: a connection whose hello is no rank is closed and holds up no rank") {
+  // Before rank 1 starts: an HTTP probe ("GET " reads as rank 542393671) that sends and closes, then
+  // one that claims rank 99 of 2 and stays until rank 0 closes it. Then an all-reduce (SUM by
+  // exchange, as ProcessGroupGloo's small all-reduce does) over the mesh.
+  TempDir dir;
+  const std::string store_path = dir.path + "/store";
+  constexpr milliseconds kMeshTimeout{5000};
+  int32_t sums[2][3] = {};
+  std::string errors[2];
+  auto rank_fn = [&](int rank) {
+    errors[rank] = thrown_by([&] {
+      dist::FileStore store(store_path, -1, kTimeout);
+      dist::DirectMesh mesh(store, rank, 2, "127.0.0.1", kMeshTimeout);
+      const int32_t mine[3] = {rank + 1, 10 * (rank + 1), -7 * (rank + 1)};
+      int32_t theirs[3] = {};
+      mesh.exchange(mine, theirs, sizeof(mine), /*seq=*/1);
+      for (int i = 0; i < 3; ++i) sums[rank][i] = mine[i] + theirs[i];
+    });
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::thread rank0(rank_fn, 0);
+  bool dropped = false;
+  const std::string stray_error = thrown_by([&] {  // before the fix, rank 0 failed, so the second could not connect
+    const std::string http = "GET / HTTP/1.0\r\n\r\n";
+    connection_saying(store_path, 0, http.data(), http.size()).close();
+    const int32_t rank99 = 99;
+    dist::Socket claims_99 = connection_saying(store_path, 0, &rank99, sizeof(rank99));
+    dropped = closed_by_peer(claims_99);  // rank 0 read its hello and closed it
+  });
+  CHECK(stray_error == "");
+  CHECK(dropped);
+  std::thread rank1(rank_fn, 1);
+  rank0.join();
+  rank1.join();
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(sums[rank][0] == 3);
+    CHECK(sums[rank][1] == 30);
+    CHECK(sums[rank][2] == -21);
+  }
+  CHECK(testing::seconds_since(start) < 2.5);  // not held until the 5 s deadline
+}
+
+TEST_CASE("DirectMesh: a rank claimed by two connections fails the handshake at once") {
+  // World size 3, rank 0 alone: two connections both say they are rank 1.
+  TempDir dir;
+  const std::string store_path = dir.path + "/store";
+  std::string error;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread rank0([&] {
+    error = thrown_by([&] {
+      dist::FileStore store(store_path, -1, kTimeout);
+      dist::DirectMesh mesh(store, 0, 3, "127.0.0.1", milliseconds(5000));
+    });
+  });
+  const int32_t rank1 = 1;
+  dist::Socket first = connection_saying(store_path, 0, &rank1, sizeof(rank1));
+  dist::Socket second = connection_saying(store_path, 0, &rank1, sizeof(rank1));
+  rank0.join();
+  CHECK(testing::contains(error, "DirectMesh: rank 0 got two connections claiming to be rank 1, from 127.0.0.1:"));
+  CHECK(testing::contains(error, "127.0.0.1:" + std::to_string(first.local_port())));
+  CHECK(testing::contains(error, "127.0.0.1:" + std::to_string(second.local_port())));
+  CHECK(testing::seconds_since(start) < 2.5);  // not at the 5 s deadline
+}
+
 TEST_CASE("DirectMesh: when the handshake times out, the error names the ranks that never said who they are") {
-  // World size 3: rank 1 never starts, rank 2 connects and says so, and a silent connection comes first.
+  // World size 3: rank 1 never starts, rank 2 connects and says so, and first come a silent connection
+  // and one that claims rank 7.
   TempDir dir;
   const std::string store_path = dir.path + "/store";
   std::string errors[3];
@@ -605,11 +698,15 @@ TEST_CASE("DirectMesh: when the handshake times out, the error names the ranks t
   };
   std::thread rank0(rank_fn, 0);
   dist::Socket silent = silent_connection(store_path, 0);
+  const int32_t rank7 = 7;
+  dist::Socket claims_7 = connection_saying(store_path, 0, &rank7, sizeof(rank7));
+  CHECK(closed_by_peer(claims_7));
   std::thread rank2(rank_fn, 2);
   rank0.join();
   rank2.join();
   CHECK(errors[0] == "TimeoutError: DirectMesh: rank 0 timed out after 2s waiting for rank(s) 1 to connect (1 "
                      "connection from 127.0.0.1:" + std::to_string(silent.local_port()) +
-                     " never said which rank it is)");
+                     " never said which rank it is; 1 connection from 127.0.0.1:" +
+                     std::to_string(claims_7.local_port()) + " sent an invalid hello)");
   CHECK(testing::contains(errors[2], "direct_mesh/1"));  // rank 2 connected to rank 0, then waited for rank 1
 }
