@@ -2,7 +2,9 @@
 // CUDA (shared memory, __syncthreads, 1-3-D coordinates) and the launch checks; the divergent-barrier
 // device fault; stream order, events and the legacy default stream; copy semantics for pageable and
 // pinned memory; memory accounting; cuBLAS GEMM values and argument checks; NCCL collectives between 2
-// and 3 processes, ncclCommAbort and the peer timeout. Every check is on values the real APIs define.
+// and 3 processes (integers wrapping), ncclCommAbort and the peer timeout, ranks that disagree on a
+// collective, issue order across streams, and collectives after a device fault. Every check is on values
+// the real APIs define (or, where real NCCL would hang or corrupt memory, on the emulator's report).
 //
 // Cases that need a process of their own (a sticky device fault, other emulator settings, NCCL ranks)
 // run this binary again: the parent forks and at once execs /proc/self/exe for one "child: ..." case,
@@ -27,8 +29,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -130,21 +134,30 @@ __global__ void wait_for_flag(int* flag) {
 }
 
 // Holds a stream until open() (or the end of the scope, so a failed check leaves no stream stuck).
+// The destructor only opens: it must not wait for anything, since a failed REQUIRE can unwind it while
+// another gate, destroyed after it, still holds a stream that the wait would need (cudaFreeHost, for
+// one, waits for every stream), and it cannot know that its own gate kernel is not queued behind that
+// other gate. So flags are never freed: each gate takes its own from a pinned block that lives as long
+// as the process, and a gate kernel still running after its gate's scope reads valid memory.
 struct Gate {
+  static constexpr int kFlags = 64;
   int* flag = nullptr;
   Gate() {
-    CUDA_REQUIRE(cudaMallocHost(reinterpret_cast<void**>(&flag), sizeof(int)));
+    static int* flags = nullptr;  // reachable until the process ends: no leak for LeakSanitizer
+    static int used = 0;
+    if (!flags) CUDA_REQUIRE(cudaMallocHost(reinterpret_cast<void**>(&flags), kFlags * sizeof(int)));
+    REQUIRE_MESSAGE(used < kFlags, "more than ", kFlags, " gates in one process");
+    flag = flags + used++;
     *flag = 0;
   }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
   void hold(cudaStream_t s) {
     lockstep_emu::launch_kernel("wait_for_flag", wait_for_flag, dim3(1), dim3(1), 0, s, flag);
     CUDA_REQUIRE(cudaGetLastError());
   }
   void open() { std::atomic_ref<int>(*flag).store(1); }
-  ~Gate() {
-    open();
-    cudaFreeHost(flag);  // waits for every stream, so the gate kernels are done with the flag
-  }
+  ~Gate() { open(); }
 };
 
 // Each block reduces its blockDim.x (a power of two, at most 256) elements of x in shared memory;
@@ -707,10 +720,39 @@ TEST_CASE("events: cudaEventElapsedTime measures the time between the two marker
   for (cudaEvent_t e : {start, end, untimed}) CUDA_REQUIRE(cudaEventDestroy(e));
 }
 
+TEST_CASE("gates: unwinding past two closed gates opens both and does not deadlock (in a child process)") {
+  // In a child with a time bound: a deadlock there fails this case instead of hanging the suite.
+  check_children(run_children("child: gates unwinding", {{}}, std::chrono::seconds(20)));
+}
+
+TEST_CASE("child: gates unwinding" * doctest::skip(!kInChild)) {
+  if (!kInChild) return;
+  cudaStream_t a = make_stream(), b = make_stream();
+  int* value = device_alloc<int>(2);
+  bool unwound = false;
+  try {
+    Gate first, second;
+    first.hold(a);
+    second.hold(b);
+    lockstep_emu::launch_kernel("set_value", set_value, dim3(1), dim3(1), 0, a, value, 1);
+    lockstep_emu::launch_kernel("set_value", set_value, dim3(1), dim3(1), 0, b, value + 1, 2);
+    CUDA_REQUIRE(cudaGetLastError());
+    throw std::runtime_error("a failed REQUIRE");  // second's destructor runs while first still holds a
+  } catch (const std::runtime_error&) {
+    unwound = true;
+  }
+  CHECK(unwound);
+  CUDA_REQUIRE(cudaStreamSynchronize(a));
+  CUDA_REQUIRE(cudaStreamSynchronize(b));
+  CHECK(to_host(value, 2) == std::vector<int>{1, 2});  // both streams went on past their gates
+  CUDA_REQUIRE(cudaFree(value));
+  child_done();
+}
+
 TEST_CASE("devices: the count, the current device and the attributes the emulator's settings give") {
   int count = 0, device = -1, value = 0;
   CUDA_REQUIRE(cudaGetDeviceCount(&count));
-  CHECK(count == 2);  // LOCKSTEP_CUDA_EMU_DEVICES's default
+  CHECK(count == 2);  // LOCKSTEP_CUDA_EMU_TEST_DEVICES=2, which tests/BUILD sets for this test
   CUDA_REQUIRE(cudaGetDevice(&device));
   CHECK(device == 0);
   CHECK(cudaSetDevice(count) == cudaErrorInvalidDevice);
@@ -1240,6 +1282,32 @@ TEST_CASE("child: nccl collectives" * doctest::skip(!kInChild)) {
     CHECK_MESSAGE(diff.empty(), "reducescatter max: ", diff);
     for (float* p : {send, sum, max}) CUDA_REQUIRE(cudaFree(p));
   }
+  {  // Integer sums and products wrap, as NCCL's do (signed overflow in the fold would be undefined
+     // behaviour, which CI's UBSan stage aborts on).
+    // 2 or 3 of them sum past INT64_MAX (INT32_MAX) and below 2^64 (2^32): the wrapped sum is negative.
+    const int64_t big = (int64_t(1) << 62) + 5, factor = (int64_t(1) << 40) + 3;
+    const int32_t big32 = (int32_t(1) << 30) + 5;
+    int64_t* d = device_alloc<int64_t>(2);
+    int32_t* d32 = device_alloc<int32_t>(1);
+    to_device(d, std::vector<int64_t>{big - rank, factor});
+    to_device(d32, std::vector<int32_t>{big32 - rank});
+    NCCL_REQUIRE(ncclAllReduce(d, d, 1, ncclInt64, ncclSum, comm, s));
+    NCCL_REQUIRE(ncclAllReduce(d + 1, d + 1, 1, ncclInt64, ncclProd, comm, s));
+    NCCL_REQUIRE(ncclAllReduce(d32, d32, 1, ncclInt32, ncclSum, comm, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    uint64_t sum = 0, product = 1;
+    uint32_t sum32 = 0;
+    for (int r = 0; r < nranks; ++r)
+      sum += uint64_t(big - r), product *= uint64_t(factor), sum32 += uint32_t(big32 - r);
+    const std::vector<int64_t> got = to_host(d, 2);
+    CHECK(got[0] == int64_t(sum));
+    CHECK(got[0] < 0);
+    CHECK(got[1] == int64_t(product));
+    CHECK(to_host(d32, 1)[0] == int32_t(sum32));
+    CHECK(to_host(d32, 1)[0] < 0);
+    CUDA_REQUIRE(cudaFree(d));
+    CUDA_REQUIRE(cudaFree(d32));
+  }
   {  // Refused at the call, on this rank alone (nothing is exchanged, so the ranks stay in step).
     std::vector<float> host(4, 1);
     float* d = device_alloc<float>(4);
@@ -1347,5 +1415,197 @@ TEST_CASE("child: nccl timeout" * doctest::skip(!kInChild)) {
     CUDA_REQUIRE(cudaFree(d));
   }
   NCCL_REQUIRE(ncclCommDestroy(comm));  // returns: nothing left to wait for
+  child_done();
+}
+
+TEST_CASE("nccl: ranks that issue different collectives at one position get ncclInvalidUsage, with a message") {
+  const std::vector<ncclUniqueId> ids = {new_id(), new_id(), new_id(), new_id(), new_id()};
+  const auto results = run_children("child: nccl mismatch", rank_envs(2, ids));
+  check_children(results);
+  // Printed on stderr whatever the verbosity, as a device fault is: a bug in the caller.
+  const std::string said[2] = {"ncclAllReduce #2: rank 1 issued ncclAllReduce with count 50, this rank count 100",
+                               "ncclAllReduce #2: rank 0 issued ncclAllReduce with count 100, this rank count 50"};
+  for (size_t r = 0; r < 2 && r < results.size(); ++r)
+    CHECK_MESSAGE(results[r].output.find(said[r]) != std::string::npos, results[r].output);
+  for (const ncclUniqueId& id : ids) CHECK_FALSE(fs::exists(nccl_folder(id)));
+}
+
+TEST_CASE("child: nccl mismatch" * doctest::skip(!kInChild)) {
+  if (!kInChild) return;
+  const int rank = env_int("CUDA_EMU_TEST_RANK");
+  REQUIRE((rank == 0 || rank == 1));
+  set_rank_device(rank);
+  cudaStream_t s = make_stream();
+  const size_t n = 100;
+  int64_t* send = device_alloc<int64_t>(n);
+  int64_t* recv = device_alloc<int64_t>(n);
+  to_device(send, std::vector<int64_t>(n, rank + 1));
+  // On the communicator of id `which`, `issue` queues a collective that the two ranks issue differently:
+  // accepted at the call; at execution each rank gets ncclInvalidUsage, `why[rank]` as the last error,
+  // and nothing written.
+  using Issue = std::function<ncclResult_t(ncclComm_t)>;
+  auto mismatch_on = [&](int which, const Issue& issue, const std::string (&why)[2], bool matched_first = false) {
+    INFO("communicator ", which, ": ", why[rank]);
+    const ncclComm_t comm = init_comm(unhex_id(std::getenv(("CUDA_EMU_TEST_ID" + std::to_string(which)).c_str())), 2, rank);
+    if (matched_first) {  // a collective both ranks issue alike works, and numbers the next one #2
+      NCCL_REQUIRE(ncclAllReduce(send, recv, n, ncclInt64, ncclSum, comm, s));
+      CUDA_REQUIRE(cudaStreamSynchronize(s));
+      CHECK(to_host(recv, n) == std::vector<int64_t>(n, 3));
+    }
+    to_device(recv, std::vector<int64_t>(n, -7));
+    NCCL_REQUIRE(issue(comm));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));  // a communicator's error, not a device fault
+    ncclResult_t async = ncclSuccess;
+    NCCL_REQUIRE(ncclCommGetAsyncError(comm, &async));
+    CHECK(async == ncclInvalidUsage);
+    const std::string last = ncclGetLastError(comm);
+    CHECK_MESSAGE(last == why[rank], last);
+    CHECK(to_host(recv, n) == std::vector<int64_t>(n, -7));
+    if (matched_first) {  // later collectives on the failed communicator exchange nothing and change nothing
+      NCCL_REQUIRE(ncclAllReduce(send, recv, n, ncclInt64, ncclSum, comm, s));
+      CUDA_REQUIRE(cudaStreamSynchronize(s));
+      CHECK(to_host(recv, n) == std::vector<int64_t>(n, -7));
+    }
+    NCCL_REQUIRE(ncclCommDestroy(comm));
+  };
+  // Counts: rank 0 would fold past the end of rank 1's 50 elements, rank 1 reduce half the data.
+  mismatch_on(
+      0, [&](ncclComm_t c) { return ncclAllReduce(send, recv, rank == 0 ? 100 : 50, ncclInt64, ncclSum, c, s); },
+      {"ncclAllReduce #2: rank 1 issued ncclAllReduce with count 50, this rank count 100",
+       "ncclAllReduce #2: rank 0 issued ncclAllReduce with count 100, this rank count 50"},
+      /*matched_first=*/true);
+  // Roots: each rank believes itself the root.
+  mismatch_on(
+      1, [&](ncclComm_t c) { return ncclBroadcast(send, recv, n, ncclInt64, rank, c, s); },
+      {"ncclBroadcast #1: rank 1 issued ncclBroadcast with root 1, this rank root 0",
+       "ncclBroadcast #1: rank 0 issued ncclBroadcast with root 0, this rank root 1"});
+  // Ops.
+  mismatch_on(
+      2, [&](ncclComm_t c) { return ncclAllReduce(send, recv, n, ncclInt64, rank == 0 ? ncclSum : ncclMax, c, s); },
+      {"ncclAllReduce #1: rank 1 issued ncclAllReduce with op ncclMax, this rank op ncclSum",
+       "ncclAllReduce #1: rank 0 issued ncclAllReduce with op ncclSum, this rank op ncclMax"});
+  // Datatypes.
+  mismatch_on(
+      3,
+      [&](ncclComm_t c) { return ncclAllReduce(send, recv, 8, rank == 0 ? ncclInt64 : ncclFloat64, ncclSum, c, s); },
+      {"ncclAllReduce #1: rank 1 issued ncclAllReduce with datatype ncclFloat64, this rank datatype ncclInt64",
+       "ncclAllReduce #1: rank 0 issued ncclAllReduce with datatype ncclInt64, this rank datatype ncclFloat64"});
+  // Collectives.
+  mismatch_on(
+      4,
+      [&](ncclComm_t c) {
+        return rank == 0 ? ncclAllReduce(send, recv, 8, ncclInt64, ncclSum, c, s)
+                         : ncclAllGather(send, recv, 8, ncclInt64, c, s);
+      },
+      {"ncclAllReduce #1: rank 1 issued ncclAllGather, this rank ncclAllReduce",
+       "ncclAllGather #1: rank 0 issued ncclAllReduce, this rank ncclAllGather"});
+  CUDA_REQUIRE(cudaFree(send));
+  CUDA_REQUIRE(cudaFree(recv));
+  child_done();
+}
+
+TEST_CASE("nccl: a communicator's collectives on two streams execute in issue order; a held-up one times out") {
+  const ncclUniqueId id = new_id(), held = new_id();
+  check_children(run_children("child: nccl order", rank_envs(2, {id, held})));
+  CHECK_FALSE(fs::exists(nccl_folder(id)));
+  CHECK_FALSE(fs::exists(nccl_folder(held)));
+}
+
+TEST_CASE("child: nccl order" * doctest::skip(!kInChild)) {
+  if (!kInChild) return;
+  const int rank = env_int("CUDA_EMU_TEST_RANK");
+  set_rank_device(rank);
+  cudaStream_t a = make_stream(), b = make_stream();
+  const int n = 8, collectives = 6;
+  // Collective k (1-based) sums buffer k - 1, where rank r holds 10 k + r.
+  std::vector<int64_t*> bufs;
+  for (int k = 1; k <= collectives; ++k) {
+    bufs.push_back(device_alloc<int64_t>(n));
+    to_device(bufs.back(), std::vector<int64_t>(n, 10 * k + rank));
+  }
+  {
+    const ncclComm_t comm = init_comm(unhex_id(std::getenv("CUDA_EMU_TEST_ID0")), 2, rank);
+    Gate gate;
+    gate.hold(a);
+    NCCL_REQUIRE(ncclAllReduce(bufs[0], bufs[0], n, ncclInt64, ncclSum, comm, a));  // #1, behind the gate
+    NCCL_REQUIRE(ncclAllReduce(bufs[1], bufs[1], n, ncclInt64, ncclSum, comm, b));  // #2
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(cudaStreamQuery(b) == cudaErrorNotReady);  // #2 waits for #1, as under NCCL
+    gate.open();
+    // Alternating streams: the removal of SEQ-2's files relies on the order too.
+    for (int k = 3; k <= collectives; ++k)
+      NCCL_REQUIRE(ncclAllReduce(bufs[k - 1], bufs[k - 1], n, ncclInt64, ncclSum, comm, k % 2 ? b : a));
+    CUDA_REQUIRE(cudaStreamSynchronize(a));
+    CUDA_REQUIRE(cudaStreamSynchronize(b));
+    for (int k = 1; k <= collectives; ++k) {
+      INFO("collective #", k);
+      CHECK(to_host(bufs[k - 1], n) == std::vector<int64_t>(n, 20 * k + 1));
+    }
+    ncclResult_t async = ncclInternalError;
+    NCCL_REQUIRE(ncclCommGetAsyncError(comm, &async));
+    CHECK(async == ncclSuccess);
+    NCCL_REQUIRE(ncclCommDestroy(comm));
+  }
+  {  // #1's stream is held past the peer timeout: #2 gives up with ncclRemoteError, and #1 then does nothing.
+    const ncclComm_t comm = init_comm(unhex_id(std::getenv("CUDA_EMU_TEST_ID1")), 2, rank);
+    // Short only from here (see "child: nccl timeout"); no other thread reads the environment now.
+    ::setenv("LOCKSTEP_CUDA_EMU_NCCL_TIMEOUT_S", "1", 1);
+    to_device(bufs[0], std::vector<int64_t>(n, 5));
+    Gate gate;
+    gate.hold(a);
+    NCCL_REQUIRE(ncclAllReduce(bufs[0], bufs[0], n, ncclInt64, ncclSum, comm, a));
+    NCCL_REQUIRE(ncclAllReduce(bufs[1], bufs[1], n, ncclInt64, ncclSum, comm, b));
+    const auto t0 = Clock::now();
+    CUDA_REQUIRE(cudaStreamSynchronize(b));
+    const double waited = seconds_since(t0);
+    CHECK(waited >= 0.9);
+    CHECK(waited < 10.0);
+    ncclResult_t async = ncclSuccess;
+    NCCL_REQUIRE(ncclCommGetAsyncError(comm, &async));
+    CHECK(async == ncclRemoteError);
+    const std::string why = ncclGetLastError(comm);
+    CHECK_MESSAGE(why.find("ncclAllReduce #2: this communicator's collective #1, issued earlier, was not reached") !=
+                      std::string::npos,
+                  why);
+    gate.open();
+    CUDA_REQUIRE(cudaStreamSynchronize(a));
+    CHECK(to_host(bufs[0], n) == std::vector<int64_t>(n, 5));
+    NCCL_REQUIRE(ncclCommDestroy(comm));
+  }
+  for (int64_t* p : bufs) CUDA_REQUIRE(cudaFree(p));
+  child_done();
+}
+
+TEST_CASE("nccl: after a device fault, queued collectives are dropped, ncclCommDestroy returns, new ones are refused") {
+  const ncclUniqueId id = new_id();
+  check_children(run_children("child: nccl device fault", rank_envs(2, {id}), std::chrono::seconds(20)));
+  CHECK_FALSE(fs::exists(nccl_folder(id)));
+}
+
+TEST_CASE("child: nccl device fault" * doctest::skip(!kInChild)) {
+  if (!kInChild) return;
+  const int rank = env_int("CUDA_EMU_TEST_RANK");
+  set_rank_device(rank);
+  const ncclComm_t comm = init_comm(unhex_id(std::getenv("CUDA_EMU_TEST_ID0")), 2, rank);
+  if (rank == 0) {
+    cudaStream_t s = make_stream();
+    int64_t* d = device_alloc<int64_t>(4);
+    int* out = device_alloc<int>(32);
+    Gate gate;  // so the collective is queued before the kernel faults
+    gate.hold(s);
+    lockstep_emu::launch_kernel("divergent_barrier", divergent_barrier, dim3(1), dim3(32), 0, s, out);
+    CUDA_REQUIRE(cudaGetLastError());
+    NCCL_REQUIRE(ncclAllReduce(d, d, 4, ncclInt64, ncclSum, comm, s));  // dropped unrun by the stream
+    gate.open();
+    CHECK(cudaStreamSynchronize(s) == cudaErrorLaunchFailure);
+    CHECK(ncclAllReduce(d, d, 4, ncclInt64, ncclSum, comm, s) == ncclUnhandledCudaError);
+    CHECK(ncclBroadcast(d, d, 4, ncclInt64, 0, comm, s) == ncclUnhandledCudaError);
+    CHECK(ncclReduce(d, d, 4, ncclInt64, ncclSum, 0, comm, s) == ncclUnhandledCudaError);
+    CHECK(ncclAllGather(d, d, 2, ncclInt64, comm, s) == ncclUnhandledCudaError);
+    CHECK(ncclReduceScatter(d, d, 2, ncclInt64, ncclSum, comm, s) == ncclUnhandledCudaError);
+  }
+  const auto t0 = Clock::now();
+  NCCL_REQUIRE(ncclCommDestroy(comm));  // nothing pending any more: the dropped collective counts as ended
+  CHECK(seconds_since(t0) < 5.0);
   child_done();
 }
