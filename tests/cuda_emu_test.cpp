@@ -550,6 +550,46 @@ TEST_CASE("child: divergent __syncthreads" * doctest::skip(!kInChild)) {
   child_done();
 }
 
+// Writes 1 through every pointer it is given (thread 0 only).
+__global__ void write_ones(int* a, int* b) {
+  if (threadIdx.x == 0) {
+    if (a) *a = 1;
+    if (b) *b = 1;
+  }
+}
+
+TEST_CASE("launch: pointer arguments must be null, the kernel's device memory or pinned memory (in a child process)") {
+  const auto results = run_children("child: kernel pointer arguments", {{}});
+  check_children(results);
+  const std::string& out = results[0].output;
+  CHECK_MESSAGE(out.find("write_ones: pointer argument 1 is not device memory, the kernel runs on device 0") !=
+                    std::string::npos,
+                out);
+}
+
+TEST_CASE("child: kernel pointer arguments" * doctest::skip(!kInChild)) {
+  if (!kInChild) return;
+  cudaStream_t s = make_stream();
+  int* dev = device_alloc<int>(4);
+  int* pinned = nullptr;
+  CUDA_REQUIRE(cudaMallocHost(reinterpret_cast<void**>(&pinned), sizeof(int)));
+  *pinned = 0;
+  // Null, device memory (also one past the end of it) and pinned memory are all fine.
+  lockstep_emu::launch_kernel("write_ones", write_ones, dim3(1), dim3(32), 0, s, dev, pinned);
+  lockstep_emu::launch_kernel("write_ones", write_ones, dim3(1), dim3(32), 0, s, dev + 3, static_cast<int*>(nullptr));
+  CUDA_REQUIRE(cudaGetLastError());
+  CUDA_REQUIRE(cudaStreamSynchronize(s));
+  CHECK(to_host(dev, 1)[0] == 1);
+  CHECK(*pinned == 1);
+  // Pageable host memory (a CPU tensor's data, say) is an illegal address on a GPU: a device fault.
+  std::vector<int> host(4, 0);
+  lockstep_emu::launch_kernel("write_ones", write_ones, dim3(1), dim3(32), 0, s, dev, host.data());
+  CHECK(cudaGetLastError() == cudaErrorIllegalAddress);
+  CHECK(cudaStreamSynchronize(s) == cudaErrorIllegalAddress);
+  CHECK(host[0] == 0);  // the kernel never ran
+  child_done();
+}
+
 // === streams and events =============================================================================
 
 TEST_CASE("streams: kernels, memsets and copies on one stream run in the order they were queued") {
