@@ -3,13 +3,13 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
 #include "tensor/backend.h"
 #include "tensor/cpu/gemm.h"
+#include "tensor/int_div.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
@@ -49,12 +49,8 @@ struct BinaryFn {
       case BinaryOp::Sub: return x - y;
       case BinaryOp::Mul: return x * y;
       case BinaryOp::Div:
-        if constexpr (std::is_integral_v<T>) {
-          // INT64_MIN / -1 overflows, and x86 traps on it (SIGFPE): wrap to INT64_MIN instead, as NumPy
-          // does; for every other x, x / -1 is -x.
-          if (y == -1) return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(x));
-        }
-        return x / y;
+        if constexpr (std::is_integral_v<T>) return detail::int_div(x, y);
+        else return x / y;
       case BinaryOp::Eq: return x == y;
       case BinaryOp::ReluBackward: return y > T(0) ? x : T(0);
       case BinaryOp::Maximum: return max_propagating_nan(x, y);

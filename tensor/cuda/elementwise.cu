@@ -8,6 +8,7 @@
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/device_error.cuh"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/int_div.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cuda::detail {
@@ -43,11 +44,8 @@ __device__ BinaryOut<Op, T> binary_fn(T x, T y) {
   else if constexpr (Op == BinaryOp::Sub) return x - y;
   else if constexpr (Op == BinaryOp::Mul) return x * y;
   else if constexpr (Op == BinaryOp::Div) {
-    if constexpr (std::is_integral_v<T>) {
-      // INT64_MIN / -1 overflows: wrap to INT64_MIN, as the CPU backend does (the emulator would trap).
-      if (y == T(-1)) return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(x));
-    }
-    return x / y;
+    if constexpr (std::is_integral_v<T>) return ::lockstep::detail::int_div(x, y);  // as the CPU backend
+    else return x / y;
   } else if constexpr (Op == BinaryOp::Eq) return x == y ? 1 : 0;
   else if constexpr (Op == BinaryOp::ReluBackward) return y > T(0) ? x : T(0);
   else {  // Maximum: NaN in either operand gives NaN, as torch.maximum (and the CPU backend)
