@@ -15,6 +15,9 @@ namespace lockstep_emu {
 // LOCKSTEP_CUDA_EMU_DEVICES (default 2); LOCKSTEP_CUDA_EMU_SMS (multiprocessors per device, default 2);
 // LOCKSTEP_CUDA_EMU_MEMORY_MB (per device, default 4096).
 int device_count();
+// The environment variable `name` as a non-negative integer; `fallback` when unset, or (with a warning
+// on stderr) when it is not one.
+int env_int(const char* name, int fallback);
 int sm_count();
 size_t device_memory();
 

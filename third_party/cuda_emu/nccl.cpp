@@ -57,10 +57,9 @@ struct CommState {
   uint64_t completed = 0;  // every collective up to this one has completed, failed or been skipped
 };
 
-std::chrono::seconds peer_timeout() {
-  const char* v = std::getenv("LOCKSTEP_CUDA_EMU_NCCL_TIMEOUT_S");
-  return std::chrono::seconds(v && *v ? std::atol(v) : 600);
-}
+// Read at each wait, so that a test can shorten it after init. A value that is not a number keeps the
+// default (atol read it as 0 s, failing every collective at once).
+std::chrono::seconds peer_timeout() { return std::chrono::seconds(env_int("LOCKSTEP_CUDA_EMU_NCCL_TIMEOUT_S", 600)); }
 
 size_t dtype_size(ncclDataType_t t) {
   switch (t) {

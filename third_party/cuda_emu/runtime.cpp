@@ -15,8 +15,6 @@
 #include "emu.h"
 
 namespace lockstep_emu {
-namespace {
-
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
@@ -28,6 +26,8 @@ int env_int(const char* name, int fallback) {
   }
   return static_cast<int>(x);
 }
+
+namespace {
 
 struct Config {
   // A test meant for the emulator names its devices in its BUILD rule (env), which Bazel's --test_env
