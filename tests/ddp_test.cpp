@@ -8,34 +8,13 @@
 #include "distributed/init.h"
 #include "nn/api.h"
 #include "optim/api.h"
+#include "tests/ddp_reference.h"
 #include "tests/multiprocess.h"
 
 using namespace lockstep;
-using testing::run_ranks;
+using namespace lockstep::testing;
 
 namespace {
-
-constexpr int64_t kIn = 6, kHidden = 8, kClasses = 3, kBatch = 12, kSteps = 5;
-
-std::shared_ptr<nn::Sequential> make_model(uint64_t seed) {
-  manual_seed(seed);
-  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::ReLU>(),
-                                          std::make_shared<nn::Linear>(kHidden, kClasses));
-}
-
-struct Data {
-  std::vector<Tensor> x, y;  // one global batch per step
-};
-
-Data make_data() {
-  manual_seed(42);
-  Data d;
-  for (int s = 0; s < kSteps; ++s) {
-    d.x.push_back(randn({kBatch, kIn}));
-    d.y.push_back(randint(0, kClasses, {kBatch}));
-  }
-  return d;
-}
 
 dist::DDPOptions small_buckets() {
   dist::DDPOptions o;
@@ -52,26 +31,6 @@ dist::DDPOptions first_bucket_100_bytes() {
   o.bucket_cap_mb = 1;
   o.first_bucket_cap_mb = 100.0 / (1024 * 1024);
   return o;
-}
-
-// Rows [begin, end) of t.
-Tensor rows(const Tensor& t, int64_t begin, int64_t end) { return ops::index_select(t, arange(begin, end)); }
-
-// Parameters after each step of plain single-process training at the global batch.
-std::vector<nn::NamedTensors> reference_trajectory(const Data& d) {
-  auto model = make_model(0);
-  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
-  nn::CrossEntropyLoss ce;
-  std::vector<nn::NamedTensors> out;
-  for (int s = 0; s < kSteps; ++s) {
-    sgd.zero_grad();
-    ce((*model)(d.x[s]), d.y[s]).backward();
-    sgd.step();
-    nn::NamedTensors snap;
-    for (auto& [n, p] : model->named_parameters()) snap.emplace_back(n, ops::clone(p));
-    out.push_back(snap);
-  }
-  return out;
 }
 
 void init(int world, int rank, uint16_t port) {

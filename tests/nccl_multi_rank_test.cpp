@@ -18,6 +18,7 @@
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tests/ddp_reference.h"
 #include "tests/multiprocess.h"
 
 using namespace lockstep;
@@ -117,64 +118,34 @@ TEST_CASE("nccl, 2 ranks on 2 GPUs: every collective, dtype and reduce op gives 
   CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
 }
 
-namespace {
-
-constexpr int64_t kIn = 6, kHidden = 8, kClasses = 3, kBatch = 12, kSteps = 4;
-
-std::shared_ptr<nn::Sequential> make_model(uint64_t seed) {
-  manual_seed(seed);
-  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::ReLU>(),
-                                          std::make_shared<nn::Linear>(kHidden, kClasses));
-}
-
-}  // namespace
-
 TEST_CASE("DDP over nccl on 2 GPUs follows one CPU process at the full batch, step by step") {
   REQUIRE_TWO_DEVICES();
-  manual_seed(42);
-  std::vector<Tensor> xs, ys;
-  for (int s = 0; s < kSteps; ++s) {
-    xs.push_back(randn({kBatch, kIn}));
-    ys.push_back(randint(0, kClasses, {kBatch}));
-  }
   // The reference: plain training at the global batch on the CPU (computed in the parent: no CUDA).
-  std::vector<std::vector<Tensor>> ref;
-  {
-    auto model = make_model(0);
-    optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
-    nn::CrossEntropyLoss ce;
-    for (int s = 0; s < kSteps; ++s) {
-      sgd.zero_grad();
-      ce((*model)(xs[s]), ys[s]).backward();
-      sgd.step();
-      std::vector<Tensor> snap;
-      for (auto& p : model->parameters()) snap.push_back(ops::clone(p));
-      ref.push_back(snap);
-    }
-  }
+  const testing::Data d = testing::make_data();
+  const auto ref = testing::reference_trajectory(d);
   const uint16_t port = testing::free_port();
   auto results = run_ranks(kWorld, [&](int rank) {
     init_nccl(rank, port);
     const Device dev = Device::cuda(rank);
     // Rank 1 starts from other weights: DDP's constructor must broadcast rank 0's.
-    auto model = make_model(rank == 0 ? 0 : 7);
+    auto model = testing::make_model(rank == 0 ? 0 : 7);
     model->to(dev);
     dist::DDPOptions opts;
     opts.bucket_cap_mb = opts.first_bucket_cap_mb = 0.0001;  // one bucket per parameter: several collectives
     dist::DistributedDataParallel ddp(model, opts);
     optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
     nn::CrossEntropyLoss ce;
-    const int64_t per = kBatch / kWorld;
-    for (int s = 0; s < kSteps; ++s) {
+    const int64_t per = testing::kBatch / kWorld;
+    for (int s = 0; s < testing::kSteps; ++s) {
       sgd.zero_grad();
-      Tensor idx = arange(rank * per, (rank + 1) * per);
-      Tensor x = ops::index_select(xs[s], idx).to(dev), y = ops::index_select(ys[s], idx).to(dev);
+      Tensor x = testing::rows(d.x[s], rank * per, (rank + 1) * per).to(dev);
+      Tensor y = testing::rows(d.y[s], rank * per, (rank + 1) * per).to(dev);
       ce(ddp(x), y).backward();
       sgd.step();
       auto params = model->parameters();
       for (size_t i = 0; i < params.size(); ++i)
-        RANK_CHECK(ops::allclose(params[i].to(Device::cpu()), ref[s][i], 1e-5, 1e-6), "step ", s, " parameter ", i,
-                   " differs from the single-process reference");
+        RANK_CHECK(ops::allclose(params[i].to(Device::cpu()), ref[s][i].second, 1e-5, 1e-6), "step ", s, " ",
+                   ref[s][i].first, " differs from the single-process reference");
     }
     dist::destroy_process_group();
   });
