@@ -1,5 +1,6 @@
 // Integer division as both backends compute it (the CPU's BinaryFn and the CUDA kernels'
-// binary_fn), so that they agree bit for bit. A zero divisor is the caller's to reject first.
+// binary_fn), so that they agree bit for bit, and the error both raise for a zero divisor (which the
+// caller rejects first).
 #pragma once
 
 #include <type_traits>
@@ -11,6 +12,11 @@
 #endif
 
 namespace lockstep::detail {
+
+// What both backends raise for an int64 divisor of 0 (the CPU before the op, a GPU at the next
+// synchronization), so the mistake reads the same on either.
+inline constexpr char kIntegerDivisionByZero[] =
+    "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)";
 
 // x / y truncated toward zero, as C++. INT64_MIN / -1 overflows, and x86 traps on it (SIGFPE): it wraps
 // to INT64_MIN instead, as NumPy answers; for every other x, x / -1 is -x.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tensor/factory.h"
+#include "tensor/int_div.h"
 
 namespace lockstep::ops {
 
@@ -60,8 +61,7 @@ void check_integer_divisor(const Tensor& divisor) {
   if (divisor.dtype() != kInt64 || !divisor.device().is_cpu()) return;
   const int64_t* p = divisor.data<int64_t>();
   for (int64_t i = 0; i < divisor.numel(); ++i) {
-    LOCKSTEP_CHECK(p[i] != 0, "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors "
-                   "for inf/nan)");
+    LOCKSTEP_CHECK(p[i] != 0, detail::kIntegerDivisionByZero);
   }
 }
 
@@ -166,8 +166,7 @@ Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reverse) {
   check_defined(a, name);
   if (op == BinaryOp::Div && a.dtype() == kInt64) {
     if (reverse) check_integer_divisor(a);
-    else LOCKSTEP_CHECK(static_cast<int64_t>(s) != 0, "div: integer division by zero (int64 divisor holds 0; divide "
-                        "floating-point tensors for inf/nan)");
+    else LOCKSTEP_CHECK(static_cast<int64_t>(s) != 0, detail::kIntegerDivisionByZero);
   }
   Tensor out(a.shape(), op == BinaryOp::Eq ? kInt64 : a.dtype(), a.device());
   if (out.numel()) backend_for(a.device()).binary_scalar(op, out, a, s, reverse);

@@ -7,6 +7,7 @@
 #include "tensor/check.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/int_div.h"
 
 namespace lockstep::cuda {
 namespace detail {
@@ -18,9 +19,8 @@ namespace detail {
 }
 
 std::string describe(const IndexError& e) {
-  // Word for word tensor/ops.cpp's check_integer_divisor, so a mistake reads the same on either backend.
   if (static_cast<IndexErrorKind>(e.kind) == IndexErrorKind::DivisionByZero)
-    return "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)";
+    return ::lockstep::detail::kIntegerDivisionByZero;  // the CPU backend's words
   const char* op = "?";
   const char* what = "index";
   const char* range = " rows";
