@@ -8,7 +8,7 @@
 #include <optional>
 #include <thread>
 
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/ops.h"
 
 namespace lockstep::data {

@@ -1,7 +1,7 @@
 // Dataset's default batch: one get() per index, then a stack per field.
 #include "data/dataset.h"
 
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/ops.h"
 
 namespace lockstep::data {

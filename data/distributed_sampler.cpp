@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "data/world.h"
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::data {
 

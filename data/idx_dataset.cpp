@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::data {
 namespace {

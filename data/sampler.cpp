@@ -3,7 +3,7 @@
 
 #include <numeric>
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::data {
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::dist {
 

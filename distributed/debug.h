@@ -45,7 +45,7 @@ class CollectiveChecker {
   CollectiveChecker(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds timeout);
 
   // Publishes `call` as the next collective and returns once every rank has published the same call.
-  // Throws lockstep::Error on a mismatch, dist::TimeoutError naming the ranks that did not call it
+  // Throws lockstep::Error on a mismatch, lockstep::TimeoutError naming the ranks that did not call it
   // within the timeout. After a failure every later call throws, naming the first failure: the ranks
   // no longer agree on the numbering.
   void check(const std::string& call);

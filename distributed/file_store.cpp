@@ -15,7 +15,7 @@
 #include <cstring>
 #include <thread>
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::dist {
 namespace {

@@ -20,7 +20,7 @@
 #include "distributed/process_group_gloo.h"
 #include "distributed/socket.h"
 #include "distributed/tcp_store.h"
-#include "tensor/check.h"
+#include "common/check.h"
 
 #ifdef LOCKSTEP_WITH_NCCL
 #include "distributed/process_group_nccl.h"

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "distributed/socket.h"
-#include "tensor/check.h"
+#include "common/check.h"
 
 extern char** environ;
 
@@ -47,7 +47,7 @@ namespace {
 
 using lockstep::Error;
 using lockstep::fail;
-using lockstep::dist::Clock;
+using lockstep::Clock;
 
 struct Options {
   int nproc_per_node = 1;

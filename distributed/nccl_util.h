@@ -5,7 +5,7 @@
 #include <nccl.h>
 
 #include "distributed/work.h"
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/dtype.h"
 
 namespace lockstep::dist::detail {

@@ -1,7 +1,7 @@
 // PrefixStore: forwards every call to the underlying store with "prefix/" in front of each key.
 #include "distributed/prefix_store.h"
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::dist {
 

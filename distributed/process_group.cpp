@@ -2,7 +2,7 @@
 #include "distributed/process_group.h"
 
 #include "distributed/debug.h"
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::dist {
 

@@ -1,5 +1,6 @@
 // ProcessGroupNCCL: every NCCL call lockstep makes, on the group's own stream, ordered after the
 // compute stream by events.
+#include "common/env.h"
 #include "distributed/process_group_nccl.h"
 
 #include <cuda_runtime_api.h>
@@ -16,7 +17,7 @@
 
 #include "distributed/nccl_util.h"
 #include "distributed/prefix_store.h"
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
 
@@ -54,11 +55,6 @@ class DeviceScope {
 
 using detail::nccl_dtype;
 using detail::nccl_op;
-
-bool flag_from_env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
 
 // How often the watchdog polls NCCL's asynchronous error and the oldest collective's deadline.
 constexpr milliseconds kWatchdogPeriod{100};
@@ -297,8 +293,8 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int s
                  options_.timeout.count(), " ms");
   LOCKSTEP_CHECK(cuda::device_count() > 0, "ProcessGroupNCCL: no CUDA device is visible (",
                  cuda::unavailable_reason(), "); use the gloo backend");
-  options_.blocking_wait = options_.blocking_wait || flag_from_env("LOCKSTEP_NCCL_BLOCKING_WAIT");
-  options_.exit_on_async_error = options_.exit_on_async_error || flag_from_env("LOCKSTEP_NCCL_ASYNC_ERROR_HANDLING");
+  options_.blocking_wait = options_.blocking_wait || env_flag("LOCKSTEP_NCCL_BLOCKING_WAIT");
+  options_.exit_on_async_error = options_.exit_on_async_error || env_flag("LOCKSTEP_NCCL_ASYNC_ERROR_HANDLING");
   store_ = std::make_shared<PrefixStore>("nccl/" + std::to_string(g_instances++), std::move(store));
   comm_->rank = rank;
   comm_->timeout = options_.timeout;

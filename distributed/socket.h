@@ -1,6 +1,6 @@
 // Socket: an owning TCP socket whose every blocking call is bounded by a deadline. Used by the
 // TCPStore client and server and by the launcher (to pick a free port). Errors are lockstep::Error
-// naming the operation and the address; a deadline that passes raises TimeoutError (store.h) so
+// naming the operation and the address; a deadline that passes raises TimeoutError (common/deadline.h) so
 // callers can say what they were waiting for.
 #pragma once
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <utility>
 
-#include "distributed/store.h"  // Clock, Deadline, TimeoutError
-#include "tensor/check.h"
+#include "common/check.h"
+#include "common/deadline.h"
 
 namespace lockstep::dist {
 

@@ -20,20 +20,16 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/check.h"
+#include "common/check.h"
+#include "common/deadline.h"
 
 namespace lockstep::dist {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-inline Deadline deadline_after(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
-
-// What get/wait (and any other call that runs out of time) throw; catch lockstep::Error to handle all.
-class TimeoutError : public Error {
- public:
-  using Error::Error;
-};
+// The deadline vocabulary (common/deadline.h), also reachable as dist:: names.
+using ::lockstep::Clock;
+using ::lockstep::Deadline;
+using ::lockstep::deadline_after;
+using ::lockstep::TimeoutError;
 
 class Store {
  public:
@@ -92,17 +88,7 @@ inline bool parse_counter(const std::vector<uint8_t>& value, int64_t* out) {
   return ec == std::errc() && ptr == end && begin != end;
 }
 
-// "0.25s", "300s": how timeouts read in error messages.
-inline std::string format_seconds(std::chrono::milliseconds d) {
-  auto ms = d.count();
-  std::string s = std::to_string(ms / 1000);
-  if (ms % 1000) {
-    std::string frac = std::to_string(1000 + ms % 1000).substr(1);  // zero-padded to 3 digits
-    while (frac.back() == '0') frac.pop_back();
-    s += "." + frac;
-  }
-  return s + "s";
-}
+using ::lockstep::format_seconds;
 
 // A key as error messages print it: quoted, non-printable bytes escaped, long keys shortened.
 inline std::string quote(std::string_view key) {

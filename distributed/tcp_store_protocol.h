@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::dist::detail {
 

@@ -35,7 +35,7 @@ class Work {
   Work& operator=(const Work&) = delete;
 
   // Blocks until the collective has finished, then rethrows its error (a lockstep::Error naming the
-  // op). With a timeout, gives up after that long with dist::TimeoutError; the collective itself
+  // op). With a timeout, gives up after that long with lockstep::TimeoutError; the collective itself
   // keeps running under the group's own timeout.
   virtual void wait(std::chrono::milliseconds timeout = kNoTimeout);
   // True once the collective has finished, successfully or not. Never blocks.

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "tensor/backend.h"
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/factory.h"

@@ -2,7 +2,7 @@
 // backend from tensor/cuda/ when lockstep is built with the CUDA toolkit.
 #include "tensor/backend.h"
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep {
 

@@ -1,7 +1,7 @@
 // Device parsing ("cpu", "cuda", "cuda:1"), as torch.device.
 #include "tensor/device.h"
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep {
 

@@ -5,7 +5,7 @@
 #include <ostream>
 #include <string>
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep {
 

@@ -321,7 +321,7 @@ TEST_CASE("DETAIL: a rank that skips a collective is named when the others time 
     std::string message;
     try {
       pg.all_reduce(t)->wait();
-    } catch (const dist::TimeoutError& e) {
+    } catch (const lockstep::TimeoutError& e) {
       message = e.what();
     }
     RANK_CHECK(message == "rank 1 did not call collective #2 all_reduce(float32 [4], SUM) within 1.5s", message);

@@ -26,8 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "common/deadline.h"
 #include "distributed/socket.h"
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tests/test_util.h"
 
 namespace lockstep::testing {
@@ -153,7 +154,7 @@ inline std::vector<RankResult> run_ranks(int world_size, const std::function<voi
         ::waitpid(pids[r], nullptr, 0);
         pids[r] = -1;
         results[r].timed_out = true;
-        results[r].message += "did not finish within " + dist::detail::format_seconds(
+        results[r].message += "did not finish within " + lockstep::format_seconds(
                                   std::chrono::duration_cast<std::chrono::milliseconds>(timeout)) + " (killed)";
       }
       running = 0;

@@ -560,19 +560,19 @@ dist::Socket silent_connection(const std::string& store_path, int rank) {
   const std::string key = "direct_mesh/" + std::to_string(rank);
   store.wait({key}, kTimeout);
   const auto [host, port] = dist::split_host_port(store.get_string(key), key);
-  return dist::Socket::connect(host, port, dist::deadline_after(kTimeout));
+  return dist::Socket::connect(host, port, lockstep::deadline_after(kTimeout));
 }
 
 // Connects to rank `rank`'s mesh listener and sends `hello` (a DirectMesh hello is the rank as an int32).
 dist::Socket connection_saying(const std::string& store_path, int rank, const void* hello, size_t bytes) {
   dist::Socket s = silent_connection(store_path, rank);
-  s.send_all(hello, bytes, dist::deadline_after(kTimeout));
+  s.send_all(hello, bytes, lockstep::deadline_after(kTimeout));
   return s;
 }
 
 // Whether the other end closes `s` within kTimeout (what it sent may be unread: then a reset).
 bool closed_by_peer(const dist::Socket& s) {
-  const auto deadline = dist::deadline_after(kTimeout);
+  const auto deadline = lockstep::deadline_after(kTimeout);
   for (;;) {
     pollfd fd{s.fd(), POLLIN, 0};
     const int rc = ::poll(&fd, 1, dist::remaining_ms(deadline));
@@ -691,7 +691,7 @@ TEST_CASE("DirectMesh: when the handshake times out, the error names the ranks t
       dist::FileStore store(store_path, -1, kTimeout);
       try {
         dist::DirectMesh mesh(store, rank, 3, "127.0.0.1", milliseconds(2000));
-      } catch (const dist::TimeoutError& e) {
+      } catch (const lockstep::TimeoutError& e) {
         throw std::runtime_error(std::string("TimeoutError: ") + e.what());
       }
     });

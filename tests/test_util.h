@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "tensor/check.h"
+#include "common/check.h"
 
 namespace lockstep::testing {
 

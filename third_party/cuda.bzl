@@ -9,7 +9,7 @@ source does ("tensor/tensor.h"). Where the toolkit is missing (CUDA_FOUND False)
 manual and is never built: depend on it only under a select (see //tensor:tensor).
 
 Each cuda_library NAME also has a twin, NAME_emu: the same sources compiled by the host compiler against
-the CUDA emulator (//third_party/cuda_emu), whose kernels run on the CPU. It needs no toolkit, is tagged
+the CUDA emulator (//testing/cuda_emu), whose kernels run on the CPU. It needs no toolkit, is tagged
 manual, and is what --config=cudaemu links (see //tensor:tensor).
 """
 
@@ -84,7 +84,7 @@ def _emu_twin(name, cu, cuh, others, hdrs, deps, tags, kwargs):
         srcs = others + copies,
         hdrs = hdrs,
         textual_hdrs = cuh,
-        deps = [d for d in deps if not d.startswith("@local_cuda")] + ["//third_party/cuda_emu"],
+        deps = [d for d in deps if not d.startswith("@local_cuda")] + ["//testing/cuda_emu"],
         tags = tags + ["manual"],
         **kwargs
     )

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/cuda/context.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_check.h"

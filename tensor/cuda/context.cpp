@@ -4,7 +4,7 @@
 
 #include <array>
 
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/int_div.h"

@@ -1,5 +1,5 @@
 // tensor/cuda/cuda.h where lockstep is built without CUDA: no devices; calls that need one throw.
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/cuda/cuda.h"
 
 namespace lockstep::cuda {

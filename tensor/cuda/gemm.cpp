@@ -6,7 +6,7 @@
 #include <climits>
 #include <mutex>
 
-#include "tensor/check.h"
+#include "common/check.h"
 #include "tensor/cuda/context.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_backend.h"

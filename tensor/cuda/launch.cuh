@@ -22,7 +22,7 @@ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // kernel<<<grid, block, 0, stream>>>(args...), then the launch checked: a failed launch (bad
 // configuration, no kernel image for this GPU) throws under the kernel's name and the caller's
 // file:line. Errors while the kernel runs surface at the next synchronization. Under the CUDA emulator
-// (--config=cudaemu, third_party/cuda_emu) the kernel is queued to run on the CPU instead.
+// (--config=cudaemu, testing/cuda_emu) the kernel is queued to run on the CPU instead.
 #define LOCKSTEP_LAUNCH(name, ...) ::lockstep::cuda::detail::launch_kernel(name, __FILE__, __LINE__, __VA_ARGS__)
 
 template <typename... Params, typename... Args>

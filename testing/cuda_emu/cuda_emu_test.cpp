@@ -1,4 +1,4 @@
-// Tests of the CUDA emulator (third_party/cuda_emu) on its own, in the normal CPU build: kernels written as
+// Tests of the CUDA emulator (testing/cuda_emu) on its own, in the normal CPU build: kernels written as
 // CUDA (shared memory, __syncthreads, 1-3-D coordinates) and the launch checks; the divergent-barrier
 // device fault; stream order, events and the legacy default stream; copy semantics for pageable and
 // pinned memory; memory accounting; cuBLAS GEMM values and argument checks; NCCL collectives between 2

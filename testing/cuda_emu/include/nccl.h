@@ -1,4 +1,4 @@
-// NCCL as the CUDA emulator provides it (third_party/cuda_emu/README.md): the collectives lockstep uses,
+// NCCL as the CUDA emulator provides it (testing/cuda_emu/README.md): the collectives lockstep uses,
 // between processes on one machine, each rank's data exchanged through files in a rendezvous folder
 // named by the unique id. Collectives are queued on the caller's stream like NCCL's kernels.
 #pragma once

@@ -1,4 +1,4 @@
-// cuBLAS as the CUDA emulator provides it (third_party/cuda_emu/README.md): the GEMM subset lockstep
+// cuBLAS as the CUDA emulator provides it (testing/cuda_emu/README.md): the GEMM subset lockstep
 // calls, column-major with cuBLAS's argument checks, queued on the handle's stream.
 #pragma once
 

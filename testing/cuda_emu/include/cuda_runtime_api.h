@@ -1,4 +1,4 @@
-// The CUDA runtime API as the CUDA emulator (third_party/cuda_emu/README.md) provides it: the subset
+// The CUDA runtime API as the CUDA emulator (testing/cuda_emu/README.md) provides it: the subset
 // lockstep calls, with the real API's names, types and error codes, executed on the CPU. Built only
 // under --config=cudaemu, in place of the toolkit's header of the same name.
 #pragma once
