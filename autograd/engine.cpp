@@ -39,11 +39,12 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
   if (!meta.grad.defined()) {
     // Take the incoming tensor itself when nothing else can see it; otherwise copy, so that later
     // in-place accumulation cannot write into another tensor's gradient.
-    bool exclusive = grad.use_count() == 1 && grad.storage().use_count() == 1;
-    meta.grad = exclusive ? grad.detach() : ops::clone(grad);
+    // A view (an expanded or transposed gradient) is copied too: .grad is always contiguous.
+    bool exclusive = grad.use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous();
+    meta.grad = exclusive ? grad.detach() : internal::clone(grad);
   } else {
     NoGradGuard no_grad;
-    ops::add_(meta.grad, grad);
+    internal::add_(meta.grad, grad);
   }
   for (auto& [id, fn] : meta.post_accumulate_grad_hooks) fn(leaf_);
   return {};
@@ -172,7 +173,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       if (!next) continue;
       if (i < in_grads.size() && in_grads[i].defined()) {
         Tensor& slot = grads[next];
-        slot = slot.defined() ? ops::add(slot, in_grads[i]) : std::move(in_grads[i]);
+        slot = slot.defined() ? internal::add(slot, in_grads[i]) : std::move(in_grads[i]);
       }
       if (--deps[next] == 0) ready.push_back(next);
     }

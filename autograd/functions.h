@@ -1,11 +1,19 @@
-// Differentiable ops. Each records its backward in autograd/functions.cpp right beside its forward.
-// Inputs that do not require a gradient (and everything under NoGradGuard) cost nothing extra.
+// lockstep's user-facing ops, with PyTorch's names and semantics (torch.* / torch.nn.functional.*).
+// Every one is differentiable where PyTorch's is; the few that are not (comparisons, argmax, sort
+// indices, ...) say so. Each records its backward in autograd/*.cpp right beside its forward; inputs
+// that do not require a gradient (and everything under NoGradGuard) cost nothing extra.
 #pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tensor/tensor.h"
 
 namespace lockstep {
 
+// --- elementwise (autograd/elementwise.cpp); operands broadcast and promote as in PyTorch ---
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -14,30 +22,123 @@ Tensor add(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
 Tensor rsub(const Tensor& a, double s);  // s - a
 Tensor rdiv(const Tensor& a, double s);  // s / a
+Tensor pow(const Tensor& a, double exponent);
+Tensor pow(const Tensor& a, const Tensor& exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max = std::nullopt);
 Tensor neg(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor sign(const Tensor& a);  // gradient 0
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor square(const Tensor& a);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
+Tensor silu(const Tensor& a);
+// approximate: "none" (erf, the default) or "tanh", as torch.nn.functional.gelu.
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+Tensor tril(const Tensor& a, int64_t diagonal = 0);
+Tensor triu(const Tensor& a, int64_t diagonal = 0);
+// Comparisons and logical ops: bool results, not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
 
-Tensor matmul(const Tensor& a, const Tensor& b);  // 2-D
-// y = x @ weight^T + bias, as torch.nn.functional.linear: x [B, in], weight [out, in], bias [out] or undefined.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-Tensor transpose(const Tensor& a);  // 2-D
+// --- shapes and views (autograd/views.cpp): views share storage ---
 Tensor reshape(const Tensor& a, const Shape& shape);
+Tensor view(const Tensor& a, const Shape& shape);
+Tensor transpose(const Tensor& a);  // 2-D
+Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& a, const std::vector<int64_t>& dims);
+Tensor expand(const Tensor& a, const Shape& shape);
+Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& a, int64_t dim, int64_t index);
+Tensor unsqueeze(const Tensor& a, int64_t dim);
+Tensor squeeze(const Tensor& a, int64_t dim);
+Tensor squeeze(const Tensor& a);
+Tensor contiguous(const Tensor& a);
+Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
 
+// --- indexing (autograd/indexing.cpp) ---
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+Tensor index_select(const Tensor& a, const Tensor& index);  // dim 0
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
+// out = a with src added at index along dim (out-of-place scatter_add / index_add).
+Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+// Values are differentiable; indices (int64) are not.
+std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& a, int64_t dim = -1, bool descending = false);
+std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1, bool largest = true);
+
+// --- reductions (autograd/reduce.cpp); `dims` {} means all dimensions ---
 Tensor sum(const Tensor& a);
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim = false);
-Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);
-
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);
+Tensor std(const Tensor& a, const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);
+Tensor max(const Tensor& a);  // over all elements
+Tensor min(const Tensor& a);
+Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);  // values
+Tensor min(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);  // int64, not differentiable
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+// The p-norm over dims (p = 2 by default; any p > 0, and inf).
+Tensor norm(const Tensor& a, double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor softmax(const Tensor& a, int64_t dim);
 Tensor log_softmax(const Tensor& a, int64_t dim);
+
+// --- matrix products and losses (autograd/linalg.cpp) ---
+// torch.matmul: 1-D, 2-D, batched and broadcast batch dimensions.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// y = x @ weight^T + bias, as torch.nn.functional.linear: x [..., in], weight [out, in], bias [out] or
+// undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // Mean over the batch of -logp[i, target[i]].
 Tensor nll_loss(const Tensor& logp, const Tensor& target);
-Tensor index_select(const Tensor& a, const Tensor& index);
+
+// --- conversion ---
 Tensor to(const Tensor& a, Device device);
 Tensor to(const Tensor& a, Dtype dtype);
 Tensor clone(const Tensor& a);
+
+// --- random (autograd/random.cpp): drawn from the default generator (manual_seed) ---
+// Each element 1 with probability p (p's shape), else 0; not differentiable.
+Tensor bernoulli(const Tensor& p);
+// Draws num_samples indices per row of non-negative weights [C] or [N, C].
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when `train`.
+Tensor dropout(const Tensor& a, double p = 0.5, bool train = true);
+
+// True when every element differs by at most atol + rtol * |b| (and NaNs match).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
@@ -52,5 +153,21 @@ Tensor operator*(const Tensor& a, double s);
 Tensor operator*(double s, const Tensor& a);
 Tensor operator/(const Tensor& a, double s);
 Tensor operator/(double s, const Tensor& a);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double s);
+Tensor operator!=(const Tensor& a, double s);
+Tensor operator<(const Tensor& a, double s);
+Tensor operator<=(const Tensor& a, double s);
+Tensor operator>(const Tensor& a, double s);
+Tensor operator>=(const Tensor& a, double s);
+// On bool tensors, as PyTorch's mask & mask, mask | mask, ~mask.
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator~(const Tensor& a);
 
 }  // namespace lockstep

@@ -1,34 +1,156 @@
-// Tensor's differentiable methods (declared in tensor/tensor.h for PyTorch's spelling), forwarding
-// to the ops in autograd/functions.h.
+// Tensor's differentiable methods (declared in tensor/tensor.h for PyTorch's spelling), forwarding to
+// the ops in autograd/functions.h; Tensor::index; the in-place methods.
+#include <algorithm>
+
+#include "autograd/autograd_util.h"
 #include "autograd/functions.h"
-#include "tensor/ops.h"
 
 namespace lockstep {
 
-Tensor Tensor::reshape(const Shape& shape) const { return lockstep::reshape(*this, shape); }
+namespace in = internal;
 
-Tensor Tensor::flatten(int64_t start_dim) const {
-  int64_t d = ops::wrap_dim(start_dim, std::max<int64_t>(dim(), 1), "flatten");
-  Shape s(shape().begin(), shape().begin() + std::min<int64_t>(d, dim()));
-  s.push_back(-1);
+Tensor Tensor::view(const Shape& s) const { return lockstep::view(*this, s); }
+Tensor Tensor::reshape(const Shape& s) const { return lockstep::reshape(*this, s); }
+Tensor Tensor::flatten(int64_t s, int64_t e) const { return lockstep::flatten(*this, s, e); }
+Tensor Tensor::unflatten(int64_t d, const Shape& sizes) const {
+  const int64_t k = in::wrap_dim(d, dim(), "unflatten");
+  Shape s(shape().begin(), shape().begin() + k);
+  s.insert(s.end(), sizes.begin(), sizes.end());
+  s.insert(s.end(), shape().begin() + k + 1, shape().end());
   return lockstep::reshape(*this, s);
 }
-
 Tensor Tensor::t() const { return lockstep::transpose(*this); }
-Tensor Tensor::sum() const { return lockstep::sum(*this); }
-Tensor Tensor::sum(int64_t d, bool keepdim) const { return lockstep::sum(*this, d, keepdim); }
-Tensor Tensor::mean() const { return lockstep::mean(*this); }
-Tensor Tensor::mean(int64_t d, bool keepdim) const { return lockstep::mean(*this, d, keepdim); }
-Tensor Tensor::max(int64_t d, bool keepdim) const { return lockstep::max(*this, d, keepdim); }
-Tensor Tensor::argmax(int64_t d, bool keepdim) const { return ops::argmax(*this, d, keepdim); }
-Tensor Tensor::eq(const Tensor& other) const { return ops::eq(*this, other); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return lockstep::transpose(*this, a, b); }
+Tensor Tensor::permute(const std::vector<int64_t>& d) const { return lockstep::permute(*this, d); }
+Tensor Tensor::expand(const Shape& s) const { return lockstep::expand(*this, s); }
+Tensor Tensor::narrow(int64_t d, int64_t s, int64_t n) const { return lockstep::narrow(*this, d, s, n); }
+Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const { return lockstep::slice(*this, d, s, e, st); }
+Tensor Tensor::select(int64_t d, int64_t i) const { return lockstep::select(*this, d, i); }
+Tensor Tensor::unsqueeze(int64_t d) const { return lockstep::unsqueeze(*this, d); }
+Tensor Tensor::squeeze() const { return lockstep::squeeze(*this); }
+Tensor Tensor::squeeze(int64_t d) const { return lockstep::squeeze(*this, d); }
+std::vector<Tensor> Tensor::split(int64_t n, int64_t d) const { return lockstep::split(*this, n, d); }
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& s, int64_t d) const { return lockstep::split(*this, s, d); }
+std::vector<Tensor> Tensor::chunk(int64_t n, int64_t d) const { return lockstep::chunk(*this, n, d); }
+Tensor Tensor::contiguous() const { return lockstep::contiguous(*this); }
+Tensor Tensor::clone() const { return lockstep::clone(*this); }
+Tensor Tensor::to(Device d) const { return lockstep::to(*this, d); }
+Tensor Tensor::to(Dtype d) const { return lockstep::to(*this, d); }
+
+Tensor Tensor::neg() const { return lockstep::neg(*this); }
+Tensor Tensor::abs() const { return lockstep::abs(*this); }
+Tensor Tensor::sign() const { return lockstep::sign(*this); }
 Tensor Tensor::relu() const { return lockstep::relu(*this); }
 Tensor Tensor::exp() const { return lockstep::exp(*this); }
 Tensor Tensor::log() const { return lockstep::log(*this); }
-Tensor Tensor::neg() const { return lockstep::neg(*this); }
+Tensor Tensor::sqrt() const { return lockstep::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return lockstep::rsqrt(*this); }
+Tensor Tensor::sin() const { return lockstep::sin(*this); }
+Tensor Tensor::cos() const { return lockstep::cos(*this); }
+Tensor Tensor::tanh() const { return lockstep::tanh(*this); }
+Tensor Tensor::sigmoid() const { return lockstep::sigmoid(*this); }
+Tensor Tensor::pow(double e) const { return lockstep::pow(*this, e); }
+Tensor Tensor::pow(const Tensor& e) const { return lockstep::pow(*this, e); }
+Tensor Tensor::square() const { return lockstep::square(*this); }
+Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return lockstep::clamp(*this, lo, hi); }
+Tensor Tensor::masked_fill(const Tensor& m, double v) const { return lockstep::masked_fill(*this, m, v); }
+Tensor Tensor::logical_not() const { return lockstep::logical_not(*this); }
+Tensor Tensor::tril(int64_t k) const { return lockstep::tril(*this, k); }
+Tensor Tensor::triu(int64_t k) const { return lockstep::triu(*this, k); }
+Tensor Tensor::eq(const Tensor& o) const { return lockstep::eq(*this, o); }
+Tensor Tensor::ne(const Tensor& o) const { return lockstep::ne(*this, o); }
+Tensor Tensor::lt(const Tensor& o) const { return lockstep::lt(*this, o); }
+Tensor Tensor::le(const Tensor& o) const { return lockstep::le(*this, o); }
+Tensor Tensor::gt(const Tensor& o) const { return lockstep::gt(*this, o); }
+Tensor Tensor::ge(const Tensor& o) const { return lockstep::ge(*this, o); }
+Tensor Tensor::eq(double o) const { return *this == o; }
+Tensor Tensor::ne(double o) const { return *this != o; }
+Tensor Tensor::lt(double o) const { return *this < o; }
+Tensor Tensor::le(double o) const { return *this <= o; }
+Tensor Tensor::gt(double o) const { return *this > o; }
+Tensor Tensor::ge(double o) const { return *this >= o; }
+
+Tensor Tensor::sum() const { return lockstep::sum(*this); }
+Tensor Tensor::sum(int64_t d, bool k) const { return lockstep::sum(*this, d, k); }
+Tensor Tensor::sum(const std::vector<int64_t>& d, bool k) const { return lockstep::sum(*this, d, k); }
+Tensor Tensor::mean() const { return lockstep::mean(*this); }
+Tensor Tensor::mean(int64_t d, bool k) const { return lockstep::mean(*this, d, k); }
+Tensor Tensor::mean(const std::vector<int64_t>& d, bool k) const { return lockstep::mean(*this, d, k); }
+Tensor Tensor::var(const std::vector<int64_t>& d, bool u, bool k) const { return lockstep::var(*this, d, u, k); }
+Tensor Tensor::std(const std::vector<int64_t>& d, bool u, bool k) const { return lockstep::std(*this, d, u, k); }
+Tensor Tensor::max() const { return lockstep::max(*this); }
+Tensor Tensor::min() const { return lockstep::min(*this); }
+Tensor Tensor::max(int64_t d, bool k) const { return lockstep::max(*this, d, k); }
+Tensor Tensor::min(int64_t d, bool k) const { return lockstep::min(*this, d, k); }
+Tensor Tensor::amax(const std::vector<int64_t>& d, bool k) const { return lockstep::amax(*this, d, k); }
+Tensor Tensor::amin(const std::vector<int64_t>& d, bool k) const { return lockstep::amin(*this, d, k); }
+Tensor Tensor::argmax(int64_t d, bool k) const { return lockstep::argmax(*this, d, k); }
+Tensor Tensor::argmin(int64_t d, bool k) const { return lockstep::argmin(*this, d, k); }
+Tensor Tensor::logsumexp(const std::vector<int64_t>& d, bool k) const { return lockstep::logsumexp(*this, d, k); }
+Tensor Tensor::norm(double p, const std::vector<int64_t>& d, bool k) const { return lockstep::norm(*this, p, d, k); }
+Tensor Tensor::softmax(int64_t d) const { return lockstep::softmax(*this, d); }
 Tensor Tensor::log_softmax(int64_t d) const { return lockstep::log_softmax(*this, d); }
-Tensor Tensor::to(Device device) const { return lockstep::to(*this, device); }
-Tensor Tensor::to(Dtype dtype) const { return lockstep::to(*this, dtype); }
-Tensor Tensor::clone() const { return lockstep::clone(*this); }
+Tensor Tensor::matmul(const Tensor& o) const { return lockstep::matmul(*this, o); }
+
+// x.index({...}) as LibTorch's: integers select (dropping the dimension), slices narrow, None adds a
+// dimension, Ellipsis stands for the full slices left over, an int64 tensor picks with index_select.
+Tensor Tensor::index(const std::vector<TensorIndex>& indices) const {
+  int64_t consumed = 0, ellipses = 0;
+  for (const TensorIndex& i : indices) {
+    if (i.kind == TensorIndex::Kind::Ellipsis) ++ellipses;
+    else if (i.kind != TensorIndex::Kind::None) ++consumed;
+  }
+  LOCKSTEP_CHECK(ellipses <= 1, "index: at most one Ellipsis, got ", ellipses);
+  LOCKSTEP_CHECK(consumed <= dim(), "index: ", consumed, " indices for a tensor of shape ", shape());
+  Tensor r = *this;
+  int64_t d = 0;  // the dimension of r the next index applies to
+  for (const TensorIndex& i : indices) {
+    switch (i.kind) {
+      case TensorIndex::Kind::Integer: r = lockstep::select(r, d, i.integer); break;
+      case TensorIndex::Kind::Slice: {
+        const Slice& s = i.slice;
+        r = lockstep::slice(r, d, s.start.value_or(0), s.stop.value_or(INT64_MAX), s.step);
+        ++d;
+        break;
+      }
+      case TensorIndex::Kind::None: r = lockstep::unsqueeze(r, d++); break;
+      case TensorIndex::Kind::Ellipsis: d += dim() - consumed; break;
+      case TensorIndex::Kind::Tensor: {
+        LOCKSTEP_CHECK(i.tensor.defined() && i.tensor.dtype() == kInt64 && i.tensor.dim() <= 1,
+                       "index: a tensor index must be 1-D int64, got ",
+                       i.tensor.defined() ? shape_str(i.tensor.shape()) + " " + dtype_name(i.tensor.dtype())
+                                          : std::string("an undefined tensor"));
+        r = lockstep::index_select(r, d++, i.tensor);
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+// In-place methods write through any layout (views included) and are not recorded.
+static void check_in_place(const Tensor& t, const char* op) {
+  LOCKSTEP_CHECK(!(GradMode::is_enabled() && t.requires_grad()), op,
+                 ": cannot modify a tensor that requires grad in place while grad mode is on (use NoGradGuard, or "
+                 "detach() first)");
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_in_place(*this, "fill_");
+  in::fill_(*this, value);
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_in_place(*this, "copy_");
+  in::copy_(*this, src);
+  return *this;
+}
+
+Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  check_in_place(*this, "masked_fill_");
+  in::copy_(*this, in::where(mask, full({}, value, {dtype(), device()}), *this));
+  return *this;
+}
 
 }  // namespace lockstep

@@ -76,8 +76,8 @@ class EpochRun {
     auto first = indices_.begin() + b * batch_size_;
     auto last = indices_.begin() + std::min<int64_t>((b + 1) * batch_size_, indices_.size());
     Batch batch = dataset_->get_batch(std::vector<int64_t>(first, last));
-    batch.input = ops::to_device(batch.input, device_);
-    batch.target = ops::to_device(batch.target, device_);
+    batch.input = internal::to_device(batch.input, device_);
+    batch.target = internal::to_device(batch.target, device_);
     return batch;
   }
 

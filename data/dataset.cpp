@@ -9,13 +9,7 @@ namespace lockstep::data {
 Tensor row(const Tensor& t, int64_t i) {
   LOCKSTEP_CHECK(t.defined() && t.dim() >= 1, "row: expected a tensor with at least one dimension");
   LOCKSTEP_CHECK(i >= 0 && i < t.size(0), "row: index ", i, " is out of range for ", t.shape());
-  auto impl = std::make_shared<TensorImpl>();
-  impl->shape = Shape(t.shape().begin() + 1, t.shape().end());
-  impl->numel = t.size(0) ? t.numel() / t.size(0) : 0;
-  impl->offset = t.impl()->offset + i * impl->numel;
-  impl->dtype = t.dtype();
-  impl->storage = t.storage();
-  return Tensor(std::move(impl));
+  return internal::select(t, 0, i);
 }
 
 Batch collate(const std::vector<Example>& examples) {
@@ -27,7 +21,7 @@ Batch collate(const std::vector<Example>& examples) {
     inputs.push_back(e.input);
     targets.push_back(e.target);
   }
-  return {ops::stack(inputs), ops::stack(targets)};
+  return {internal::stack(inputs), internal::stack(targets)};
 }
 
 Batch Dataset::get_batch(const std::vector<int64_t>& indices) const {

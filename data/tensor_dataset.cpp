@@ -18,8 +18,8 @@ Example TensorDataset::get(int64_t index) const { return {row(inputs_, index), r
 Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
   // The index is built on the host and moved next to each tensor (a no-op on the CPU).
   Tensor idx = tensor(indices, {static_cast<int64_t>(indices.size())});
-  return {ops::index_select(inputs_, ops::to_device(idx, inputs_.device())),
-          ops::index_select(targets_, ops::to_device(idx, targets_.device()))};
+  return {internal::index_select(inputs_, internal::to_device(idx, inputs_.device())),
+          internal::index_select(targets_, internal::to_device(idx, targets_.device()))};
 }
 
 }  // namespace lockstep::data

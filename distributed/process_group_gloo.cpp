@@ -570,7 +570,7 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp o
   // One rank: every op leaves the tensor as it is (AVG divides by 1).
   if (tensor.numel() == 0 || size() == 1) return completed_work("all_reduce");
   return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op](uint32_t tag) {
-    dispatch(tensor.dtype(), [&](auto t) {
+    dispatch_compute(tensor.dtype(), "ProcessGroupGloo", [&](auto t) {
       using T = typename decltype(t)::type;
       T* data = static_cast<T*>(tensor.data_ptr());
       const size_t n = static_cast<size_t>(tensor.numel());
@@ -598,7 +598,7 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp o
 std::shared_ptr<Work> ProcessGroupGloo::do_broadcast(Tensor& tensor, int root, bool async_op) {
   if (tensor.numel() == 0 || size() == 1) return completed_work("broadcast");
   return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root](uint32_t tag) {
-    dispatch(tensor.dtype(), [&](auto t) {
+    dispatch_compute(tensor.dtype(), "ProcessGroupGloo", [&](auto t) {
       using T = typename decltype(t)::type;
       gloo::BroadcastOptions opts(context_);
       opts.setOutput<T>(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
@@ -621,7 +621,7 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_gather(std::vector<Tensor>& outpu
     if (size() == 1) {
       if (mine != input.data_ptr()) std::memcpy(mine, input.data_ptr(), nbytes);
     } else {
-      dispatch(input.dtype(), [&](auto t) {
+      dispatch_compute(input.dtype(), "ProcessGroupGloo", [&](auto t) {
         using T = typename decltype(t)::type;
         const size_t n = static_cast<size_t>(input.numel());
         gloo::AllgatherOptions opts(context_);
@@ -649,7 +649,7 @@ std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const 
       if (output.data_ptr() != inputs[0].data_ptr()) std::memcpy(output.data_ptr(), inputs[0].data_ptr(), nbytes);
       return;
     }
-    dispatch(output.dtype(), [&](auto t) {
+    dispatch_compute(output.dtype(), "ProcessGroupGloo", [&](auto t) {
       using T = typename decltype(t)::type;
       const size_t n = static_cast<size_t>(output.numel());
       ring_reduce_scatter<T>(context_, inputs, static_cast<T*>(output.data_ptr()), n, allreduce_fn<T>(op), tag,

@@ -75,7 +75,7 @@ void Reducer::reset_for_backward() {
 }
 
 static Tensor slot_view(const Tensor& flat, int64_t offset, const Tensor& param) {
-  return ops::view_range(flat, offset, param.shape());
+  return internal::view_range(flat, offset, param.shape());
 }
 
 void Reducer::on_gradient_ready(size_t i) {
@@ -85,7 +85,7 @@ void Reducer::on_gradient_ready(size_t i) {
   Bucket& b = buckets_[s.bucket];
   const Tensor& p = params_[i].second;
   Tensor view = slot_view(b.flat, s.offset, p);
-  if (p.grad().data_ptr() != view.data_ptr()) ops::copy_(view, p.grad());
+  if (p.grad().data_ptr() != view.data_ptr()) internal::copy_(view, p.grad());
   ready_[i] = true;
   --b.pending;
   launch_ready_buckets();
@@ -95,7 +95,7 @@ void Reducer::launch_ready_buckets() {
   // Strictly in bucket order, so every rank issues the same sequence of collectives.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& b = buckets_[next_to_launch_++];
-    ops::mul_(b.flat, 1.0 / pg_->size());  // sum of gradients / world size = the average
+    internal::mul_(b.flat, 1.0 / pg_->size());  // sum of gradients / world size = the average
     b.work = pg_->all_reduce(b.flat, ReduceOp::SUM);
   }
 }
@@ -113,7 +113,7 @@ void Reducer::finalize() {
       if (ready_[i]) continue;
       const Slot& s = slots_[i];
       Tensor view = slot_view(buckets_[s.bucket].flat, s.offset, params_[i].second);
-      ops::fill_(view, 0.0);
+      internal::fill_(view, 0.0);
       ready_[i] = true;
       --buckets_[s.bucket].pending;
     }
@@ -132,9 +132,9 @@ void Reducer::finalize() {
         p.autograd_meta().grad = view;
       } else if (p.grad().defined()) {
         Tensor g = p.grad();
-        ops::copy_(g, view);
+        internal::copy_(g, view);
       } else {
-        p.autograd_meta().grad = ops::clone(view);
+        p.autograd_meta().grad = internal::clone(view);
       }
     }
   }

@@ -52,8 +52,9 @@
 #include "distributed/gloo_store_adapter.h"
 #include "distributed/socket.h"
 #include "tensor/cuda/cuda.h"
+#include "autograd/functions.h"
 #include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "tensor/ops.h"  // internal:: for the raw buffers the benchmark drives
 
 using namespace lockstep;
 using Op = dist::ReduceOp;
@@ -126,7 +127,7 @@ class RawGlooCollective : public Collective {
 
   void all_reduce(Tensor& t, Op op) override {
     if (size_ == 1) return;
-    dispatch(t.dtype(), [&](auto tag) {
+    dispatch_compute(t.dtype(), "allreduce_bench", [&](auto tag) {
       using T = typename decltype(tag)::type;
       using ReduceFn = void (*)(void*, const void*, const void*, size_t);
       T* data = static_cast<T*>(t.data_ptr());
@@ -239,17 +240,17 @@ T expected_value(Op op, int n, int64_t i) {
 // Fills `t` (any device) with this rank's input.
 void fill_input(Tensor& t, Op op, int rank, int n) {
   Tensor host = t.device().is_cpu() ? t : empty(t.shape(), {t.dtype(), Device::cpu()});
-  dispatch(t.dtype(), [&](auto tag) {
+  dispatch_compute(t.dtype(), "allreduce_bench", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(host.data_ptr());
     for (int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<T>(input_value(op, rank, n, i));
   });
-  if (!t.device().is_cpu()) ops::copy_(t, host);
+  if (!t.device().is_cpu()) t.copy_(host);
 }
 
 int64_t count_wrong(const Tensor& t, Op op, int n) {
-  Tensor host = ops::to_device(t, Device::cpu());
-  return dispatch(t.dtype(), [&](auto tag) -> int64_t {
+  Tensor host = lockstep::to(t, Device::cpu());
+  return dispatch_compute(t.dtype(), "allreduce_bench", [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
     const T* p = static_cast<const T*>(host.data_ptr());
     int64_t wrong = 0;
@@ -391,9 +392,9 @@ int main(int argc, char** argv) {
     auto now = [] { return std::chrono::steady_clock::now(); };
     // Slowest rank per iteration: one MAX all-reduce of every rank's per-iteration times.
     auto slowest = [&](const std::vector<double>& mine) {
-      Tensor t = ops::to_device(tensor(mine), device);
+      Tensor t = lockstep::to(tensor(mine), device);
       coll->all_reduce(t, Op::MAX);
-      return ops::to_device(t, Device::cpu()).to_vector<double>();
+      return lockstep::to(t, Device::cpu()).to_vector<double>();
     };
     auto result = [&](int64_t bytes, const std::vector<double>& seconds) {
       Result r;
@@ -429,10 +430,10 @@ int main(int argc, char** argv) {
     std::vector<double> seconds(iters);
     for (int64_t count : counts) {
       const int64_t bytes = count * static_cast<int64_t>(esize);
-      Tensor in = ops::view_range(input, 0, {count});
-      Tensor out = ops::view_range(output, 0, {count});
+      Tensor in = input.narrow(0, 0, count);
+      Tensor out = output.narrow(0, 0, count);
       auto out_of_place = [&] {
-        ops::copy_(out, in);
+        out.copy_(in);
         coll->all_reduce(out, op);
       };
       auto in_place = [&] { coll->all_reduce(out, op); };
@@ -440,7 +441,7 @@ int main(int argc, char** argv) {
       Result res[2];
       for (int kind = 0; kind < 2; ++kind) {
         auto iteration = [&] { kind == 0 ? out_of_place() : in_place(); };
-        if (kind == 1) ops::copy_(out, in);  // start from the input values (in place they grow, for SUM/PROD)
+        if (kind == 1) out.copy_(in);  // start from the input values (in place they grow, for SUM/PROD)
         for (int i = 0; i < warmup; ++i) iteration();
         for (int i = 0; i < iters; ++i) {
           auto t0 = now();
@@ -456,7 +457,7 @@ int main(int argc, char** argv) {
             fill_input(out, op, rank, n);
             in_place();
           }
-          Tensor wrong = ops::to_device(tensor(std::vector<int64_t>{count_wrong(out, op, n)}), device);
+          Tensor wrong = lockstep::to(tensor(std::vector<int64_t>{count_wrong(out, op, n)}), device);
           coll->all_reduce(wrong, Op::SUM);
           res[kind].wrong = wrong.item<int64_t>();
           wrong_total += res[kind].wrong;

@@ -190,11 +190,11 @@ int main(int argc, char** argv) {
     double step_ms = median(ms);
     if (launched && world > 1) {  // the mean over ranks of each phase; rank 0's step time everywhere
       std::vector<double> mine{phases.forward, phases.backward, phases.wait, phases.optimizer, phases.step};
-      Tensor p = ops::to_device(tensor(mine), device);
+      Tensor p = to(tensor(mine), device);
       dist::all_reduce(p, dist::ReduceOp::AVG);
-      auto v = ops::to_device(p, Device::cpu()).to_vector<double>();
+      auto v = to(p, Device::cpu()).to_vector<double>();
       phases = {v[0], v[1], v[2], v[3], v[4]};
-      Tensor t = ops::to_device(tensor(std::vector<double>{step_ms}), device);
+      Tensor t = to(tensor(std::vector<double>{step_ms}), device);
       dist::broadcast(t, 0);
       step_ms = t.item<double>();
     }

@@ -101,13 +101,13 @@ int main(int argc, char** argv) {
     }
 
     // Every replica stepped in lockstep: the parameter checksums agree.
-    Tensor sum = ops::to_device(ops::to_dtype(ops::sum(model->fc->weight.detach()), kFloat64), device);
-    Tensor max_sum = ops::clone(sum), min_sum = ops::clone(sum);
+    Tensor checksum = model->fc->weight.detach().sum().to(kFloat64).to(device);
+    Tensor max_sum = checksum.clone(), min_sum = checksum.clone();
     dist::all_reduce(max_sum, dist::ReduceOp::MAX);
     dist::all_reduce(min_sum, dist::ReduceOp::MIN);
     if (rank == 0)
       std::printf("parameters identical on all %d ranks: %s (weight sum %.6f)\n", world,
-                  max_sum.item<double>() == min_sum.item<double>() ? "yes" : "NO", sum.item<double>());
+                  max_sum.item<double>() == min_sum.item<double>() ? "yes" : "NO", checksum.item<double>());
     dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {

@@ -13,7 +13,7 @@ int main() {
   // Four classes at the corners of a square, each a blob of radius ~0.7.
   Tensor labels = randint(0, 4, {n});
   Tensor corners = tensor({-2.f, -2.f, 2.f, -2.f, -2.f, 2.f, 2.f, 2.f}, {4, 2});
-  Tensor x = ops::add(ops::index_select(corners, labels), ops::mul(randn({n, 2}), 0.7));
+  Tensor x = add(index_select(corners, labels), mul(randn({n, 2}), 0.7));
 
   auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(2, 32), std::make_shared<nn::ReLU>(),
                                                 std::make_shared<nn::Linear>(32, 4));
@@ -25,8 +25,8 @@ int main() {
     Tensor perm = randperm(n);
     double total = 0;
     for (int64_t i = 0; i < n; i += batch) {
-      Tensor idx = ops::index_select(perm, arange(i, std::min(i + batch, n)));
-      Tensor inputs = ops::index_select(x, idx), targets = ops::index_select(labels, idx);
+      Tensor idx = index_select(perm, arange(i, std::min(i + batch, n)));
+      Tensor inputs = index_select(x, idx), targets = index_select(labels, idx);
       optimizer.zero_grad();
       Tensor loss = criterion((*model)(inputs), targets);
       loss.backward();

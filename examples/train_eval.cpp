@@ -172,9 +172,9 @@ int run(const Flags& f) {
     for (auto& batch : test_loader) {
       int64_t valid = std::min<int64_t>(batch.input.size(0), mine - counted);
       if (valid <= 0) break;
-      Tensor hit = ops::eq(ops::argmax((*model)(batch.input), 1), batch.target);
-      if (valid < hit.numel()) hit = ops::index_select(hit, arange(valid, TensorOptions(kInt64, device)));
-      correct += ops::sum(hit).item<int64_t>();
+      Tensor hit = eq(argmax((*model)(batch.input), 1), batch.target);
+      if (valid < hit.numel()) hit = index_select(hit, arange(valid, TensorOptions(kInt64, device)));
+      correct += sum(hit).item<int64_t>();
       counted += valid;
     }
     double total = all_reduce_sum(static_cast<double>(counted), device);

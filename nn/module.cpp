@@ -107,7 +107,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
                    "': checkpoint has ", src.defined() ? src.shape() : Shape{}, ", model has ", t.shape());
     LOCKSTEP_CHECK(src.dtype() == t.dtype(), "load_state_dict: dtype mismatch for '", n, "': checkpoint has ",
                    src.dtype(), ", model has ", t.dtype());
-    ops::copy_(t, src);
+    internal::copy_(t, src);
     given.erase(it);
   }
   if (strict) {
@@ -124,10 +124,10 @@ void Module::to(Device device) {
   for (auto& t : parameters()) {
     if (t.device() == device) continue;
     Tensor grad = t.grad();
-    t.set_data(ops::to_device(t, device));
-    if (grad.defined()) t.autograd_meta().grad = ops::to_device(grad, device);
+    t.set_data(internal::to_device(t, device));
+    if (grad.defined()) t.autograd_meta().grad = internal::to_device(grad, device);
   }
-  for (auto& b : buffers()) b.set_data(ops::to_device(b, device));
+  for (auto& b : buffers()) b.set_data(internal::to_device(b, device));
 }
 
 void Module::to(Dtype dtype) {
@@ -136,11 +136,11 @@ void Module::to(Dtype dtype) {
     if (t.dtype() == dtype || !is_floating_point(t.dtype())) continue;
     LOCKSTEP_CHECK(is_floating_point(dtype), name_, ".to: parameters must stay floating point, got ", dtype);
     Tensor grad = t.grad();
-    t.set_data(ops::to_dtype(t, dtype));
-    if (grad.defined()) t.autograd_meta().grad = ops::to_dtype(grad, dtype);
+    t.set_data(internal::to_dtype(t, dtype));
+    if (grad.defined()) t.autograd_meta().grad = internal::to_dtype(grad, dtype);
   }
   for (auto& b : buffers())
-    if (is_floating_point(b.dtype()) && is_floating_point(dtype)) b.set_data(ops::to_dtype(b, dtype));
+    if (is_floating_point(b.dtype()) && is_floating_point(dtype)) b.set_data(internal::to_dtype(b, dtype));
 }
 
 void Module::train(bool on) {
@@ -152,7 +152,7 @@ void Module::zero_grad(bool set_to_none) {
   for (auto& t : parameters()) {
     if (!t.grad().defined()) continue;
     if (set_to_none) t.autograd_meta().grad = Tensor();
-    else ops::fill_(t.autograd_meta().grad, 0.0);
+    else internal::fill_(t.autograd_meta().grad, 0.0);
   }
 }
 

@@ -23,7 +23,7 @@ void Optimizer::zero_grad(bool set_to_none) {
   for (auto& p : params_) {
     if (!p.grad().defined()) continue;
     if (set_to_none) p.autograd_meta().grad = Tensor();
-    else ops::fill_(p.autograd_meta().grad, 0.0);
+    else internal::fill_(p.autograd_meta().grad, 0.0);
   }
 }
 
@@ -47,7 +47,7 @@ void SGD::set_momentum_buffer(size_t i, const Tensor& buf) {
   LOCKSTEP_CHECK(i < params_.size(), "SGD: no parameter ", i);
   LOCKSTEP_CHECK(!buf.defined() || (buf.shape() == params_[i].shape() && buf.dtype() == params_[i].dtype()),
                  "SGD: momentum buffer ", buf.shape(), " does not match parameter ", i, " ", params_[i].shape());
-  buffers_[i] = buf.defined() ? ops::to_device(ops::clone(buf), params_[i].device()) : Tensor();
+  buffers_[i] = buf.defined() ? internal::to_device(internal::clone(buf), params_[i].device()) : Tensor();
 }
 
 void SGD::step() {
@@ -62,7 +62,7 @@ void SGD::step() {
       buffers_[i] = empty_like(p);
       first = true;
     }
-    ops::sgd_step_(p, g, buffers_[i], o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first);
+    internal::sgd_step_(p, g, buffers_[i], o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first);
   }
 }
 

@@ -1,8 +1,10 @@
-// Backend: the short list of kernels a device must implement. Everything else in lockstep (autograd,
-// nn, optim) is built from these, so a new device is a list to fill, not a second framework.
+// Backend: the short list of kernels a device must implement. Everything else in lockstep (views,
+// autograd, nn, optim) is built from these, so a new device is a list to fill, not a second framework.
 //
-// Contract for every kernel: shapes, dtypes and devices were already checked by tensor/ops.cpp;
-// outputs are preallocated, contiguous and on the backend's device; inputs are contiguous.
+// Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
+// (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
+// strides (a StridedPlan per call); the others take contiguous tensors unless they say otherwise.
+// bfloat16 reaches only fill and copy_: the ops layer computes it in float32.
 #pragma once
 
 #include <cstdint>
@@ -10,24 +12,43 @@
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
+#include "tensor/elementwise_ops.h"
 
 namespace lockstep {
 
 class Tensor;
 
-enum class UnaryOp : uint8_t { Neg, Exp, Log, Relu, Sqrt, Abs };
-// ReluBackward: a * (b > 0), the gradient of relu given the upstream gradient a and the input b.
-// Eq writes 1 or 0 into an int64 output.
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Eq, ReluBackward, Maximum };
-enum class ReduceOp : uint8_t { Sum, Mean, Max, Argmax };
+enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, Argmax, Argmin };
 
-// A broadcast binary op after shape checking: the output's shape with adjacent dimensions merged
-// where both inputs allow it, and per input the element strides over those dimensions (0 where the
-// input is broadcast). A same-shape op is one dimension with both strides 1.
-struct BroadcastPlan {
-  std::vector<int64_t> shape;
-  std::vector<int64_t> stride_a, stride_b;
-  int64_t numel = 1;
+// An elementwise loop after shape checking: up to kMaxOperands tensors (operand 0 is the output) walked
+// together over `shape`, each with its own element strides (0 where it is broadcast). Adjacent
+// dimensions that every operand walks as one are merged, so a contiguous op is one flat dimension.
+struct StridedPlan {
+  static constexpr int kMaxDims = 10;
+  static constexpr int kMaxOperands = 4;
+  int nd = 0;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t stride[kMaxOperands][kMaxDims] = {};
+
+  // One dimension with every operand at stride 1 (or 0 for a broadcast scalar): a flat loop.
+  bool flat() const {
+    if (nd != 1) return false;
+    for (int k = 0; k < kMaxOperands; ++k)
+      if (stride[k][0] > 1) return false;
+    return true;
+  }
+};
+
+// C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] for b < batch, row-major with leading dimensions:
+// op(A) is [m, k], op(B) [k, n], C [m, n]; matrix b starts batch_stride_* elements after matrix b-1
+// (0: the same matrix for every b). Pointers are the tensors' data_ptr().
+struct GemmArgs {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t batch_stride_a = 0, batch_stride_b = 0, batch_stride_c = 0;
+  double alpha = 1, beta = 0;
 };
 
 class Backend {
@@ -37,37 +58,51 @@ class Backend {
   // Memory. Blocks from allocate() are at least 64-byte aligned.
   virtual void* allocate(size_t nbytes, Device device) = 0;
   virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
-  // Copies between this backend's device and the host or itself (same dtype and numel).
+  // Contiguous bytes between this backend's device and the host or itself (same dtype and numel).
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
   // Waits for every queued kernel on `device`.
   virtual void synchronize(Device device) = 0;
 
-  virtual void fill(Tensor& out, double value) = 0;
-  virtual void cast(Tensor& out, const Tensor& a) = 0;  // dtype conversion, same numel
-  virtual void unary(UnaryOp op, Tensor& out, const Tensor& a) = 0;
-  virtual void binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b, const BroadcastPlan& plan) = 0;
-  // out = a (op) s, elementwise; for Sub and Div with `reverse`, out = s (op) a.
-  virtual void binary_scalar(BinaryOp op, Tensor& out, const Tensor& a, double s, bool reverse) = 0;
-  // out = alpha * op(a) @ op(b) + beta * out, op = transpose when the flag is set; a, b, out 2-D.
-  virtual void gemm(Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
-                    double beta) = 0;
-  virtual void transpose2d(Tensor& out, const Tensor& a) = 0;
-  // a viewed as [outer, n, inner], reduced over n into out [outer, inner]. Argmax writes int64.
+  // --- elementwise, any strides (plan operands: out, inputs...) ---
+  virtual void fill(const StridedPlan& p, Tensor& out, double value) = 0;
+  // out = a converted to out's dtype (every dtype pair, bfloat16 included).
+  virtual void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
+  virtual void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
+  virtual void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // out = a (op) s, or s (op) a with `reverse` (plan operands: out, a).
+  virtual void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
+                             bool reverse) = 0;
+  // out = cond ? a : b, cond bool.
+  virtual void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+
+  // --- contiguous kernels ---
+  // Matrix products (float32/float64); a, b, out may be any tensors the GemmArgs describe.
+  virtual void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) = 0;
+  // a viewed as [outer, n, inner], reduced over n into out [outer, inner]. Argmax/Argmin write int64.
   virtual void reduce(ReduceOp op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) = 0;
-  // Along the middle dimension of [outer, n, inner].
-  virtual void log_softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) = 0;
-  // grad_in = grad_out - exp(output) * sum(grad_out) along the softmax dimension.
-  virtual void log_softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer,
-                                    int64_t n, int64_t inner) = 0;
+  // (log_)softmax along the middle dimension of [outer, n, inner].
+  virtual void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) = 0;
+  // log: grad_in = g - exp(y) * sum(g); else grad_in = y * (g - sum(g * y)); sums along the dimension.
+  virtual void softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer,
+                                int64_t n, int64_t inner, bool log) = 0;
   // out (one element) = -scale * sum_i logp[i, target[i]]; logp [N, C], target int64 [N].
   // A target outside [0, C) is an error.
   virtual void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) = 0;
   // grad_logp (zero-filled here) [i, target[i]] = -scale * grad_out[0].
   virtual void nll_loss_backward(Tensor& grad_logp, const Tensor& grad_out, const Tensor& target, double scale) = 0;
-  // Rows of a (viewed as [rows, inner]) picked by int64 `index`: out[i] = a[index[i]].
-  virtual void index_select(Tensor& out, const Tensor& a, const Tensor& index) = 0;
-  // out[index[i]] += src[i] over rows (the gradient of index_select).
-  virtual void index_add(Tensor& out, const Tensor& index, const Tensor& src) = 0;
+  // a [outer, n, inner], index int64 [k]: out [outer, k, inner] = a[:, index[j], :].
+  virtual void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
+                            int64_t inner) = 0;
+  // out [outer, n, inner] [:, index[j], :] += src [outer, k, inner] [:, j, :].
+  virtual void index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                         int64_t inner) = 0;
+  // a [outer, n, inner], index and out [outer, k, inner]: out[o, j, i] = a[o, index[o, j, i], i].
+  virtual void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) = 0;
+  // out [outer, n, inner] [o, index[o, j, i], i] += src[o, j, i]; index and src [outer, k, inner].
+  virtual void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                           int64_t inner) = 0;
+  // Each row of a [rows, n] sorted (stable) into values and int64 indices, both [rows, n].
+  virtual void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) = 0;
   // torch.optim.SGD's update for one parameter, in place (see optim/sgd.h for the rule).
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
                         double dampening, double weight_decay, bool nesterov, bool first_step) = 0;

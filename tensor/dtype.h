@@ -2,41 +2,107 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <string>
+#include <type_traits>
 
 #include "common/check.h"
+#include "tensor/host_device.h"
 
 namespace lockstep {
 
-// float64 exists for gradient checks; int64 holds labels and indices.
-enum class Dtype : uint8_t { Float32, Float64, Int64 };
+// bfloat16: the upper half of a float32. Stored as such; arithmetic converts to float32 (the ops layer
+// computes bfloat16 tensors in float32 and rounds the result back, as PyTorch's CPU kernels do).
+struct BFloat16 {
+  uint16_t bits = 0;
+  BFloat16() = default;
+  LOCKSTEP_HOST_DEVICE BFloat16(float f) : bits(round(f)) {}
+  LOCKSTEP_HOST_DEVICE operator float() const {
+    uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  // Round to nearest even; NaN stays a (quiet) NaN.
+  LOCKSTEP_HOST_DEVICE static uint16_t round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+  }
+};
+
+// float64 exists for gradient checks; int64 holds labels and indices; bool is what comparisons return;
+// uint8 holds raw image bytes; bfloat16 halves the memory of float32 weights and activations.
+enum class Dtype : uint8_t { Float32, Float64, Int64, Bool, UInt8, BFloat16 };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
 constexpr Dtype kInt64 = Dtype::Int64;
+constexpr Dtype kBool = Dtype::Bool;
+constexpr Dtype kUInt8 = Dtype::UInt8;
+constexpr Dtype kBFloat16 = Dtype::BFloat16;
+// PyTorch's aliases.
+constexpr Dtype kFloat = kFloat32;
+constexpr Dtype kDouble = kFloat64;
+constexpr Dtype kLong = kInt64;
 
-inline size_t element_size(Dtype d) { return d == Dtype::Float32 ? 4 : 8; }
-inline bool is_floating_point(Dtype d) { return d != Dtype::Int64; }
+inline size_t element_size(Dtype d) {
+  switch (d) {
+    case Dtype::Float32: return 4;
+    case Dtype::Float64:
+    case Dtype::Int64: return 8;
+    case Dtype::Bool:
+    case Dtype::UInt8: return 1;
+    case Dtype::BFloat16: return 2;
+  }
+  return 0;
+}
+inline bool is_floating_point(Dtype d) { return d == kFloat32 || d == kFloat64 || d == kBFloat16; }
 
 inline const char* dtype_name(Dtype d) {
   switch (d) {
     case Dtype::Float32: return "float32";
     case Dtype::Float64: return "float64";
     case Dtype::Int64: return "int64";
+    case Dtype::Bool: return "bool";
+    case Dtype::UInt8: return "uint8";
+    case Dtype::BFloat16: return "bfloat16";
   }
   return "?";
 }
 inline std::ostream& operator<<(std::ostream& os, Dtype d) { return os << dtype_name(d); }
 
+// The dtype two operands are computed in, by PyTorch's promotion order for tensors:
+// bool < uint8 < int64 < bfloat16 < float32 < float64.
+inline Dtype promote_types(Dtype a, Dtype b) {
+  auto rank = [](Dtype d) {
+    switch (d) {
+      case Dtype::Bool: return 0;
+      case Dtype::UInt8: return 1;
+      case Dtype::Int64: return 2;
+      case Dtype::BFloat16: return 3;
+      case Dtype::Float32: return 4;
+      case Dtype::Float64: return 5;
+    }
+    return 0;
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+
 template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr Dtype value = Dtype::Float32; };
 template <> struct dtype_of<double> { static constexpr Dtype value = Dtype::Float64; };
 template <> struct dtype_of<int64_t> { static constexpr Dtype value = Dtype::Int64; };
+template <> struct dtype_of<bool> { static constexpr Dtype value = Dtype::Bool; };
+template <> struct dtype_of<uint8_t> { static constexpr Dtype value = Dtype::UInt8; };
+template <> struct dtype_of<BFloat16> { static constexpr Dtype value = Dtype::BFloat16; };
 
 template <typename T> struct type_tag { using type = T; };
 
-// Calls fn(type_tag<T>{}) with T the C++ type of `d`:
+// Calls fn(type_tag<T>{}) with T the C++ type of `d` (every dtype, bfloat16 included):
 //   dispatch(t.dtype(), [&](auto tag) { using T = typename decltype(tag)::type; ... });
 template <typename Fn>
 decltype(auto) dispatch(Dtype d, Fn&& fn) {
@@ -44,17 +110,34 @@ decltype(auto) dispatch(Dtype d, Fn&& fn) {
     case Dtype::Float32: return fn(type_tag<float>{});
     case Dtype::Float64: return fn(type_tag<double>{});
     case Dtype::Int64: return fn(type_tag<int64_t>{});
+    case Dtype::Bool: return fn(type_tag<bool>{});
+    case Dtype::UInt8: return fn(type_tag<uint8_t>{});
+    case Dtype::BFloat16: return fn(type_tag<BFloat16>{});
   }
   fail("dispatch: unknown dtype ", int(d));
 }
 
-// As dispatch, for kernels defined only on floating-point types; `op` names the caller.
+// As dispatch, over the dtypes kernels compute in (bfloat16 is computed in float32 by the ops layer, so
+// kernels never see it); `op` names the caller in the error.
+template <typename Fn>
+decltype(auto) dispatch_compute(Dtype d, const char* op, Fn&& fn) {
+  switch (d) {
+    case Dtype::Float32: return fn(type_tag<float>{});
+    case Dtype::Float64: return fn(type_tag<double>{});
+    case Dtype::Int64: return fn(type_tag<int64_t>{});
+    case Dtype::Bool: return fn(type_tag<bool>{});
+    case Dtype::UInt8: return fn(type_tag<uint8_t>{});
+    default: fail(op, ": no kernel for ", dtype_name(d));
+  }
+}
+
+// As dispatch, for kernels defined only on float32/float64; `op` names the caller.
 template <typename Fn>
 decltype(auto) dispatch_floating(Dtype d, const char* op, Fn&& fn) {
   switch (d) {
     case Dtype::Float32: return fn(type_tag<float>{});
     case Dtype::Float64: return fn(type_tag<double>{});
-    default: fail(op, ": expected a floating-point tensor, got ", dtype_name(d));
+    default: fail(op, ": expected a float32 or float64 tensor, got ", dtype_name(d));
   }
 }
 

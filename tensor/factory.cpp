@@ -12,7 +12,7 @@ Tensor empty(const Shape& shape, TensorOptions o) { return Tensor(shape, o.dtype
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
   Tensor t(shape, o.dtype, o.device);
-  ops::fill_(t, value);
+  internal::fill_(t, value);
   return t;
 }
 
@@ -31,7 +31,7 @@ static Tensor generate(const Shape& shape, TensorOptions o, Fn&& fn) {
     T* p = host.data<T>();
     for (int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = static_cast<T>(fn(i));
   });
-  return ops::to_device(host, o.device);
+  return internal::to_device(host, o.device);
 }
 
 Tensor arange(int64_t end, TensorOptions o) { return arange(0, end, 1, o); }
@@ -51,7 +51,7 @@ static Tensor from_values(const std::vector<T>& values, const Shape& shape, Devi
   LOCKSTEP_CHECK(n == static_cast<int64_t>(values.size()), op, ": ", values.size(), " values do not fill shape ", s);
   Tensor host(s, dtype_of<T>::value, Device::cpu());
   if (n) std::memcpy(host.data_ptr(), values.data(), n * sizeof(T));
-  return ops::to_device(host, device);
+  return internal::to_device(host, device);
 }
 
 Tensor tensor(const std::vector<float>& v, const Shape& s, Device d) { return from_values(v, s, d, "tensor"); }

@@ -5,11 +5,7 @@
 
 #include <type_traits>
 
-#ifdef __CUDACC__
-#define LOCKSTEP_HOST_DEVICE __host__ __device__
-#else
-#define LOCKSTEP_HOST_DEVICE
-#endif
+#include "tensor/host_device.h"
 
 namespace lockstep::detail {
 

@@ -1,56 +1,34 @@
-// Raw tensor operations: argument checks, result allocation, dispatch to the device's kernels.
+// The elementwise core of the ops layer: loop plans, elementwise ops from the table in
+// elementwise_ops.h (checks, dtype promotion, bfloat16 computed in float32), copies and conversions.
 #include "tensor/ops.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "tensor/factory.h"
 #include "tensor/int_div.h"
 
-namespace lockstep::ops {
+namespace lockstep::internal {
 
 namespace {
 
-const char* binary_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add: return "add";
-    case BinaryOp::Sub: return "sub";
-    case BinaryOp::Mul: return "mul";
-    case BinaryOp::Div: return "div";
-    case BinaryOp::Eq: return "eq";
-    case BinaryOp::ReluBackward: return "relu_backward";
-    case BinaryOp::Maximum: return "maximum";
-  }
-  return "binary";
-}
-
-const char* unary_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Abs: return "abs";
-  }
-  return "unary";
-}
-
-void check_defined(const Tensor& t, const char* op) {
-  LOCKSTEP_CHECK(t.defined(), op, ": got an undefined tensor");
-}
+void check_defined(const Tensor& t, const char* op) { LOCKSTEP_CHECK(t.defined(), op, ": got an undefined tensor"); }
 
 void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
   LOCKSTEP_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ", b.device());
 }
 
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  LOCKSTEP_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype(),
-                 " (convert one with .to(dtype))");
+bool accepts(OpDtypes kinds, Dtype d) {
+  switch (kinds) {
+    case OpDtypes::kFloating: return is_floating_point(d);
+    case OpDtypes::kNumeric: return d != kBool;
+    case OpDtypes::kAll: return true;
+  }
+  return false;
 }
 
-void check_floating(const Tensor& a, const char* op) {
-  LOCKSTEP_CHECK(is_floating_point(a.dtype()), op, ": expected a floating-point tensor, got ", a.dtype());
+void check_dtype(OpDtypes kinds, Dtype d, const char* op) {
+  LOCKSTEP_CHECK(accepts(kinds, d), op, ": expected a ",
+                 kinds == OpDtypes::kFloating ? "floating-point" : "numeric (non-bool)", " tensor, got ", dtype_name(d));
 }
 
 // Integer division by zero traps the CPU (SIGFPE); PyTorch raises instead, and so does lockstep. Checked
@@ -58,50 +36,14 @@ void check_floating(const Tensor& a, const char* op) {
 // checks its divisors on the device instead (tensor/cuda/elementwise.cu, device_error.h): the division
 // is skipped and this same message is raised at the next synchronization.
 void check_integer_divisor(const Tensor& divisor) {
-  if (divisor.dtype() != kInt64 || !divisor.device().is_cpu()) return;
-  const int64_t* p = divisor.data<int64_t>();
-  for (int64_t i = 0; i < divisor.numel(); ++i) {
-    LOCKSTEP_CHECK(p[i] != 0, detail::kIntegerDivisionByZero);
-  }
+  if (is_floating_point(divisor.dtype()) || !divisor.device().is_cpu()) return;
+  for (int64_t v : divisor.to_vector<int64_t>()) LOCKSTEP_CHECK(v != 0, detail::kIntegerDivisionByZero);
 }
 
-// Merges adjacent dimensions that both inputs traverse contiguously (or both broadcast), so the
-// kernels see as few dimensions as possible: a same-shape op becomes one flat loop.
-BroadcastPlan make_plan(const Shape& out, const Shape& a, const Shape& b) {
-  const size_t nd = out.size();
-  std::vector<int64_t> sa(nd), sb(nd);
-  int64_t ca = 1, cb = 1;
-  for (size_t k = nd; k-- > 0;) {
-    size_t ia = k + a.size() - nd, ib = k + b.size() - nd;
-    bool has_a = k + a.size() >= nd, has_b = k + b.size() >= nd;
-    int64_t da = has_a ? a[ia] : 1, db = has_b ? b[ib] : 1;
-    sa[k] = da == 1 ? 0 : ca;
-    sb[k] = db == 1 ? 0 : cb;
-    ca *= da;
-    cb *= db;
-  }
-  BroadcastPlan p;
-  for (size_t k = 0; k < nd; ++k) {
-    if (out[k] == 1) continue;  // size-1 dimensions contribute nothing
-    if (!p.shape.empty() && p.stride_a.back() == sa[k] * out[k] && p.stride_b.back() == sb[k] * out[k]) {
-      p.shape.back() *= out[k];
-      p.stride_a.back() = sa[k];
-      p.stride_b.back() = sb[k];
-      continue;
-    }
-    p.shape.push_back(out[k]);
-    p.stride_a.push_back(sa[k]);
-    p.stride_b.push_back(sb[k]);
-  }
-  if (p.shape.empty()) {  // every dimension is 1: a single element
-    p.shape = {1};
-    p.stride_a = {0};
-    p.stride_b = {0};
-  }
-  p.numel = 1;
-  for (int64_t s : out) p.numel *= s;
-  return p;
-}
+Tensor as_float32(const Tensor& t) { return t.dtype() == kBFloat16 ? to_dtype(t, kFloat32) : t; }
+
+// Results computed in float32 for bfloat16 operands go back to bfloat16 (bool results stay bool).
+Tensor back_to(const Tensor& out, Dtype dtype) { return out.dtype() == kFloat32 ? to_dtype(out, dtype) : out; }
 
 }  // namespace
 
@@ -132,18 +74,109 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  const char* name = binary_name(op);
+// Each input's strides aligned to out's dimensions (0 where it is broadcast), then adjacent dimensions
+// merged where every operand walks them as one, and size-1 dimensions dropped.
+StridedPlan make_plan(const Tensor& out, std::initializer_list<const Tensor*> inputs, const char* op) {
+  const int64_t nd = out.dim();
+  const int nops = 1 + static_cast<int>(inputs.size());
+  LOCKSTEP_CHECK(nops <= StridedPlan::kMaxOperands, op, ": too many operands");
+  std::vector<Strides> st(nops, Strides(nd, 0));
+  st[0] = out.strides();
+  int k = 1;
+  for (const Tensor* in : inputs) {
+    const int64_t lead = nd - in->dim();
+    LOCKSTEP_CHECK(lead >= 0, op, ": operand ", in->shape(), " has more dimensions than the result ", out.shape());
+    for (int64_t d = 0; d < in->dim(); ++d) {
+      const int64_t have = in->shape()[d], want = out.shape()[d + lead];
+      LOCKSTEP_CHECK(have == want || have == 1, op, ": operand ", in->shape(), " does not broadcast to ", out.shape());
+      st[k][d + lead] = have == 1 ? 0 : in->strides()[d];
+    }
+    ++k;
+  }
+  StridedPlan p;
+  p.numel = out.numel();
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t size = out.shape()[d];
+    if (size == 1) continue;
+    if (p.nd > 0) {
+      bool merge = true;
+      for (int o = 0; o < nops; ++o) merge = merge && p.stride[o][p.nd - 1] == st[o][d] * size;
+      if (merge) {
+        p.shape[p.nd - 1] *= size;
+        for (int o = 0; o < nops; ++o) p.stride[o][p.nd - 1] = st[o][d];
+        continue;
+      }
+    }
+    LOCKSTEP_CHECK(p.nd < StridedPlan::kMaxDims, op, ": ", out.shape(), " needs more than ", StridedPlan::kMaxDims,
+                   " dimensions after merging; make an operand contiguous first");
+    p.shape[p.nd] = size;
+    for (int o = 0; o < nops; ++o) p.stride[o][p.nd] = st[o][d];
+    ++p.nd;
+  }
+  if (p.nd == 0) {  // a single element
+    p.nd = 1;
+    p.shape[0] = 1;
+  }
+  return p;
+}
+
+// --- elementwise -----------------------------------------------------------------------------------
+
+Tensor unary(UnaryOp op, const Tensor& a) {
+  const char* name = op_name(op);
   check_defined(a, name);
-  check_defined(b, name);
-  check_same_device(a, b, name);
-  check_same_dtype(a, b, name);
+  check_dtype(op_dtypes(op), a.dtype(), name);
+  if (a.dtype() == kBFloat16) return back_to(unary(op, as_float32(a)), kBFloat16);
+  Tensor out(a.shape(), op_returns_bool(op) ? kBool : a.dtype(), a.device());
+  if (out.numel()) backend_for(a.device()).unary(op, make_plan(out, {&a}, name), out, a);
+  return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
+  const char* name = op_name(op);
+  check_defined(a_in, name);
+  check_defined(b_in, name);
+  check_same_device(a_in, b_in, name);
+  const Dtype common = promote_types(a_in.dtype(), b_in.dtype());
+  check_dtype(op_dtypes(op), common, name);
+  Tensor a = to_dtype(a_in, common), b = to_dtype(b_in, common);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
+  if (common == kBFloat16) return back_to(binary(op, as_float32(a), as_float32(b)), kBFloat16);
   if (op == BinaryOp::Div) check_integer_divisor(b);
-  Tensor out(out_shape, op == BinaryOp::Eq ? kInt64 : a.dtype(), a.device());
-  if (out.numel() == 0) return out;
-  BroadcastPlan plan = make_plan(out_shape, a.shape(), b.shape());
-  backend_for(a.device()).binary(op, out, a, b, plan);
+  Tensor out(out_shape, op_returns_bool(op) ? kBool : common, a.device());
+  if (out.numel()) backend_for(a.device()).binary(op, make_plan(out, {&a, &b}, name), out, a, b);
+  return out;
+}
+
+Tensor binary_scalar(BinaryOp op, const Tensor& a_in, double s, bool reverse) {
+  const char* name = op_name(op);
+  check_defined(a_in, name);
+  // An integer tensor with a fractional scalar computes in float32, as PyTorch's default dtype.
+  const Tensor a = !is_floating_point(a_in.dtype()) && s != std::floor(s) ? to_dtype(a_in, kFloat32) : a_in;
+  check_dtype(op_dtypes(op), a.dtype(), name);
+  if (a.dtype() == kBFloat16) return back_to(binary_scalar(op, as_float32(a), s, reverse), kBFloat16);
+  if (op == BinaryOp::Div && !is_floating_point(a.dtype())) {
+    if (reverse) check_integer_divisor(a);
+    else LOCKSTEP_CHECK(static_cast<int64_t>(s) != 0, detail::kIntegerDivisionByZero);
+  }
+  Tensor out(a.shape(), op_returns_bool(op) ? kBool : a.dtype(), a.device());
+  if (out.numel()) backend_for(a.device()).binary_scalar(op, make_plan(out, {&a}, name), out, a, s, reverse);
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  check_defined(cond, "where");
+  check_defined(a_in, "where");
+  check_defined(b_in, "where");
+  LOCKSTEP_CHECK(cond.dtype() == kBool, "where: expected a bool condition, got ", cond.dtype());
+  check_same_device(cond, a_in, "where");
+  check_same_device(a_in, b_in, "where");
+  const Dtype common = promote_types(a_in.dtype(), b_in.dtype());
+  Tensor a = to_dtype(a_in, common), b = to_dtype(b_in, common);
+  Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
+  if (common == kBFloat16) return back_to(where(cond, as_float32(a), as_float32(b)), kBFloat16);
+  Tensor out(shape, common, a.device());
+  if (out.numel()) backend_for(a.device()).where(make_plan(out, {&cond, &a, &b}, "where"), out, cond, a, b);
   return out;
 }
 
@@ -153,38 +186,8 @@ Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b
 Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maximum, a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Eq, a, b); }
-
-Tensor relu_backward(const Tensor& grad, const Tensor& input) {
-  LOCKSTEP_CHECK(grad.defined() && input.defined() && grad.shape() == input.shape(), "relu_backward: gradient ",
-                 grad.defined() ? grad.shape() : Shape{}, " does not match input ",
-                 input.defined() ? input.shape() : Shape{});
-  return binary(BinaryOp::ReluBackward, grad, input);
-}
-
-Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reverse) {
-  const char* name = binary_name(op);
-  check_defined(a, name);
-  if (op == BinaryOp::Div && a.dtype() == kInt64) {
-    if (reverse) check_integer_divisor(a);
-    else LOCKSTEP_CHECK(static_cast<int64_t>(s) != 0, detail::kIntegerDivisionByZero);
-  }
-  Tensor out(a.shape(), op == BinaryOp::Eq ? kInt64 : a.dtype(), a.device());
-  if (out.numel()) backend_for(a.device()).binary_scalar(op, out, a, s, reverse);
-  return out;
-}
-
 Tensor add(const Tensor& a, double s) { return binary_scalar(BinaryOp::Add, a, s); }
 Tensor mul(const Tensor& a, double s) { return binary_scalar(BinaryOp::Mul, a, s); }
-
-Tensor unary(UnaryOp op, const Tensor& a) {
-  const char* name = unary_name(op);
-  check_defined(a, name);
-  if (op == UnaryOp::Exp || op == UnaryOp::Log || op == UnaryOp::Sqrt) check_floating(a, name);
-  Tensor out(a.shape(), a.dtype(), a.device());
-  if (out.numel()) backend_for(a.device()).unary(op, out, a);
-  return out;
-}
-
 Tensor neg(const Tensor& a) { return unary(UnaryOp::Neg, a); }
 Tensor exp(const Tensor& a) { return unary(UnaryOp::Exp, a); }
 Tensor log(const Tensor& a) { return unary(UnaryOp::Log, a); }
@@ -192,216 +195,64 @@ Tensor relu(const Tensor& a) { return unary(UnaryOp::Relu, a); }
 Tensor sqrt(const Tensor& a) { return unary(UnaryOp::Sqrt, a); }
 Tensor abs(const Tensor& a) { return unary(UnaryOp::Abs, a); }
 
-// --- matrix products -----------------------------------------------------------------------------
+// --- copies and conversion ---------------------------------------------------------------------------
 
-static void check_gemm(const Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, const char* op) {
-  check_defined(a, op);
-  check_defined(b, op);
-  LOCKSTEP_CHECK(a.dim() == 2 && b.dim() == 2, op, ": expected 2-D tensors, got ", a.shape(), " x ", b.shape());
-  check_same_device(a, b, op);
-  check_same_dtype(a, b, op);
-  check_floating(a, op);
-  int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
-  LOCKSTEP_CHECK(k1 == k2, op, ": ", a.shape(), ta ? "^T" : "", " x ", b.shape(), tb ? "^T" : "",
-                 ": inner dimensions differ");
-  if (out.defined()) {
-    Shape want{ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)};
-    LOCKSTEP_CHECK(out.shape() == want && out.dtype() == a.dtype() && out.device() == a.device(), op, ": output ",
-                   out.shape(), " ", out.dtype(), " on ", out.device(), " does not match the product ", want, " ",
-                   a.dtype(), " on ", a.device());
+void copy_(Tensor& dst, const Tensor& src) {
+  check_defined(dst, "copy_");
+  check_defined(src, "copy_");
+  bool fits = src.dim() <= dst.dim();
+  for (int64_t d = 0; fits && d < src.dim(); ++d) {
+    const int64_t have = src.shape()[d], want = dst.shape()[d + dst.dim() - src.dim()];
+    fits = have == want || have == 1;
   }
-}
-
-Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  check_gemm(Tensor(), a, ta, b, tb, "matmul");
-  Tensor out({ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)}, a.dtype(), a.device());
-  if (out.numel()) backend_for(a.device()).gemm(out, a, ta, b, tb, 1.0, 0.0);
-  return out;
-}
-
-void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha, double beta) {
-  check_gemm(out, a, ta, b, tb, "gemm_");
-  if (out.numel()) backend_for(a.device()).gemm(out, a, ta, b, tb, alpha, beta);
-}
-
-Tensor transpose(const Tensor& a) {
-  check_defined(a, "transpose");
-  LOCKSTEP_CHECK(a.dim() == 2, "transpose: expected a 2-D tensor, got ", a.shape());
-  Tensor out({a.size(1), a.size(0)}, a.dtype(), a.device());
-  if (out.numel()) backend_for(a.device()).transpose2d(out, a);
-  return out;
-}
-
-// --- reductions ----------------------------------------------------------------------------------
-
-static Tensor reduce_all(ReduceOp op, const Tensor& a, const char* name) {
-  check_defined(a, name);
-  if (op == ReduceOp::Mean) check_floating(a, name);
-  Tensor out(Shape{}, a.dtype(), a.device());
-  if (a.numel() == 0) {
-    fill_(out, op == ReduceOp::Mean ? NAN : 0.0);  // as PyTorch: the sum of nothing is 0, the mean NaN
-    return out;
+  LOCKSTEP_CHECK(fits, "copy_: source ", src.shape(), " does not broadcast to destination ", dst.shape());
+  if (!dst.numel()) return;
+  if (dst.device() == src.device()) {
+    backend_for(dst.device()).copy_(make_plan(dst, {&src}, "copy_"), dst, src);
+    return;
   }
-  backend_for(a.device()).reduce(op, out, a, 1, a.numel(), 1);
-  return out;
+  // Between devices the bytes move contiguously, in the source's dtype; layout, broadcast and
+  // conversion are then done on the destination's device.
+  Tensor s = contiguous(src);
+  const bool direct = dst.is_contiguous() && dst.dtype() == s.dtype() && dst.shape() == s.shape();
+  Tensor staged = direct ? dst : Tensor(s.shape(), s.dtype(), dst.device());
+  Device d = dst.device().is_cuda() ? dst.device() : src.device();  // its backend reaches the host
+  backend_for(d).copy(staged, s);
+  if (!direct) copy_(dst, staged);
 }
 
-static Tensor reduce_dim(ReduceOp op, const Tensor& a, int64_t dim, bool keepdim, const char* name) {
-  check_defined(a, name);
-  if (op == ReduceOp::Mean) check_floating(a, name);
-  int64_t d = wrap_dim(dim, a.dim(), name);
-  int64_t outer, n, inner;
-  split_dim(a.shape(), d, outer, n, inner);
-  LOCKSTEP_CHECK(n > 0 || op == ReduceOp::Sum, name, ": cannot reduce an empty dimension ", dim, " of shape ",
-                 a.shape());
-  Shape s = a.shape();
-  if (keepdim) s[d] = 1;
-  else s.erase(s.begin() + d);
-  Tensor out(s, op == ReduceOp::Argmax ? kInt64 : a.dtype(), a.device());
-  if (out.numel() == 0) return out;
-  if (n == 0) fill_(out, 0.0);
-  else backend_for(a.device()).reduce(op, out, a, outer, n, inner);
-  return out;
+void fill_(Tensor& t, double value) {
+  check_defined(t, "fill_");
+  if (t.numel()) backend_for(t.device()).fill(make_plan(t, {}, "fill_"), t, value);
 }
 
-Tensor sum(const Tensor& a) { return reduce_all(ReduceOp::Sum, a, "sum"); }
-Tensor mean(const Tensor& a) { return reduce_all(ReduceOp::Mean, a, "mean"); }
-Tensor sum(const Tensor& a, int64_t dim, bool keepdim) { return reduce_dim(ReduceOp::Sum, a, dim, keepdim, "sum"); }
-Tensor mean(const Tensor& a, int64_t dim, bool keepdim) { return reduce_dim(ReduceOp::Mean, a, dim, keepdim, "mean"); }
-Tensor max(const Tensor& a, int64_t dim, bool keepdim) { return reduce_dim(ReduceOp::Max, a, dim, keepdim, "max"); }
-Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
-  return reduce_dim(ReduceOp::Argmax, a, dim, keepdim, "argmax");
-}
-
-Tensor sum_to(const Tensor& a, const Shape& shape) {
-  if (a.shape() == shape) return a;
-  LOCKSTEP_CHECK(broadcast_shapes(a.shape(), shape, "sum_to") == a.shape(), "sum_to: cannot sum ", a.shape(),
-                 " down to ", shape);
-  Tensor r = a;
-  // Leading dimensions that `shape` lacks: one flat reduction [lead, rest] -> [rest].
-  size_t lead = a.dim() - shape.size();
-  if (lead > 0) {
-    int64_t outer = 1;
-    for (size_t i = 0; i < lead; ++i) outer *= a.shape()[i];
-    Shape rest(a.shape().begin() + lead, a.shape().end());
-    r = reshape(sum(reshape(r, {outer, r.numel() / std::max<int64_t>(outer, 1)}), 0), rest);
+void add_(Tensor& a, const Tensor& b_in, double alpha) {
+  check_defined(a, "add_");
+  check_defined(b_in, "add_");
+  check_same_device(a, b_in, "add_");
+  LOCKSTEP_CHECK(b_in.dim() <= a.dim() && broadcast_shapes(a.shape(), b_in.shape(), "add_") == a.shape(),
+                 "add_: cannot add ", b_in.shape(), " into ", a.shape(), " in place");
+  if (!a.numel()) return;
+  Tensor b = alpha == 1.0 ? b_in : mul(b_in, alpha);
+  if (a.dtype() == kBFloat16 || b.dtype() != a.dtype()) {
+    copy_(a, add(as_float32(a), as_float32(b)));
+    return;
   }
-  for (size_t i = 0; i < shape.size(); ++i)
-    if (shape[i] == 1 && r.shape()[i] != 1) r = sum(r, static_cast<int64_t>(i), true);
-  return r;
+  backend_for(a.device()).binary(BinaryOp::Add, make_plan(a, {&a, &b}, "add_"), a, a, b);
 }
 
-// --- softmax and loss ----------------------------------------------------------------------------
-
-Tensor log_softmax(const Tensor& a, int64_t dim) {
-  check_defined(a, "log_softmax");
-  check_floating(a, "log_softmax");
-  int64_t d = wrap_dim(dim, a.dim(), "log_softmax"), outer, n, inner;
-  split_dim(a.shape(), d, outer, n, inner);
-  Tensor out(a.shape(), a.dtype(), a.device());
-  if (out.numel()) backend_for(a.device()).log_softmax(out, a, outer, n, inner);
-  return out;
+void mul_(Tensor& a, double s) {
+  check_defined(a, "mul_");
+  if (!a.numel()) return;
+  if (a.dtype() == kBFloat16) return copy_(a, mul(as_float32(a), s));
+  backend_for(a.device()).binary_scalar(BinaryOp::Mul, make_plan(a, {&a}, "mul_"), a, a, s, false);
 }
-
-Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim) {
-  LOCKSTEP_CHECK(grad_out.shape() == output.shape(), "log_softmax_backward: gradient ", grad_out.shape(),
-                 " does not match output ", output.shape());
-  int64_t d = wrap_dim(dim, output.dim(), "log_softmax_backward"), outer, n, inner;
-  split_dim(output.shape(), d, outer, n, inner);
-  Tensor g(output.shape(), output.dtype(), output.device());
-  if (g.numel()) backend_for(output.device()).log_softmax_backward(g, grad_out, output, outer, n, inner);
-  return g;
-}
-
-static void check_nll(const Tensor& logp, const Tensor& target, const char* op) {
-  check_defined(logp, op);
-  check_defined(target, op);
-  check_floating(logp, op);
-  LOCKSTEP_CHECK(logp.dim() == 2, op, ": expected input [N, C], got ", logp.shape());
-  LOCKSTEP_CHECK(target.dtype() == kInt64, op, ": expected int64 class targets, got ", target.dtype());
-  LOCKSTEP_CHECK(target.dim() == 1 && target.size(0) == logp.size(0), op, ": target ", target.shape(),
-                 " does not match input ", logp.shape(), " (expected [", logp.size(0), "])");
-  check_same_device(logp, target, op);
-}
-
-Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean) {
-  check_nll(logp, target, "nll_loss");
-  Tensor out(Shape{}, logp.dtype(), logp.device());
-  int64_t n = logp.size(0);
-  if (n == 0) {
-    fill_(out, mean ? NAN : 0.0);
-    return out;
-  }
-  backend_for(logp.device()).nll_loss(out, logp, target, mean ? 1.0 / n : 1.0);
-  return out;
-}
-
-Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean) {
-  check_nll(logp, target, "nll_loss_backward");
-  LOCKSTEP_CHECK(grad_out.numel() == 1, "nll_loss_backward: expected a one-element gradient, got ", grad_out.shape());
-  Tensor g = zeros(logp.shape(), {logp.dtype(), logp.device()});
-  int64_t n = logp.size(0);
-  if (n) backend_for(logp.device()).nll_loss_backward(g, grad_out, target, mean ? 1.0 / n : 1.0);
-  return g;
-}
-
-// --- indexing ------------------------------------------------------------------------------------
-
-static void check_index(const Tensor& index, const char* op) {
-  check_defined(index, op);
-  LOCKSTEP_CHECK(index.dtype() == kInt64, op, ": expected an int64 index, got ", index.dtype());
-  LOCKSTEP_CHECK(index.dim() == 1, op, ": expected a 1-D index, got ", index.shape());
-}
-
-Tensor index_select(const Tensor& a, const Tensor& index) {
-  check_defined(a, "index_select");
-  check_index(index, "index_select");
-  LOCKSTEP_CHECK(a.dim() >= 1, "index_select: cannot select rows of a 0-D tensor");
-  check_same_device(a, index, "index_select");
-  Shape s = a.shape();
-  s[0] = index.size(0);
-  Tensor out(s, a.dtype(), a.device());
-  if (out.numel() || index.numel()) backend_for(a.device()).index_select(out, a, index);
-  return out;
-}
-
-void index_add_(Tensor& out, const Tensor& index, const Tensor& src) {
-  check_defined(out, "index_add_");
-  check_index(index, "index_add_");
-  check_same_dtype(out, src, "index_add_");
-  check_same_device(out, src, "index_add_");
-  check_same_device(out, index, "index_add_");
-  LOCKSTEP_CHECK(src.dim() == out.dim() && src.dim() >= 1 && src.size(0) == index.size(0) &&
-                     Shape(src.shape().begin() + 1, src.shape().end()) == Shape(out.shape().begin() + 1, out.shape().end()),
-                 "index_add_: source ", src.shape(), " with index ", index.shape(), " does not fit into ", out.shape());
-  if (src.numel()) backend_for(out.device()).index_add(out, index, src);
-}
-
-Tensor stack(const std::vector<Tensor>& ts) {
-  LOCKSTEP_CHECK(!ts.empty(), "stack: expected at least one tensor");
-  const Tensor& f = ts[0];
-  check_defined(f, "stack");
-  Shape s = f.shape();
-  s.insert(s.begin(), static_cast<int64_t>(ts.size()));
-  Tensor out(s, f.dtype(), f.device());
-  for (size_t i = 0; i < ts.size(); ++i) {
-    LOCKSTEP_CHECK(ts[i].defined() && ts[i].shape() == f.shape() && ts[i].dtype() == f.dtype() &&
-                       ts[i].device() == f.device(),
-                   "stack: tensor ", i, " is ", ts[i].defined() ? ts[i].shape() : Shape{}, " but tensor 0 is ",
-                   f.shape(), " ", f.dtype(), " on ", f.device());
-    Tensor dst = view_range(out, static_cast<int64_t>(i) * f.numel(), f.shape());
-    copy_(dst, ts[i]);
-  }
-  return out;
-}
-
-// --- conversion and copies -----------------------------------------------------------------------
 
 Tensor to_dtype(const Tensor& a, Dtype dtype) {
   check_defined(a, "to");
   if (a.dtype() == dtype) return a;
   Tensor out(a.shape(), dtype, a.device());
-  if (out.numel()) backend_for(a.device()).cast(out, a);
+  copy_(out, a);
   return out;
 }
 
@@ -420,105 +271,6 @@ Tensor clone(const Tensor& a) {
   return out;
 }
 
-Tensor reshape(const Tensor& a, const Shape& shape) {
-  check_defined(a, "reshape");
-  Shape s = shape;
-  int64_t known = 1, infer = -1;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == -1) {
-      LOCKSTEP_CHECK(infer < 0, "reshape: only one dimension can be -1, got ", shape);
-      infer = static_cast<int64_t>(i);
-    } else {
-      LOCKSTEP_CHECK(s[i] >= 0, "reshape: invalid dimension in ", shape);
-      known *= s[i];
-    }
-  }
-  if (infer >= 0) {
-    LOCKSTEP_CHECK(known > 0 && a.numel() % known == 0, "reshape: cannot reshape ", a.shape(), " into ", shape);
-    s[infer] = a.numel() / known;
-    known *= s[infer];
-  }
-  LOCKSTEP_CHECK(known == a.numel(), "reshape: cannot reshape ", a.shape(), " (", a.numel(), " elements) into ", shape);
-  return view_range(a, 0, s);
-}
-
-Tensor view_range(const Tensor& base, int64_t offset, const Shape& shape) {
-  check_defined(base, "view_range");
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  LOCKSTEP_CHECK(offset >= 0 && n >= 0 && offset + n <= base.numel(), "view_range: elements [", offset, ", ",
-                 offset + n, ") are outside a tensor of ", base.numel(), " elements");
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.storage();
-  impl->offset = base.impl()->offset + offset;
-  impl->shape = shape;
-  impl->numel = n;
-  impl->dtype = base.dtype();
-  return Tensor(std::move(impl));
-}
-
-void copy_(Tensor& dst, const Tensor& src) {
-  check_defined(dst, "copy_");
-  check_defined(src, "copy_");
-  LOCKSTEP_CHECK(dst.numel() == src.numel(), "copy_: source ", src.shape(), " and destination ", dst.shape(),
-                 " differ in size");
-  LOCKSTEP_CHECK(dst.dtype() == src.dtype(), "copy_: dtypes differ: ", src.dtype(), " into ", dst.dtype());
-  if (!dst.numel()) return;
-  // The non-CPU side's backend knows how to reach the host.
-  Device d = dst.device().is_cuda() ? dst.device() : src.device();
-  backend_for(d).copy(dst, src);
-}
-
-void fill_(Tensor& t, double value) {
-  check_defined(t, "fill_");
-  if (t.numel()) backend_for(t.device()).fill(t, value);
-}
-
-void add_(Tensor& a, const Tensor& b, double alpha) {
-  check_defined(a, "add_");
-  check_defined(b, "add_");
-  check_same_device(a, b, "add_");
-  check_same_dtype(a, b, "add_");
-  LOCKSTEP_CHECK(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "add_: cannot add ", b.shape(),
-                 " into ", a.shape(), " in place");
-  if (!a.numel()) return;
-  BroadcastPlan plan = make_plan(a.shape(), a.shape(), b.shape());
-  Backend& be = backend_for(a.device());
-  if (alpha == 1.0) {
-    be.binary(BinaryOp::Add, a, a, b, plan);
-  } else {
-    Tensor scaled(b.shape(), b.dtype(), b.device());
-    be.binary_scalar(BinaryOp::Mul, scaled, b, alpha, false);
-    be.binary(BinaryOp::Add, a, a, scaled, plan);
-  }
-}
-
-void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum, double dampening,
-               double weight_decay, bool nesterov, bool first_step) {
-  check_defined(param, "sgd_step_");
-  check_defined(grad, "sgd_step_");
-  check_floating(param, "sgd_step_");
-  LOCKSTEP_CHECK(grad.shape() == param.shape() && grad.dtype() == param.dtype() && grad.device() == param.device(),
-                 "sgd_step_: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
-                 " does not match parameter ", param.shape(), " ", param.dtype(), " on ", param.device());
-  if (momentum != 0) {
-    LOCKSTEP_CHECK(buf.defined() && buf.shape() == param.shape() && buf.dtype() == param.dtype() &&
-                       buf.device() == param.device(),
-                   "sgd_step_: momentum buffer does not match parameter ", param.shape());
-  }
-  // The kernels read and write the three arrays as distinct memory.
-  LOCKSTEP_CHECK(grad.data_ptr() != param.data_ptr() && (momentum == 0 || (buf.data_ptr() != param.data_ptr() &&
-                                                                              buf.data_ptr() != grad.data_ptr())),
-                 "sgd_step_: the parameter, its gradient and its momentum buffer must be distinct tensors");
-  if (param.numel())
-    backend_for(param.device()).sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
-}
-
-void mul_(Tensor& a, double s) {
-  check_defined(a, "mul_");
-  if (a.numel()) backend_for(a.device()).binary_scalar(BinaryOp::Mul, a, a, s, false);
-}
-
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   if (a.shape() != b.shape()) return false;
   std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
@@ -529,4 +281,31 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   return true;
 }
 
-}  // namespace lockstep::ops
+}  // namespace lockstep::internal
+
+namespace lockstep::internal {
+
+void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum, double dampening,
+               double weight_decay, bool nesterov, bool first_step) {
+  LOCKSTEP_CHECK(param.defined() && grad.defined(), "sgd_step_: got an undefined parameter or gradient");
+  LOCKSTEP_CHECK(param.dtype() == kFloat32 || param.dtype() == kFloat64, "sgd_step_: expected a float32 or float64 "
+                 "parameter, got ", param.dtype());
+  LOCKSTEP_CHECK(grad.shape() == param.shape() && grad.dtype() == param.dtype() && grad.device() == param.device(),
+                 "sgd_step_: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
+                 " does not match parameter ", param.shape(), " ", param.dtype(), " on ", param.device());
+  LOCKSTEP_CHECK(param.is_contiguous() && grad.is_contiguous(), "sgd_step_: the parameter and its gradient must be "
+                 "contiguous");
+  if (momentum != 0) {
+    LOCKSTEP_CHECK(buf.defined() && buf.shape() == param.shape() && buf.dtype() == param.dtype() &&
+                       buf.device() == param.device() && buf.is_contiguous(),
+                   "sgd_step_: momentum buffer does not match parameter ", param.shape());
+  }
+  // The kernels read and write the three arrays as distinct memory.
+  LOCKSTEP_CHECK(grad.data_ptr() != param.data_ptr() && (momentum == 0 || (buf.data_ptr() != param.data_ptr() &&
+                                                                              buf.data_ptr() != grad.data_ptr())),
+                 "sgd_step_: the parameter, its gradient and its momentum buffer must be distinct tensors");
+  if (param.numel())
+    backend_for(param.device()).sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
+}
+
+}  // namespace lockstep::internal

@@ -1,94 +1,135 @@
-// Raw tensor operations: check their inputs (shapes, dtypes, devices), allocate the result and run
-// the device's kernel (tensor/backend.h). Not differentiable: autograd/ builds its ops on these.
-// Every result is a new contiguous tensor unless the name ends in an underscore (in place).
+// Raw tensor operations, for lockstep's own layers (autograd builds every differentiable op on these;
+// nn, optim and distributed use them for work outside the graph). They check their inputs (shapes,
+// dtypes, devices), allocate the result and run the device's kernel (tensor/backend.h); none records a
+// graph. Users call the differentiable ops in namespace lockstep (autograd/functions.h) instead.
+//
+// Results are new contiguous tensors, except the views (views.cpp: they share storage) and the
+// functions ending in an underscore (in place, on any layout).
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
 
-namespace lockstep::ops {
+namespace lockstep::internal {
 
+// --- shapes and plans (ops.cpp) ---
+// Resolves a negative dimension and checks the range; `op` names the caller in the error.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// The [outer, n, inner] view of `shape` around dimension `dim`.
+void split_dim(const Shape& shape, int64_t dim, int64_t& outer, int64_t& n, int64_t& inner);
 // The broadcast shape of a and b by NumPy's rules; `op` names the caller in the error.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+Strides contiguous_strides(const Shape& shape);
+// The loop over `out` with each input broadcast to out's shape (inputs must broadcast to it).
+StridedPlan make_plan(const Tensor& out, std::initializer_list<const Tensor*> inputs, const char* op);
 
+// --- views (views.cpp): share storage, copy nothing ---
+Tensor as_strided(const Tensor& a, const Shape& shape, const Strides& strides, int64_t storage_offset);
+Tensor view(const Tensor& a, const Shape& shape);     // throws when the strides allow no view
+Tensor reshape(const Tensor& a, const Shape& shape);  // a view when possible, else a contiguous copy
+Tensor transpose(const Tensor& a, int64_t d0, int64_t d1);
+Tensor transpose(const Tensor& a);  // 2-D
+Tensor permute(const Tensor& a, const std::vector<int64_t>& dims);
+Tensor expand(const Tensor& a, const Shape& shape);
+Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& a, int64_t dim, int64_t index);
+Tensor unsqueeze(const Tensor& a, int64_t dim);
+Tensor squeeze(const Tensor& a, int64_t dim);
+Tensor squeeze(const Tensor& a);
+// A contiguous view of `base`'s elements [offset, offset + numel(shape)), shaped `shape`; base must be
+// contiguous. DistributedDataParallel's buckets hand out such views of one flat buffer.
+Tensor view_range(const Tensor& base, int64_t offset, const Shape& shape);
+Tensor contiguous(const Tensor& a);  // a itself when already contiguous
+
+// --- elementwise (ops.cpp); operands of different dtypes are promoted (promote_types) ---
+Tensor unary(UnaryOp op, const Tensor& a);
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+// a (op) s; with `reverse`, s (op) a.
+Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reverse = false);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Tensor& b);  // int64 0/1
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
-// a (op) s; with `reverse`, s (op) a.
-Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reverse = false);
+Tensor eq(const Tensor& a, const Tensor& b);  // bool
 Tensor add(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
-
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor abs(const Tensor& a);
-Tensor unary(UnaryOp op, const Tensor& a);
-Tensor relu_backward(const Tensor& grad, const Tensor& input);
 
-// 2-D matrix product; trans_a / trans_b use a or b transposed without copying it:
-// matmul(x [B, in], w [out, in], false, true) is x @ w^T.
-Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
-// out = alpha * op(a) @ op(b) + beta * out, in place (beta = 1 accumulates into out).
-void gemm_(Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha, double beta);
-Tensor transpose(const Tensor& a);  // 2-D
+// --- copies and conversion (ops.cpp) ---
+Tensor to_dtype(const Tensor& a, Dtype dtype);     // a itself when the dtype already matches
+Tensor to_device(const Tensor& a, Device device);  // a itself when already there
+Tensor clone(const Tensor& a);                     // contiguous
+// dst = src, src broadcast to dst's shape and converted to its dtype; any devices, any layouts.
+void copy_(Tensor& dst, const Tensor& src);
+void fill_(Tensor& t, double value);
+// a += alpha * b, b broadcast to a's shape.
+void add_(Tensor& a, const Tensor& b, double alpha = 1.0);
+void mul_(Tensor& a, double s);
+// True when every element differs by at most atol + rtol * |b| (compared on the host).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
-// Reductions. Over all elements the result has shape [] (one element).
+// --- reductions (reduce.cpp). Over all elements the result has shape []. ---
+Tensor reduce(ReduceOp op, const Tensor& a, int64_t dim, bool keepdim, const char* name);
 Tensor sum(const Tensor& a);
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);  // {} = all
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);  // int64
 // Sums `a` down to `shape`, undoing a broadcast (the gradient of a broadcast input).
 Tensor sum_to(const Tensor& a, const Shape& shape);
+// The dims of `dims` wrapped and sorted, all of them for {}; `op` names the caller.
+std::vector<int64_t> reduction_dims(const std::vector<int64_t>& dims, int64_t ndim, const char* op);
+// a's shape with the reduced dims set to 1 (for broadcasting a reduction back).
+Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims);
 
+Tensor softmax(const Tensor& a, int64_t dim, bool log);
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log);
 Tensor log_softmax(const Tensor& a, int64_t dim);
-Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim);
 // Mean (or sum) over the batch of -logp[i, target[i]]; logp [N, C] floating, target int64 [N].
 Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean = true);
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean = true);
 
-// Rows of a picked by an int64 index: index_select(a [R, ...], idx [K]) -> [K, ...].
-Tensor index_select(const Tensor& a, const Tensor& index);
-// out[index[i]] += src[i] for each row i, in place.
-void index_add_(Tensor& out, const Tensor& index, const Tensor& src);
-// Stacks equally shaped tensors along a new first dimension.
-Tensor stack(const std::vector<Tensor>& tensors);
+// --- matrix products (linalg.cpp) ---
+// torch.matmul: 1-D, 2-D, batched and broadcast batch dimensions. Strided operands go to the GEMM as
+// transposes or leading dimensions where the layout allows, else are made contiguous.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// 2-D: op(a) @ op(b) with op = transpose where the flag is set (no copy).
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
+// out = alpha * op(a) @ op(b) + beta * out, 2-D, in place (beta = 1 accumulates into out).
+void gemm_(Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha, double beta);
 
-Tensor to_dtype(const Tensor& a, Dtype dtype);  // returns a itself when the dtype already matches
-Tensor to_device(const Tensor& a, Device device);  // returns a itself when already there
-Tensor clone(const Tensor& a);
-Tensor reshape(const Tensor& a, const Shape& shape);  // shares storage
-// A contiguous view of `base`'s elements [offset, offset + numel(shape)), shaped `shape` (shares
-// storage). DistributedDataParallel's buckets hand out such views of one flat buffer.
-Tensor view_range(const Tensor& base, int64_t offset, const Shape& shape);
-void copy_(Tensor& dst, const Tensor& src);  // same shape and dtype; any devices
-void fill_(Tensor& t, double value);
-// a += alpha * b, b broadcast to a's shape.
-void add_(Tensor& a, const Tensor& b, double alpha = 1.0);
-void mul_(Tensor& a, double s);
+// --- indexing (indexing.cpp) ---
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);  // index int64 1-D
+Tensor index_select(const Tensor& a, const Tensor& index);               // dim 0
+void index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+void index_add_(Tensor& out, const Tensor& index, const Tensor& src);  // dim 0
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
+void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Sorted values and their int64 indices along `dim` (stable).
+std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
+// The k largest (or smallest) along `dim`, in sorted order, and their indices.
+std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1, bool largest = true);
 
 // torch.optim.SGD's update of one parameter in place (optim/sgd.h states the rule). The momentum
 // buffer is used only when momentum != 0; `first_step` initialises it with the gradient.
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
                double dampening, double weight_decay, bool nesterov, bool first_step);
 
-// True when every element differs by at most atol + rtol * |b| (compared on the host).
-bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
-
-// Resolves a negative dimension and checks the range; `op` names the caller in the error.
-int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
-// The [outer, n, inner] view of `shape` around dimension `dim`.
-void split_dim(const Shape& shape, int64_t dim, int64_t& outer, int64_t& n, int64_t& inner);
-
-}  // namespace lockstep::ops
+}  // namespace lockstep::internal

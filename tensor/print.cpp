@@ -47,7 +47,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   std::ostringstream body;
   body << std::setprecision(4);
-  print_values(body, t.to_vector<double>(), t.shape(), 0, 0, t.dtype() == kInt64);
+  print_values(body, t.to_vector<double>(), t.shape(), 0, 0, !is_floating_point(t.dtype()));
   return os << "tensor(" << body.str() << ", shape=" << t.shape() << ", dtype=" << t.dtype()
             << ", device=" << t.device() << ")";
 }

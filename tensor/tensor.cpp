@@ -30,6 +30,7 @@ Tensor::Tensor(const Shape& shape, Dtype dtype, Device device) {
   auto impl = std::make_shared<TensorImpl>();
   impl->numel = checked_numel(shape);
   impl->shape = shape;
+  impl->strides = internal::contiguous_strides(shape);
   impl->dtype = dtype;
   impl->storage = std::make_shared<Storage>(impl->numel * element_size(dtype), device);
   impl_ = std::move(impl);
@@ -41,13 +42,27 @@ TensorImpl& Tensor::checked() const {
 }
 
 const Shape& Tensor::shape() const { return checked().shape; }
+const Strides& Tensor::strides() const { return checked().strides; }
+int64_t Tensor::storage_offset() const { return checked().offset; }
+int64_t Tensor::stride(int64_t d) const { return strides()[internal::wrap_dim(d, dim(), "Tensor::stride")]; }
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl& i = checked();
+  int64_t expected = 1;
+  for (size_t d = i.shape.size(); d-- > 0;) {
+    if (i.shape[d] == 1) continue;
+    if (i.strides[d] != expected) return false;
+    expected *= i.shape[d];
+  }
+  return true;
+}
 int64_t Tensor::numel() const { return checked().numel; }
 Dtype Tensor::dtype() const { return checked().dtype; }
 Device Tensor::device() const { return checked().storage->device(); }
 const std::shared_ptr<Storage>& Tensor::storage() const { return checked().storage; }
 
 int64_t Tensor::size(int64_t d) const {
-  return shape()[ops::wrap_dim(d, dim(), "Tensor::size")];
+  return shape()[internal::wrap_dim(d, dim(), "Tensor::size")];
 }
 
 void* Tensor::data_ptr() const {
@@ -58,12 +73,13 @@ void* Tensor::data_ptr() const {
 template <typename T>
 T Tensor::item() const {
   LOCKSTEP_CHECK(numel() == 1, "Tensor::item: expected a tensor with one element, got shape ", shape());
-  return to_vector<T>()[0];
+  if constexpr (std::is_same_v<T, bool>) return to_vector<uint8_t>()[0] != 0;
+  else return to_vector<T>()[0];
 }
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor host = ops::to_dtype(ops::to_device(*this, Device::cpu()), dtype_of<T>::value);
+  Tensor host = internal::contiguous(internal::to_dtype(internal::to_device(*this, Device::cpu()), dtype_of<T>::value));
   std::vector<T> out(numel());
   if (!out.empty()) std::memcpy(out.data(), host.data_ptr(), out.size() * sizeof(T));
   return out;
@@ -72,9 +88,12 @@ std::vector<T> Tensor::to_vector() const {
 template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template int64_t Tensor::item<int64_t>() const;
+template bool Tensor::item<bool>() const;
+template uint8_t Tensor::item<uint8_t>() const;
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 
 // --- autograd fields ---------------------------------------------------------------------------
 
@@ -92,7 +111,7 @@ bool Tensor::requires_grad() const {
 }
 
 Tensor& Tensor::set_requires_grad(bool r) {
-  LOCKSTEP_CHECK(!r || is_floating_point(dtype()), "Tensor::requires_grad_: only floating-point tensors can require "
+  LOCKSTEP_CHECK(!r || lockstep::is_floating_point(dtype()), "Tensor::requires_grad_: only floating-point tensors can require "
                  "gradients, got ", dtype_name(dtype()));
   LOCKSTEP_CHECK(is_leaf(), "Tensor::requires_grad_: can only be set on a leaf tensor (this one was computed by an "
                  "op); use detach() first");
@@ -133,6 +152,7 @@ void Tensor::set_data(const Tensor& src) {
   i.storage = o.storage;
   i.offset = o.offset;
   i.shape = o.shape;
+  i.strides = o.strides;
   i.numel = o.numel;
   i.dtype = o.dtype;
 }
@@ -143,6 +163,7 @@ Tensor Tensor::detach() const {
   impl->storage = i.storage;
   impl->offset = i.offset;
   impl->shape = i.shape;
+  impl->strides = i.strides;
   impl->numel = i.numel;
   impl->dtype = i.dtype;
   return Tensor(std::move(impl));

@@ -1,17 +1,22 @@
-// Tensor: a cheap, shared handle on (storage, offset, shape, dtype). Copying a Tensor copies the
-// handle, not the data: both copies see the same elements and the same gradient. clone() and to()
-// copy data; reshape()/view()/detach() share storage.
+// Tensor: a cheap, shared handle on (storage, offset, shape, strides, dtype). Copying a Tensor copies
+// the handle, not the data: both copies see the same elements and the same gradient.
 //
-// Tensors are contiguous and row-major. Raw, non-differentiable kernels live in tensor/ops.h
-// (namespace lockstep::ops). The differentiable methods below (reshape, sum, relu, backward, ...) and
-// the arithmetic operators are declared here so that code reads as in PyTorch, and defined in
-// autograd/ (link //autograd to call them): the tensor layer itself knows nothing of the graph; it
-// only carries each tensor's autograd fields (AutogradMeta).
+// Views share storage and copy nothing: transpose, permute, expand, narrow/slice, select, index with
+// integers and slices, unsqueeze/squeeze, view, detach, split/chunk, and reshape where the strides
+// allow. These copy: clone, contiguous (only when not already contiguous), reshape of a layout no view
+// can express, to(dtype/device), and every op that computes new values.
+//
+// The methods below are differentiable where PyTorch's are, and are defined in autograd/ (link
+// //autograd to call them): the tensor layer itself knows nothing of the graph; it only carries each
+// tensor's autograd fields (AutogradMeta). Raw, graph-free kernels live in lockstep::internal
+// (tensor/ops.h), for lockstep's own layers; user code never needs them.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <climits>
 #include <ostream>
 #include <vector>
 
@@ -30,12 +35,16 @@ struct Shape : std::vector<int64_t> {
 };
 
 namespace autograd { struct Node; }
+struct TensorIndex;
 struct AutogradMeta;
+
+using Strides = std::vector<int64_t>;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // in elements
   Shape shape;
+  Strides strides;     // in elements, one per dimension
   int64_t numel = 0;
   Dtype dtype = Dtype::Float32;
   std::unique_ptr<AutogradMeta> autograd;  // null until the tensor takes part in autograd
@@ -52,19 +61,26 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
   const Shape& sizes() const { return shape(); }
+  const Strides& strides() const;
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
-  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t size(int64_t d) const;    // negative d counts from the end
+  int64_t stride(int64_t d) const;  // in elements
+  int64_t storage_offset() const;   // in elements
   int64_t numel() const;
   Dtype dtype() const;
   Device device() const;
   bool is_cuda() const { return device().is_cuda(); }
+  bool is_floating_point() const { return lockstep::is_floating_point(dtype()); }
+  // Row-major with no gaps (size-1 dimensions may have any stride).
+  bool is_contiguous() const;
   size_t nbytes() const { return numel() * element_size(dtype()); }
 
+  // The first element's address; kernels on a non-contiguous tensor must use strides().
   void* data_ptr() const;
   template <typename T> T* data() const;  // checks that T matches dtype()
   // The single element, copied to the host (synchronizes with the device).
   template <typename T> T item() const;
-  // All elements, copied to the host, converted to T.
+  // All elements in row-major order, copied to the host, converted to T.
   template <typename T> std::vector<T> to_vector() const;
 
   const std::shared_ptr<Storage>& storage() const;
@@ -89,32 +105,133 @@ class Tensor {
   Tensor detach() const;
 
   // --- Differentiable methods, defined in autograd/tensor_methods.cpp -------------------------------
-  Tensor reshape(const Shape& shape) const;  // shares storage; one dimension may be -1
-  Tensor view(const Shape& shape) const { return reshape(shape); }
-  Tensor flatten(int64_t start_dim = 0) const;
-  Tensor t() const;  // 2-D transpose (copies: tensors are contiguous)
-  Tensor sum() const;
-  Tensor sum(int64_t dim, bool keepdim = false) const;
-  Tensor mean() const;
-  Tensor mean(int64_t dim, bool keepdim = false) const;
-  Tensor max(int64_t dim, bool keepdim = false) const;  // values
-  Tensor argmax(int64_t dim, bool keepdim = false) const;  // int64, not differentiable
-  Tensor eq(const Tensor& other) const;  // int64 0/1, not differentiable
+  // Views (share storage; see the top of this file).
+  Tensor view(const Shape& shape) const;     // a view; throws when the strides do not allow one
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy; one dimension may be -1
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor t() const;  // 2-D transpose
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a dimension; size-1 dimensions broadcast
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start = 0, int64_t end = INT64_MAX, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor index(const std::vector<TensorIndex>& indices) const;  // x.index({Slice(), -1})
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor contiguous() const;  // *this when already contiguous
+  Tensor clone() const;
+  Tensor to(Device device) const;
+  Tensor to(Dtype dtype) const;
+  Tensor to(Device device, Dtype dtype) const { return to(device).to(dtype); }
+  Tensor cpu() const { return to(Device::cpu()); }
+  Tensor float_() const { return to(kFloat32); }
+  Tensor double_() const { return to(kFloat64); }
+  Tensor long_() const { return to(kInt64); }
+  Tensor bool_() const { return to(kBool); }
+
+  // Elementwise.
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor sign() const;
   Tensor relu() const;
   Tensor exp() const;
   Tensor log() const;
-  Tensor neg() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor square() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor logical_not() const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  // Comparisons return bool tensors (not differentiable).
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(double other) const;
+  Tensor lt(double other) const;
+  Tensor le(double other) const;
+  Tensor gt(double other) const;
+  Tensor ge(double other) const;
+
+  // Reductions. `dims` empty means every dimension.
+  Tensor sum() const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor var(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor std(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor max(int64_t dim, bool keepdim = false) const;  // values (torch.max(x, dim).values)
+  Tensor min(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;  // int64, not differentiable
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor norm(double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
-  Tensor to(Device device) const;
-  Tensor to(Dtype dtype) const;
-  Tensor clone() const;
-  Tensor contiguous() const { return *this; }
+  Tensor matmul(const Tensor& other) const;
+
+  // In place, on any layout (views included); not recorded by autograd: a tensor that requires a
+  // gradient is refused while grad mode is on.
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0); }
+  Tensor& copy_(const Tensor& src);  // src broadcast to this shape, converted to this dtype and device
+  Tensor& masked_fill_(const Tensor& mask, double value);
+
   // Runs the backward pass from this tensor (a scalar unless `gradient` is given).
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
 
  private:
   TensorImpl& checked() const;
   std::shared_ptr<TensorImpl> impl_;
+};
+
+// Tensor::index's entries (see TensorIndex above).
+struct Slice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+  Slice() = default;
+  Slice(std::optional<int64_t> start, std::optional<int64_t> stop = std::nullopt, int64_t step = 1)
+      : start(start), stop(stop), step(step) {}
+};
+struct NoneIndex {};
+struct EllipsisIndex {};
+inline constexpr NoneIndex None{};
+inline constexpr EllipsisIndex Ellipsis{};
+struct TensorIndex {
+  enum class Kind { Integer, Slice, None, Ellipsis, Tensor } kind;
+  int64_t integer = 0;
+  lockstep::Slice slice;
+  lockstep::Tensor tensor;
+  TensorIndex(int64_t i) : kind(Kind::Integer), integer(i) {}
+  TensorIndex(int i) : kind(Kind::Integer), integer(i) {}
+  TensorIndex(lockstep::Slice s) : kind(Kind::Slice), slice(s) {}
+  TensorIndex(NoneIndex) : kind(Kind::None) {}
+  TensorIndex(EllipsisIndex) : kind(Kind::Ellipsis) {}
+  TensorIndex(lockstep::Tensor t) : kind(Kind::Tensor), tensor(std::move(t)) {}
 };
 
 // The autograd fields of a tensor. Written by autograd/ only.

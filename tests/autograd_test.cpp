@@ -9,7 +9,7 @@ using namespace lockstep;
 using lockstep::testing::gradcheck;
 
 static Tensor r(const Shape& s) { return randn(s, kFloat64); }
-static Tensor positive(const Shape& s) { return ops::add(rand(s, kFloat64), 0.5); }
+static Tensor positive(const Shape& s) { return internal::add(rand(s, kFloat64), 0.5); }
 
 TEST_CASE("gradients of elementwise ops, with broadcasting") {
   manual_seed(0);
@@ -25,7 +25,7 @@ TEST_CASE("gradients of elementwise ops, with broadcasting") {
   gradcheck([](V x) { return exp(x[0]); }, {r({2, 3})});
   gradcheck([](V x) { return log(x[0]); }, {positive({2, 3})});
   // relu away from its kink at 0, where the finite difference is meaningless.
-  Tensor away = ops::add(r({10}), 0.0);
+  Tensor away = internal::add(r({10}), 0.0);
   {
     double* p = away.data<double>();
     for (int i = 0; i < 10; ++i) p[i] = p[i] > 0 ? p[i] + 0.1 : p[i] - 0.1;

@@ -31,28 +31,28 @@ bool has_gpu() { return cuda::device_count() > 0; }
 // --- tensor ----------------------------------------------------------------------------------------
 
 TEST_CASE("integer division by zero is an error, not SIGFPE") {
-  CHECK(error_of([] { ops::div(arange(3), tensor(std::vector<int64_t>{1, 0, 2})); }) ==
+  CHECK(error_of([] { internal::div(arange(3), tensor(std::vector<int64_t>{1, 0, 2})); }) ==
         "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)");
-  CHECK(error_of([] { ops::binary_scalar(BinaryOp::Div, arange(3), 0.0); }) ==
+  CHECK(error_of([] { internal::binary_scalar(BinaryOp::Div, arange(3), 0.0); }) ==
         "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)");
-  CHECK(error_of([] { ops::binary_scalar(BinaryOp::Div, arange(3), 6.0, /*reverse=*/true); }) ==
+  CHECK(error_of([] { internal::binary_scalar(BinaryOp::Div, arange(3), 6.0, /*reverse=*/true); }) ==
         "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)");
-  CHECK(ops::div(arange(1, 4), tensor(std::vector<int64_t>{1, 2, 3})).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
-  CHECK(std::isinf(ops::div(ones({1}), zeros({1})).item<float>()));  // floating point: inf, as PyTorch
+  CHECK(internal::div(arange(1, 4), tensor(std::vector<int64_t>{1, 2, 3})).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
+  CHECK(std::isinf(internal::div(ones({1}), zeros({1})).item<float>()));  // floating point: inf, as PyTorch
 }
 
 TEST_CASE("INT64_MIN / -1 wraps to INT64_MIN (NumPy's answer) instead of trapping with SIGFPE") {
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   const Tensor a = tensor(std::vector<int64_t>{kMin, 7, -7}), minus_one = tensor(std::vector<int64_t>{-1, -1, -1});
   const std::vector<int64_t> want{kMin, -7, 7};
-  CHECK(ops::div(a, minus_one).to_vector<int64_t>() == want);
-  CHECK(ops::binary_scalar(BinaryOp::Div, a, -1.0).to_vector<int64_t>() == want);
-  CHECK(ops::binary_scalar(BinaryOp::Div, minus_one, static_cast<double>(kMin), /*reverse=*/true)
+  CHECK(internal::div(a, minus_one).to_vector<int64_t>() == want);
+  CHECK(internal::binary_scalar(BinaryOp::Div, a, -1.0).to_vector<int64_t>() == want);
+  CHECK(internal::binary_scalar(BinaryOp::Div, minus_one, static_cast<double>(kMin), /*reverse=*/true)
             .to_vector<int64_t>() == std::vector<int64_t>(3, kMin));
   if (has_gpu()) {
     const Device gpu = Device::cuda(0);
-    CHECK(ops::div(a.to(gpu), minus_one.to(gpu)).to_vector<int64_t>() == want);
-    CHECK(ops::binary_scalar(BinaryOp::Div, a.to(gpu), -1.0).to_vector<int64_t>() == want);
+    CHECK(internal::div(a.to(gpu), minus_one.to(gpu)).to_vector<int64_t>() == want);
+    CHECK(internal::binary_scalar(BinaryOp::Div, a.to(gpu), -1.0).to_vector<int64_t>() == want);
   }
 }
 
@@ -63,9 +63,9 @@ TEST_CASE("factories reject values that do not fit the shape, and bad ranges") {
 }
 
 TEST_CASE("reshape, reductions and item name the shapes and dimensions") {
-  CHECK(error_of([] { ops::reshape(arange(6), {4}); }) == "reshape: cannot reshape [6] (6 elements) into [4]");
-  CHECK(error_of([] { ops::sum(zeros({2, 3}), 2); }) == "sum: dimension 2 out of range for a 2-D tensor");
-  CHECK(error_of([] { ops::argmax(zeros({2, 0}), 1); }) == "argmax: cannot reduce an empty dimension 1 of shape [2, 0]");
+  CHECK(error_of([] { internal::reshape(arange(6), {4}); }) == "reshape: cannot reshape [6] (6 elements) into [4]");
+  CHECK(error_of([] { internal::sum(zeros({2, 3}), 2); }) == "sum: dimension 2 out of range for a 2-D tensor");
+  CHECK(error_of([] { internal::argmax(zeros({2, 0}), 1); }) == "argmax: cannot reduce an empty dimension 1 of shape [2, 0]");
   CHECK(error_of([] { zeros({2}).item<float>(); }) == "Tensor::item: expected a tensor with one element, got shape [2]");
   CHECK(error_of([] { arange(2).data<float>(); }) == "Tensor::data: requested float32 from a int64 tensor");
   CHECK(error_of([] { Tensor().shape(); }).find("undefined tensor") != std::string::npos);
@@ -73,11 +73,11 @@ TEST_CASE("reshape, reductions and item name the shapes and dimensions") {
 
 TEST_CASE("index_add_ and copy_ reject indices and sizes that do not fit") {
   Tensor out = zeros({3, 2});
-  CHECK(error_of([&] { ops::index_add_(out, tensor(std::vector<int64_t>{0, 5}), ones({2, 2})); }) ==
-        "index_add_: index 5 at position 1 is out of range for 3 rows");
-  CHECK(error_of([&] { ops::index_add_(out, tensor(std::vector<int64_t>{0}), ones({1, 3})); }) ==
-        "index_add_: source [1, 3] with index [1] does not fit into [3, 2]");
-  CHECK(error_of([&] { ops::copy_(out, ones({5})); }) == "copy_: source [5] and destination [3, 2] differ in size");
+  CHECK(error_of([&] { internal::index_add_(out, tensor(std::vector<int64_t>{0, 5}), ones({2, 2})); }) ==
+        "index_add_: index 5 at position 1 is out of range for a dimension of size 3");
+  CHECK(error_of([&] { internal::index_add_(out, tensor(std::vector<int64_t>{0}), ones({1, 3})); }) ==
+        "index_add_: source [1, 3] with index [1] does not fit into [3, 2] along dimension 0 (expected [1, 2])");
+  CHECK(error_of([&] { internal::copy_(out, ones({5})); }) == "copy_: source [5] does not broadcast to destination [3, 2]");
 }
 
 // --- nn --------------------------------------------------------------------------------------------
@@ -121,9 +121,9 @@ TEST_CASE("SGD rejects bad options, an empty parameter list and mismatched state
   CHECK(error_of([&] { p.set_grad(zeros({3})); }).find("Tensor::set_grad: gradient [3] float32 on cpu") == 0);
   // The update kernel takes its three arrays as distinct memory.
   Tensor q = zeros({2}), buf = zeros({2});
-  CHECK(error_of([&] { ops::sgd_step_(q, q, buf, 0.1, 0.9, 0, 0, false, true); }) ==
+  CHECK(error_of([&] { internal::sgd_step_(q, q, buf, 0.1, 0.9, 0, 0, false, true); }) ==
         "sgd_step_: the parameter, its gradient and its momentum buffer must be distinct tensors");
-  CHECK(error_of([&] { ops::sgd_step_(q, buf, buf, 0.1, 0.9, 0, 0, false, true); }) ==
+  CHECK(error_of([&] { internal::sgd_step_(q, buf, buf, 0.1, 0.9, 0, 0, false, true); }) ==
         "sgd_step_: the parameter, its gradient and its momentum buffer must be distinct tensors");
 }
 
@@ -141,7 +141,7 @@ TEST_CASE("datasets and loaders reject bad sizes, options and indices") {
   std::string message = error_of([&] {
     for (auto& batch : loader) (void)batch;
   });
-  CHECK(message == "index_select: index 10 at position 2 is out of range for 10 rows");
+  CHECK(message == "index_select: index 10 at position 2 is out of range for a dimension of size 10");
 }
 
 // --- devices (need a GPU) --------------------------------------------------------------------------
@@ -152,7 +152,7 @@ TEST_CASE("tensors on different devices are errors naming both devices") {
     return;
   }
   Device gpu = Device::cuda(0);
-  CHECK(error_of([&] { ops::add(zeros({2}), zeros({2}, gpu)); }) == "add: tensors on different devices: cpu and cuda:0");
+  CHECK(error_of([&] { internal::add(zeros({2}), zeros({2}, gpu)); }) == "add: tensors on different devices: cpu and cuda:0");
   nn::CrossEntropyLoss ce;
   CHECK(error_of([&] { ce(zeros({2, 3}), tensor(std::vector<int64_t>{0, 1}, {}, gpu)); }) ==
         "cross_entropy: devices differ: input on cpu, target on cuda:0");
@@ -175,10 +175,10 @@ TEST_CASE("integer division by zero on a GPU is the CPU's error, raised at the n
   }
   Device gpu = Device::cuda(0);
   // The divisor lives on the device: the kernel skips the division and records it (no sync per op).
-  Tensor q = ops::div(arange(3, {kInt64, gpu}), tensor(std::vector<int64_t>{1, 0, 2}, {}, gpu));
+  Tensor q = internal::div(arange(3, {kInt64, gpu}), tensor(std::vector<int64_t>{1, 0, 2}, {}, gpu));
   CHECK(error_of([&] { q.to_vector<int64_t>(); }) ==
         "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan) "
         "(detected on cuda:0 at a synchronization after the op was queued)");
-  CHECK(ops::div(arange(1, 4, 1, {kInt64, gpu}), tensor(std::vector<int64_t>{1, 2, 3}, {}, gpu)).to_vector<int64_t>() ==
+  CHECK(internal::div(arange(1, 4, 1, {kInt64, gpu}), tensor(std::vector<int64_t>{1, 2, 3}, {}, gpu)).to_vector<int64_t>() ==
         std::vector<int64_t>{1, 1, 1});
 }

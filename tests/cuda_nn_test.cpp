@@ -54,8 +54,8 @@ TEST_CASE("three MLP training steps on the GPU equal the CPU steps") {
     for (size_t i = 0; i < c.size(); ++i) {
       INFO("step ", step, " ", c[i].first);
       CHECK(g[i].second.device() == Device::cuda(0));
-      CHECK(ops::allclose(g[i].second.grad(), c[i].second.grad(), 1e-4, 1e-5));
-      CHECK(ops::allclose(g[i].second, c[i].second, 1e-4, 1e-5));
+      CHECK(internal::allclose(g[i].second.grad(), c[i].second.grad(), 1e-4, 1e-5));
+      CHECK(internal::allclose(g[i].second, c[i].second, 1e-4, 1e-5));
     }
   }
 }
@@ -68,7 +68,7 @@ TEST_CASE("a model moved to the GPU and back keeps its state_dict") {
   auto model = mlp(3);
   auto before = model->state_dict();
   std::vector<Tensor> copies;
-  for (auto& [_, t] : before) copies.push_back(ops::clone(t));
+  for (auto& [_, t] : before) copies.push_back(internal::clone(t));
   Tensor w = model->parameters()[0];
   model->to(Device::cuda(0));
   CHECK(w.device() == Device::cuda(0));  // the handle follows the move
@@ -80,7 +80,7 @@ TEST_CASE("a model moved to the GPU and back keeps its state_dict") {
   for (size_t i = 0; i < after.size(); ++i) {
     CHECK(after[i].first == before[i].first);
     CHECK(after[i].second.device() == Device::cpu());
-    CHECK(ops::allclose(after[i].second, copies[i], 0, 0));
+    CHECK(internal::allclose(after[i].second, copies[i], 0, 0));
   }
 }
 

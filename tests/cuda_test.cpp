@@ -39,7 +39,7 @@ bool have_device() { return cuda::device_count() > 0; }
 
 const Device kGpu = Device::cuda(0);
 
-Tensor gpu(const Tensor& t) { return ops::to_device(t, kGpu); }
+Tensor gpu(const Tensor& t) { return internal::to_device(t, kGpu); }
 
 // Fresh random values: uniform in [lo, hi) for floating dtypes, integers in [lo, hi) for int64.
 Tensor random(const Shape& s, Dtype dt, double lo = -2, double hi = 2) {
@@ -128,24 +128,24 @@ TEST_CASE("to(device) round trips every dtype and size") {
       Tensor d = gpu(h);
       CHECK(d.device() == kGpu);
       CHECK(d.dtype() == dt);
-      CHECK_MATCH(ops::to_device(d, Device::cpu()), h, 0.0);
-      CHECK_MATCH(ops::clone(d), h, 0.0);  // device -> device
+      CHECK_MATCH(internal::to_device(d, Device::cpu()), h, 0.0);
+      CHECK_MATCH(internal::clone(d), h, 0.0);  // device -> device
       Tensor d2 = empty({n}, {dt, kGpu});
-      ops::copy_(d2, d);
+      internal::copy_(d2, d);
       CHECK_MATCH(d2, h, 0.0);
     }
   if (cuda::device_count() >= 2) {
     Tensor h = random({1000}, kFloat32);
-    Tensor on1 = ops::to_device(gpu(h), Device::cuda(1));
+    Tensor on1 = internal::to_device(gpu(h), Device::cuda(1));
     CHECK(on1.device() == Device::cuda(1));
     CHECK_MATCH(on1, h, 0.0);
-    CHECK_MATCH(ops::to_device(on1, kGpu), h, 0.0);
+    CHECK_MATCH(internal::to_device(on1, kGpu), h, 0.0);
     // Straight after queued work on the source device (the copy waits for it through an event that
     // must belong to the source device), and from a thread whose current device is the destination.
     cuda::set_device(1);
-    Tensor doubled = ops::to_device(ops::mul(gpu(h), 2.0), Device::cuda(1));
-    CHECK_MATCH(doubled, ops::mul(h, 2.0), 0.0);
-    CHECK_MATCH(ops::to_device(ops::mul(doubled, 0.5), kGpu), h, 0.0);
+    Tensor doubled = internal::to_device(internal::mul(gpu(h), 2.0), Device::cuda(1));
+    CHECK_MATCH(doubled, internal::mul(h, 2.0), 0.0);
+    CHECK_MATCH(internal::to_device(internal::mul(doubled, 0.5), kGpu), h, 0.0);
     CHECK(cuda::current_device() == 1);  // the copies restored the caller's device
     cuda::set_device(0);
   }
@@ -172,7 +172,7 @@ TEST_CASE("cast between every pair of dtypes") {
   for (Dtype from : kAllDtypes)
     for (Dtype to : kAllDtypes) {
       Tensor h = random({3001}, from, -100, 100);
-      CHECK_MATCH(ops::to_dtype(gpu(h), to), ops::to_dtype(h, to), 0.0);
+      CHECK_MATCH(internal::to_dtype(gpu(h), to), internal::to_dtype(h, to), 0.0);
     }
 }
 
@@ -188,7 +188,7 @@ TEST_CASE("unary ops") {
       Tensor h = positive ? random({4099}, dt, 0.01, 10) : random({4099}, dt, -5, 5);
       CAPTURE(int(op));
       CAPTURE(dt);
-      CHECK_MATCH(ops::unary(op, gpu(h)), ops::unary(op, h), tol(dt));
+      CHECK_MATCH(internal::unary(op, gpu(h)), internal::unary(op, h), tol(dt));
     }
 }
 
@@ -196,7 +196,7 @@ namespace {
 
 // Operands suited to each op: a divisor away from zero; small integers so that Eq finds equal pairs.
 Tensor operand(BinaryOp op, const Shape& s, Dtype dt, bool divisor) {
-  if (op == BinaryOp::Eq) return ops::to_dtype(randint(0, 3, s), dt);
+  if (op == BinaryOp::Eq) return internal::to_dtype(randint(0, 3, s), dt);
   if (op == BinaryOp::Div && divisor) return dt == kInt64 ? randint(1, 20, s) : random(s, dt, 0.5, 4);
   return random(s, dt, -50, 50);
 }
@@ -227,8 +227,8 @@ TEST_CASE("binary ops, same shape and broadcast (fast and general paths)") {
         CAPTURE(dt);
         CAPTURE(sa);
         CAPTURE(sb);
-        CHECK_MATCH(ops::binary(op, gpu(a), gpu(b)), ops::binary(op, a, b), tol(dt));
-        if (op != BinaryOp::Div) CHECK_MATCH(ops::binary(op, gpu(b), gpu(a)), ops::binary(op, b, a), tol(dt));
+        CHECK_MATCH(internal::binary(op, gpu(a), gpu(b)), internal::binary(op, a, b), tol(dt));
+        if (op != BinaryOp::Div) CHECK_MATCH(internal::binary(op, gpu(b), gpu(a)), internal::binary(op, b, a), tol(dt));
       }
 }
 
@@ -243,16 +243,16 @@ TEST_CASE("binary ops with a scalar, both orders; in-place add_ and mul_") {
         CAPTURE(int(op));
         CAPTURE(dt);
         CAPTURE(reverse);
-        CHECK_MATCH(ops::binary_scalar(op, gpu(a), s, reverse), ops::binary_scalar(op, a, s, reverse), tol(dt));
+        CHECK_MATCH(internal::binary_scalar(op, gpu(a), s, reverse), internal::binary_scalar(op, a, s, reverse), tol(dt));
       }
   for (Dtype dt : kFloatDtypes) {
     Tensor a = random({5, 7}, dt), b = random({5, 7}, dt);
     Tensor ga = gpu(a), gb = gpu(b);
-    ops::add_(ga, gb, 0.5);
-    ops::add_(a, b, 0.5);
+    internal::add_(ga, gb, 0.5);
+    internal::add_(a, b, 0.5);
     CHECK_MATCH(ga, a, tol(dt));
-    ops::mul_(ga, -2.0);
-    ops::mul_(a, -2.0);
+    internal::mul_(ga, -2.0);
+    internal::mul_(a, -2.0);
     CHECK_MATCH(ga, a, tol(dt));
   }
 }
@@ -292,34 +292,34 @@ TEST_CASE("matmul against the CPU: every transpose, alpha/beta, odd sizes, TF32 
     for (auto& s : sizes) {
       const int64_t m = s[0], k = s[1], n = s[2];
       const double rtol = dt == kFloat32 ? 1e-4 : 1e-10;
-      Tensor a = randn({m, k}, dt), b = randn({k, n}, dt), at = ops::transpose(a), bt = ops::transpose(b);
+      Tensor a = randn({m, k}, dt), b = randn({k, n}, dt), at = internal::transpose(a), bt = internal::transpose(b);
       Tensor ga = gpu(a), gb = gpu(b), gat = gpu(at), gbt = gpu(bt);
       CAPTURE(m);
       CAPTURE(k);
       CAPTURE(n);
       CAPTURE(dt);
-      Tensor want = ops::matmul(a, b);
-      CHECK_MATCH(ops::matmul(ga, gb), want, rtol, rtol);
-      CHECK_MATCH(ops::matmul(gat, gb, true, false), want, rtol, rtol);
-      CHECK_MATCH(ops::matmul(ga, gbt, false, true), want, rtol, rtol);
-      CHECK_MATCH(ops::matmul(gat, gbt, true, true), want, rtol, rtol);
+      Tensor want = internal::matmul(a, b);
+      CHECK_MATCH(internal::matmul(ga, gb), want, rtol, rtol);
+      CHECK_MATCH(internal::matmul(gat, gb, true, false), want, rtol, rtol);
+      CHECK_MATCH(internal::matmul(ga, gbt, false, true), want, rtol, rtol);
+      CHECK_MATCH(internal::matmul(gat, gbt, true, true), want, rtol, rtol);
       Tensor c = randn({m, n}, dt), gc = gpu(c);
-      ops::gemm_(c, a, false, bt, true, 2.0, 0.5);
-      ops::gemm_(gc, ga, false, gbt, true, 2.0, 0.5);
+      internal::gemm_(c, a, false, bt, true, 2.0, 0.5);
+      internal::gemm_(gc, ga, false, gbt, true, 2.0, 0.5);
       CHECK_MATCH(gc, c, rtol, rtol);
     }
   // An empty inner dimension: out = beta * out.
   Tensor c = ones({3, 4}), gc = gpu(c);
-  ops::gemm_(gc, gpu(zeros({3, 0})), false, gpu(zeros({0, 4})), false, 1.0, 2.0);
+  internal::gemm_(gc, gpu(zeros({3, 0})), false, gpu(zeros({0, 4})), false, 1.0, 2.0);
   CHECK_MATCH(gc, full({3, 4}, 2.0), 0.0);
-  CHECK_MATCH(ops::matmul(gpu(zeros({3, 0})), gpu(zeros({0, 4}))), zeros({3, 4}), 0.0);
+  CHECK_MATCH(internal::matmul(gpu(zeros({3, 0})), gpu(zeros({0, 4}))), zeros({3, 4}), 0.0);
   // TF32 products keep about 10 mantissa bits: opt-in, and visibly close.
   Tensor a = randn({128, 256}), b = randn({256, 64});
   cuda::set_allow_tf32(true);
   CHECK(cuda::allow_tf32());
-  Tensor fast = ops::matmul(gpu(a), gpu(b));
+  Tensor fast = internal::matmul(gpu(a), gpu(b));
   cuda::set_allow_tf32(false);
-  CHECK_MATCH(fast, ops::matmul(a, b), 1e-2, 5e-2);
+  CHECK_MATCH(fast, internal::matmul(a, b), 1e-2, 5e-2);
 }
 
 TEST_CASE("transpose of every dtype, tile edges included") {
@@ -328,7 +328,7 @@ TEST_CASE("transpose of every dtype, tile edges included") {
   for (Dtype dt : kAllDtypes)
     for (auto s : {Shape{1, 1}, Shape{33, 65}, Shape{1000, 3}, Shape{3, 1000}, Shape{512, 256}}) {
       Tensor a = random(s, dt, -100, 100);
-      CHECK_MATCH(ops::transpose(gpu(a)), ops::transpose(a), 0.0);
+      CHECK_MATCH(internal::transpose(gpu(a)), internal::transpose(a), 0.0);
     }
 }
 
@@ -340,23 +340,23 @@ namespace {
 // device's (double-accumulated) float32 result.
 Tensor reference(ReduceOp op, const Tensor& a, int64_t dim) {
   const bool wide = a.dtype() == kFloat32 && (op == ReduceOp::Sum || op == ReduceOp::Mean);
-  Tensor x = wide ? ops::to_dtype(a, kFloat64) : a;
+  Tensor x = wide ? internal::to_dtype(a, kFloat64) : a;
   Tensor r;
   switch (op) {
-    case ReduceOp::Sum: r = dim < 0 ? ops::sum(x) : ops::sum(x, dim); break;
-    case ReduceOp::Mean: r = dim < 0 ? ops::mean(x) : ops::mean(x, dim); break;
-    case ReduceOp::Max: r = ops::max(x, dim); break;
-    case ReduceOp::Argmax: r = ops::argmax(x, dim); break;
+    case ReduceOp::Sum: r = dim < 0 ? internal::sum(x) : internal::sum(x, dim); break;
+    case ReduceOp::Mean: r = dim < 0 ? internal::mean(x) : internal::mean(x, dim); break;
+    case ReduceOp::Max: r = internal::max(x, dim); break;
+    case ReduceOp::Argmax: r = internal::argmax(x, dim); break;
   }
-  return wide ? ops::to_dtype(r, kFloat32) : r;
+  return wide ? internal::to_dtype(r, kFloat32) : r;
 }
 
 Tensor on_device(ReduceOp op, const Tensor& a, int64_t dim) {
   switch (op) {
-    case ReduceOp::Sum: return dim < 0 ? ops::sum(a) : ops::sum(a, dim);
-    case ReduceOp::Mean: return dim < 0 ? ops::mean(a) : ops::mean(a, dim);
-    case ReduceOp::Max: return ops::max(a, dim);
-    case ReduceOp::Argmax: return ops::argmax(a, dim);
+    case ReduceOp::Sum: return dim < 0 ? internal::sum(a) : internal::sum(a, dim);
+    case ReduceOp::Mean: return dim < 0 ? internal::mean(a) : internal::mean(a, dim);
+    case ReduceOp::Max: return internal::max(a, dim);
+    case ReduceOp::Argmax: return internal::argmax(a, dim);
   }
   return Tensor();
 }
@@ -371,8 +371,8 @@ TEST_CASE("sum and mean of all elements, up to the split (two-pass) sizes") {
       Tensor a = random({n}, dt, -10, 10);
       CAPTURE(n);
       CAPTURE(dt);
-      CHECK_MATCH(ops::sum(gpu(a)), reference(ReduceOp::Sum, a, -1), dt == kInt64 ? 0.0 : 1e-4, tol(dt));
-      if (dt != kInt64) CHECK_MATCH(ops::mean(gpu(a)), reference(ReduceOp::Mean, a, -1), 1e-4, tol(dt));
+      CHECK_MATCH(internal::sum(gpu(a)), reference(ReduceOp::Sum, a, -1), dt == kInt64 ? 0.0 : 1e-4, tol(dt));
+      if (dt != kInt64) CHECK_MATCH(internal::mean(gpu(a)), reference(ReduceOp::Mean, a, -1), 1e-4, tol(dt));
     }
 }
 
@@ -402,19 +402,19 @@ TEST_CASE("reductions over one dimension: rows, columns, split rows and split co
 TEST_CASE("argmax picks the first of equal maxima") {
   REQUIRE_DEVICE();
   Tensor a = tensor(std::vector<int64_t>{1, 7, 3, 7, 7, 0}, {2, 3});
-  CHECK_MATCH(ops::argmax(gpu(a), 1), ops::argmax(a, 1), 0.0);
+  CHECK_MATCH(internal::argmax(gpu(a), 1), internal::argmax(a, 1), 0.0);
   Tensor z = zeros({5, 70000});  // all ties, across split blocks
-  CHECK_MATCH(ops::argmax(gpu(z), 1), zeros({5}, kInt64), 0.0);
+  CHECK_MATCH(internal::argmax(gpu(z), 1), zeros({5}, kInt64), 0.0);
 }
 
 TEST_CASE("max and maximum propagate NaN, as torch.max and torch.maximum (and the CPU backend)") {
   REQUIRE_DEVICE();
   const double nan = std::nan("");
   Tensor a = tensor({1.0, nan, 3.0, nan, 5.0, 6.0}, {2, 3});
-  const std::vector<double> rows = ops::to_device(ops::max(gpu(a), 1), Device::cpu()).to_vector<double>();
+  const std::vector<double> rows = internal::to_device(internal::max(gpu(a), 1), Device::cpu()).to_vector<double>();
   CHECK((std::isnan(rows[0]) && std::isnan(rows[1])));
   const std::vector<double> m =
-      ops::to_device(ops::maximum(gpu(tensor({1.0, nan, 2.0})), gpu(tensor({nan, 1.0, 1.0}))), Device::cpu())
+      internal::to_device(internal::maximum(gpu(tensor({1.0, nan, 2.0})), gpu(tensor({nan, 1.0, 1.0}))), Device::cpu())
           .to_vector<double>();
   CHECK((std::isnan(m[0]) && std::isnan(m[1]) && m[2] == 2));
 }
@@ -430,11 +430,11 @@ TEST_CASE("log_softmax and its backward along rows and columns") {
   for (Dtype dt : kFloatDtypes)
     for (auto& [shape, dim] : cases) {
       Tensor x = random(shape, dt, -20, 20), g = random(shape, dt);
-      Tensor y = ops::log_softmax(x, dim), gy = ops::log_softmax(gpu(x), dim);
+      Tensor y = internal::log_softmax(x, dim), gy = internal::log_softmax(gpu(x), dim);
       CAPTURE(shape);
       CAPTURE(dim);
       CHECK_MATCH(gy, y, tol(dt), tol(dt));
-      CHECK_MATCH(ops::log_softmax_backward(gpu(g), gy, dim), ops::log_softmax_backward(g, y, dim), tol(dt) * 10,
+      CHECK_MATCH(internal::log_softmax_backward(gpu(g), gy, dim), internal::log_softmax_backward(g, y, dim), tol(dt) * 10,
                   tol(dt));
     }
 }
@@ -444,37 +444,37 @@ TEST_CASE("nll_loss and its backward, mean and sum") {
   manual_seed(21);
   for (Dtype dt : kFloatDtypes)
     for (int64_t n : {int64_t{1}, int64_t{1000}}) {
-      Tensor lp = ops::log_softmax(random({n, 10}, dt, -5, 5), 1), t = randint(0, 10, {n});
+      Tensor lp = internal::log_softmax(random({n, 10}, dt, -5, 5), 1), t = randint(0, 10, {n});
       Tensor glp = gpu(lp), gt = gpu(t);
       for (bool mean : {true, false}) {
-        CHECK_MATCH(ops::nll_loss(glp, gt, mean), ops::nll_loss(lp, t, mean), 1e-5, tol(dt));
+        CHECK_MATCH(internal::nll_loss(glp, gt, mean), internal::nll_loss(lp, t, mean), 1e-5, tol(dt));
         Tensor go = scalar_tensor(0.75, dt);
-        CHECK_MATCH(ops::nll_loss_backward(gpu(go), glp, gt, mean), ops::nll_loss_backward(go, lp, t, mean), tol(dt));
+        CHECK_MATCH(internal::nll_loss_backward(gpu(go), glp, gt, mean), internal::nll_loss_backward(go, lp, t, mean), tol(dt));
       }
     }
 }
 
 TEST_CASE("out-of-range targets and indices are raised at the next synchronization, then cleared") {
   REQUIRE_DEVICE();
-  Tensor lp = gpu(ops::log_softmax(zeros({4, 10}), 1));
+  Tensor lp = gpu(internal::log_softmax(zeros({4, 10}), 1));
   Tensor bad = gpu(tensor(std::vector<int64_t>{1, 2, 3, 12}));
-  Tensor loss = ops::nll_loss(lp, bad);  // queued; the device records the bad target
+  Tensor loss = internal::nll_loss(lp, bad);  // queued; the device records the bad target
   CHECK(error_of([&] { loss.item<float>(); })
             .find("cross_entropy: target 12 at position 3 is out of range for 10 classes") == 0);
-  CHECK(error_of([&] { ops::nll_loss(lp, gpu(tensor(std::vector<int64_t>{1, 2, 3, 4}))).item<float>(); }).empty());
-  CHECK(error_of([&] { ops::nll_loss_backward(gpu(scalar_tensor(1.0)), lp, bad); cuda::synchronize(); })
+  CHECK(error_of([&] { internal::nll_loss(lp, gpu(tensor(std::vector<int64_t>{1, 2, 3, 4}))).item<float>(); }).empty());
+  CHECK(error_of([&] { internal::nll_loss_backward(gpu(scalar_tensor(1.0)), lp, bad); cuda::synchronize(); })
             .find("cross_entropy backward: target 12 at position 3") == 0);
-  Tensor a = gpu(ops::reshape(arange(6, kFloat32), {3, 2}));
+  Tensor a = gpu(internal::reshape(arange(6, kFloat32), {3, 2}));
   Tensor bad_rows = gpu(tensor(std::vector<int64_t>{0, -1}));
-  CHECK(error_of([&] { ops::index_select(a, bad_rows).to_vector<float>(); })
+  CHECK(error_of([&] { internal::index_select(a, bad_rows).to_vector<float>(); })
             .find("index_select: index -1 at position 1 is out of range for 3 rows") == 0);
   Tensor acc = gpu(zeros({3, 2}));
   CHECK(error_of([&] {
-          ops::index_add_(acc, gpu(tensor(std::vector<int64_t>{5})), gpu(ones({1, 2})));
+          internal::index_add_(acc, gpu(tensor(std::vector<int64_t>{5})), gpu(ones({1, 2})));
           cuda::synchronize();
         }).find("index_add_: index 5 at position 0 is out of range for 3 rows") == 0);
   CHECK(acc.to_vector<float>() == std::vector<float>(6, 0.f));  // the bad row was skipped, not written
-  CHECK(ops::sum(a).item<float>() == 15.f);                      // and the device works on
+  CHECK(internal::sum(a).item<float>() == 15.f);                      // and the device works on
 }
 
 TEST_CASE("int64 division by zero is raised at the next synchronization with the CPU's message, then cleared") {
@@ -484,42 +484,42 @@ TEST_CASE("int64 division by zero is raised at the next synchronization with the
   const std::string device_message =
       cpu_message + " (detected on cuda:0 at a synchronization after the op was queued)";
   auto ints = [](std::vector<int64_t> v, Shape s = {}) { return tensor(std::move(v), std::move(s)); };
-  CHECK(error_of([&] { ops::div(ints({7, 0}), ints({1, 0})); }) == cpu_message);  // the CPU's, for reference
+  CHECK(error_of([&] { internal::div(ints({7, 0}), ints({1, 0})); }) == cpu_message);  // the CPU's, for reference
 
   Tensor a = gpu(ints({7, -7, 5, 9})), good = gpu(ints({2, 1, 3, -2}));
   // tensor / tensor, same shape (the flat kernel): queued without a word, raised at to_vector.
-  Tensor q = ops::div(a, gpu(ints({2, 0, 3, 0})));
+  Tensor q = internal::div(a, gpu(ints({2, 0, 3, 0})));
   CHECK(error_of([&] { q.to_vector<int64_t>(); }) == device_message);
   // Raised once, then cleared: the same output reads back (the skipped divisions wrote 0), and a valid
   // division and its sync work.
   CHECK(q.to_vector<int64_t>() == std::vector<int64_t>{3, 0, 1, 0});
-  CHECK(ops::div(a, good).to_vector<int64_t>() == std::vector<int64_t>{3, -7, 1, -4});
+  CHECK(internal::div(a, good).to_vector<int64_t>() == std::vector<int64_t>{3, -7, 1, -4});
 
   // A broadcast zero (stride 0, still the flat kernel) and a broadcast column (the strided kernel),
   // raised at cuda::synchronize().
-  CHECK(error_of([&] { ops::div(a, gpu(scalar_tensor(0.0, kInt64))); cuda::synchronize(); }) == device_message);
-  Tensor m = gpu(ops::reshape(arange(-3, 3), {2, 3}));
-  CHECK(error_of([&] { ops::div(m, gpu(ints({2, 0}, {2, 1}))); cuda::synchronize(); }) == device_message);
+  CHECK(error_of([&] { internal::div(a, gpu(scalar_tensor(0.0, kInt64))); cuda::synchronize(); }) == device_message);
+  Tensor m = gpu(internal::reshape(arange(-3, 3), {2, 3}));
+  CHECK(error_of([&] { internal::div(m, gpu(ints({2, 0}, {2, 1}))); cuda::synchronize(); }) == device_message);
   CHECK(error_of([] { cuda::synchronize(); }).empty());
-  CHECK(ops::div(m, gpu(ints({2, -1}, {2, 1}))).to_vector<int64_t>() == std::vector<int64_t>{-1, -1, 0, 0, -1, -2});
+  CHECK(internal::div(m, gpu(ints({2, -1}, {2, 1}))).to_vector<int64_t>() == std::vector<int64_t>{-1, -1, 0, 0, -1, -2});
 
   // scalar / tensor (reverse: the tensor is the divisor).
-  CHECK(error_of([&] { ops::binary_scalar(BinaryOp::Div, gpu(ints({3, 0, -4})), 6.0, true).to_vector<int64_t>(); }) ==
+  CHECK(error_of([&] { internal::binary_scalar(BinaryOp::Div, gpu(ints({3, 0, -4})), 6.0, true).to_vector<int64_t>(); }) ==
         device_message);
-  CHECK(ops::binary_scalar(BinaryOp::Div, gpu(ints({3, -4, 7})), 6.0, true).to_vector<int64_t>() ==
+  CHECK(internal::binary_scalar(BinaryOp::Div, gpu(ints({3, -4, 7})), 6.0, true).to_vector<int64_t>() ==
         std::vector<int64_t>{2, -1, 0});
 
-  // tensor / 0: the divisor is a host value, so ops::binary_scalar refuses it at the call, as on the CPU.
-  CHECK(error_of([&] { ops::binary_scalar(BinaryOp::Div, a, 0.0); }) == cpu_message);
-  CHECK(error_of([&] { ops::binary_scalar(BinaryOp::Div, a, 0.5); }) == cpu_message);  // 0 as an int64
+  // tensor / 0: the divisor is a host value, so internal::binary_scalar refuses it at the call, as on the CPU.
+  CHECK(error_of([&] { internal::binary_scalar(BinaryOp::Div, a, 0.0); }) == cpu_message);
+  CHECK(error_of([&] { internal::binary_scalar(BinaryOp::Div, a, 0.5); }) == cpu_message);  // 0 as an int64
   // Handed to the backend anyway, the kernel checks it like a tensor divisor.
   Tensor out(a.shape(), kInt64, kGpu);
   backend_for(kGpu).binary_scalar(BinaryOp::Div, out, a, 0.0, false);
   CHECK(error_of([] { cuda::synchronize(); }) == device_message);
-  CHECK(ops::binary_scalar(BinaryOp::Div, a, -2.0).to_vector<int64_t>() == std::vector<int64_t>{-3, 3, -2, -4});
+  CHECK(internal::binary_scalar(BinaryOp::Div, a, -2.0).to_vector<int64_t>() == std::vector<int64_t>{-3, 3, -2, -4});
 
   // Floating-point division stays unchecked: inf and nan, as on the CPU, and nothing at the sync.
-  std::vector<float> f = ops::div(gpu(tensor({1.f, -1.f, 0.f})), gpu(zeros({3}))).to_vector<float>();
+  std::vector<float> f = internal::div(gpu(tensor({1.f, -1.f, 0.f})), gpu(zeros({3}))).to_vector<float>();
   CHECK(std::isinf(f[0]));
   CHECK(f[0] > 0);
   CHECK(std::isinf(f[1]));
@@ -542,15 +542,15 @@ TEST_CASE("int64 division truncates toward zero, as the CPU backend, on every ke
     Tensor x = randint(-100, 100, sa), y = nonzero(sb);
     CAPTURE(sa);
     CAPTURE(sb);
-    CHECK_MATCH(ops::div(gpu(x), gpu(y)), ops::div(x, y), 0.0);
+    CHECK_MATCH(internal::div(gpu(x), gpu(y)), internal::div(x, y), 0.0);
   }
   Tensor x = randint(-100, 100, {999}), y = nonzero({999});
   for (double s : {7.0, -7.0, 1.0, -1.0}) {
     CAPTURE(s);
-    CHECK_MATCH(ops::binary_scalar(BinaryOp::Div, gpu(x), s), ops::binary_scalar(BinaryOp::Div, x, s), 0.0);
-    CHECK_MATCH(ops::binary_scalar(BinaryOp::Div, gpu(y), s, true), ops::binary_scalar(BinaryOp::Div, y, s, true), 0.0);
+    CHECK_MATCH(internal::binary_scalar(BinaryOp::Div, gpu(x), s), internal::binary_scalar(BinaryOp::Div, x, s), 0.0);
+    CHECK_MATCH(internal::binary_scalar(BinaryOp::Div, gpu(y), s, true), internal::binary_scalar(BinaryOp::Div, y, s, true), 0.0);
   }
-  CHECK(ops::div(gpu(tensor(std::vector<int64_t>{7, -7, 7, -7})), gpu(tensor(std::vector<int64_t>{2, 2, -2, -2})))
+  CHECK(internal::div(gpu(tensor(std::vector<int64_t>{7, -7, 7, -7})), gpu(tensor(std::vector<int64_t>{2, 2, -2, -2})))
             .to_vector<int64_t>() == std::vector<int64_t>{3, -3, -3, 3});
   CHECK(error_of([] { cuda::synchronize(); }).empty());
 }
@@ -562,15 +562,15 @@ TEST_CASE("index_select and index_add_ with repeated indices, every dtype") {
   manual_seed(22);
   for (Dtype dt : kAllDtypes) {
     Tensor a = random({50, 3, 4}, dt, -100, 100), idx = randint(0, 50, {200});
-    Tensor sel = ops::index_select(a, idx);
-    CHECK_MATCH(ops::index_select(gpu(a), gpu(idx)), sel, 0.0);
+    Tensor sel = internal::index_select(a, idx);
+    CHECK_MATCH(internal::index_select(gpu(a), gpu(idx)), sel, 0.0);
     Tensor acc = random({50, 3, 4}, dt, -100, 100), gacc = gpu(acc);
-    ops::index_add_(acc, idx, sel);
-    ops::index_add_(gacc, gpu(idx), gpu(sel));
+    internal::index_add_(acc, idx, sel);
+    internal::index_add_(gacc, gpu(idx), gpu(sel));
     CHECK_MATCH(gacc, acc, tol(dt), tol(dt));  // float atomics add in any order
   }
   Tensor empty_rows = gpu(zeros({4, 0}));
-  CHECK(ops::index_select(empty_rows, gpu(tensor(std::vector<int64_t>{3, 0}))).shape() == Shape{2, 0});
+  CHECK(internal::index_select(empty_rows, gpu(tensor(std::vector<int64_t>{3, 0}))).shape() == Shape{2, 0});
 }
 
 // --- the caching allocator -------------------------------------------------------------------------
@@ -611,5 +611,5 @@ TEST_CASE("out of memory names the request and what lockstep holds, and leaves t
   CHECK(e.find("CUDA out of memory: tried to allocate 1073741824.00 MiB; lockstep holds ") == 0);
   CHECK(e.find(" MiB cached) on cuda:0") != std::string::npos);
   Tensor after = ones({1000}, {kFloat32, kGpu});
-  CHECK(ops::sum(after).item<float>() == 1000.f);
+  CHECK(internal::sum(after).item<float>() == 1000.f);
 }

@@ -34,7 +34,7 @@ inline Data make_data() {
 }
 
 // Rows [begin, end) of t.
-inline Tensor rows(const Tensor& t, int64_t begin, int64_t end) { return ops::index_select(t, arange(begin, end)); }
+inline Tensor rows(const Tensor& t, int64_t begin, int64_t end) { return internal::index_select(t, arange(begin, end)); }
 
 // Parameters after each step of plain single-process training at the global batch (SGD, lr 0.1,
 // momentum 0.9), on the CPU.
@@ -48,7 +48,7 @@ inline std::vector<nn::NamedTensors> reference_trajectory(const Data& d) {
     ce((*model)(d.x[s]), d.y[s]).backward();
     sgd.step();
     nn::NamedTensors snap;
-    for (auto& [n, p] : model->named_parameters()) snap.emplace_back(n, ops::clone(p));
+    for (auto& [n, p] : model->named_parameters()) snap.emplace_back(n, internal::clone(p));
     out.push_back(snap);
   }
   return out;

@@ -75,7 +75,7 @@ void check_parity(int world, double bucket_cap_mb, bool as_view) {
       sgd.step();
       auto params = model->named_parameters();
       for (size_t i = 0; i < params.size(); ++i)
-        RANK_CHECK(ops::allclose(params[i].second, ref[s][i].second, 1e-5, 1e-6), "step ", s, " ", params[i].first,
+        RANK_CHECK(internal::allclose(params[i].second, ref[s][i].second, 1e-5, 1e-6), "step ", s, " ", params[i].first,
                    ": relative error ", max_rel_error(params[i].second, ref[s][i].second));
     }
     dist::destroy_process_group();
@@ -112,7 +112,7 @@ TEST_CASE("DDP on one rank equals no DDP exactly") {
       sgd.step();
       auto params = model->named_parameters();
       for (size_t i = 0; i < params.size(); ++i)
-        RANK_CHECK(ops::allclose(params[i].second, ref[s][i].second, 0, 0), "step ", s, " ", params[i].first,
+        RANK_CHECK(internal::allclose(params[i].second, ref[s][i].second, 0, 0), "step ", s, " ", params[i].first,
                    " differs");
     }
     dist::destroy_process_group();
@@ -129,7 +129,7 @@ TEST_CASE("no_sync over k micro-batches equals one batch k times larger") {
   nn::CrossEntropyLoss ce;
   ce((*ref_model)(d.x[0]), d.y[0]).backward();
   std::vector<Tensor> ref_grads;
-  for (auto& p : ref_model->parameters()) ref_grads.push_back(ops::clone(p.grad()));
+  for (auto& p : ref_model->parameters()) ref_grads.push_back(internal::clone(p.grad()));
   uint16_t port = testing::free_port();
   auto results = run_ranks(world, [&](int rank) {
     init(world, rank, port);
@@ -148,7 +148,7 @@ TEST_CASE("no_sync over k micro-batches equals one batch k times larger") {
     }
     auto params = model->parameters();
     for (size_t i = 0; i < params.size(); ++i)
-      RANK_CHECK(ops::allclose(params[i].grad(), ref_grads[i], 1e-5, 1e-7), "parameter ", i, ": relative error ",
+      RANK_CHECK(internal::allclose(params[i].grad(), ref_grads[i], 1e-5, 1e-7), "parameter ", i, ": relative error ",
                  max_rel_error(params[i].grad(), ref_grads[i]));
     dist::destroy_process_group();
   });

@@ -144,7 +144,7 @@ TEST_CASE("DDP over nccl on 2 GPUs follows one CPU process at the full batch, st
       sgd.step();
       auto params = model->parameters();
       for (size_t i = 0; i < params.size(); ++i)
-        RANK_CHECK(ops::allclose(params[i].to(Device::cpu()), ref[s][i].second, 1e-5, 1e-6), "step ", s, " ",
+        RANK_CHECK(internal::allclose(params[i].to(Device::cpu()), ref[s][i].second, 1e-5, 1e-6), "step ", s, " ",
                    ref[s][i].first, " differs from the single-process reference");
     }
     dist::destroy_process_group();

@@ -85,11 +85,11 @@ TEST_CASE("Linear uses PyTorch's default initialisation bounds") {
 TEST_CASE("state_dict round trip and load errors") {
   manual_seed(4);
   WithBuffer a, b;
-  CHECK(!ops::allclose(a.parameters()[1], b.parameters()[1]));
+  CHECK(!internal::allclose(a.parameters()[1], b.parameters()[1]));
   b.load_state_dict(a.state_dict());
-  for (size_t i = 0; i < a.parameters().size(); ++i) CHECK(ops::allclose(a.parameters()[i], b.parameters()[i], 0, 0));
+  for (size_t i = 0; i < a.parameters().size(); ++i) CHECK(internal::allclose(a.parameters()[i], b.parameters()[i], 0, 0));
   // The loaded values are copies: changing a does not change b.
-  ops::fill_(a.parameters()[0], 5.0);
+  internal::fill_(a.parameters()[0], 5.0);
   CHECK(b.parameters()[0].to_vector<float>() == std::vector<float>{1, 1});
 
   auto sd = a.state_dict();

@@ -255,12 +255,12 @@ TEST_CASE("all_gather: separate outputs, chunks of one tensor, and in place") {
 
           Tensor flat = full({n * W}, -1, dtype);
           std::vector<Tensor> chunks;
-          for (int r = 0; r < W; ++r) chunks.push_back(ops::view_range(flat, r * n, {n}));
+          for (int r = 0; r < W; ++r) chunks.push_back(internal::view_range(flat, r * n, {n}));
           pg.all_gather(chunks, input)->wait();
           check(chunks, "chunks");
 
-          ops::fill_(flat, -1);
-          ops::copy_(chunks[rank], input);
+          internal::fill_(flat, -1);
+          internal::copy_(chunks[rank], input);
           pg.all_gather(chunks, chunks[rank])->wait();
           check(chunks, "in place");
         }
@@ -279,7 +279,7 @@ TEST_CASE("reduce_scatter: every op and dtype") {
           std::vector<Tensor> inputs, before;
           for (int j = 0; j < W; ++j) {
             inputs.push_back(filled(dtype, n, [&](int64_t i) { return (rank + 1) * s(i + j); }));
-            before.push_back(ops::clone(inputs.back()));
+            before.push_back(internal::clone(inputs.back()));
           }
           for (dist::ReduceOp op : kOps) {
             Tensor output = full({n}, -1, dtype);
@@ -287,7 +287,7 @@ TEST_CASE("reduce_scatter: every op and dtype") {
             expect_values(output, [&](int64_t i) { return reduced(op, dtype, W, s(i + rank)); },
                           describe("reduce_scatter", op, n));
           }
-          for (int j = 0; j < W; ++j) RANK_CHECK(ops::allclose(inputs[j], before[j], 0, 0), "input ", j, " was modified");
+          for (int j = 0; j < W; ++j) RANK_CHECK(internal::allclose(inputs[j], before[j], 0, 0), "input ", j, " was modified");
         }
       }
     });

@@ -1,114 +1,41 @@
-// The CPU backend: lockstep's kernels on host memory, through Eigen maps over the storage (no
-// copies). Single-threaded: data parallelism comes from processes, one per core or GPU.
+// The CPU backend: lockstep's kernels on host memory. Elementwise ops are the table's functors run by
+// one strided loop (strided_loop.h); GEMM is cpu/gemm.h; the rest are plain loops over contiguous
+// [outer, n, inner] views.
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "tensor/backend.h"
 #include "tensor/cpu/gemm.h"
-#include "tensor/int_div.h"
+#include "tensor/cpu/strided_loop.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
 namespace {
 
-// torch.max and torch.maximum propagate NaN: the result is NaN when either operand is (std::max
-// returns its first argument when the comparison is false, so it would drop a NaN in second place).
+using cpu::strided_apply;
+
 template <typename T>
-inline T max_propagating_nan(T x, T y) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (y != y) return y;
-  }
-  return x < y ? y : x;
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v != v;
+  else return false;
 }
 
+// max/min propagate NaN; argmax/argmin pick the first NaN, else the first extreme (as PyTorch).
 template <typename T>
-using MatMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned>;
-template <typename T>
-using ConstMatMap =
-    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned>;
-template <typename T>
-using ArrMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Unaligned>;
-template <typename T>
-using ConstArrMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Unaligned>;
-
-template <typename T>
-ArrMap<T> arr(Tensor& t) { return ArrMap<T>(t.data<T>(), t.numel()); }
-template <typename T>
-ConstArrMap<T> carr(const Tensor& t) { return ConstArrMap<T>(t.data<T>(), t.numel()); }
-
-template <typename T>
-struct BinaryFn {
-  BinaryOp op;
-  T operator()(T x, T y) const {
-    switch (op) {
-      case BinaryOp::Add: return x + y;
-      case BinaryOp::Sub: return x - y;
-      case BinaryOp::Mul: return x * y;
-      case BinaryOp::Div:
-        if constexpr (std::is_integral_v<T>) return detail::int_div(x, y);
-        else return x / y;
-      case BinaryOp::Eq: return x == y;
-      case BinaryOp::ReluBackward: return y > T(0) ? x : T(0);
-      case BinaryOp::Maximum: return max_propagating_nan(x, y);
-    }
-    return T(0);
-  }
-};
-
-// The innermost loop of a broadcast op, specialised on the op so the compiler vectorizes it.
-template <typename T, typename R, BinaryOp Op>
-void inner_loop(R* out, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n) {
-  BinaryFn<T> f{Op};
-  if (sa == 1 && sb == 1) {
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i], b[i]));
-  } else if (sa == 1 && sb == 0) {
-    const T y = *b;
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i], y));
-  } else if (sa == 0 && sb == 1) {
-    const T x = *a;
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(x, b[i]));
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<R>(f(a[i * sa], b[i * sb]));
-  }
-}
-
-// Walks the outer dimensions of the plan recursively; `out` is contiguous.
-template <typename T, typename R, BinaryOp Op>
-void broadcast_loop(const BroadcastPlan& p, size_t d, R* out, const T* a, const T* b) {
-  const int64_t n = p.shape[d];
-  if (d + 1 == p.shape.size()) {
-    inner_loop<T, R, Op>(out, a, p.stride_a[d], b, p.stride_b[d], n);
-    return;
-  }
-  int64_t block = 1;
-  for (size_t k = d + 1; k < p.shape.size(); ++k) block *= p.shape[k];
-  for (int64_t i = 0; i < n; ++i)
-    broadcast_loop<T, R, Op>(p, d + 1, out + i * block, a + i * p.stride_a[d], b + i * p.stride_b[d]);
-}
-
-template <typename T, typename R>
-void run_binary(BinaryOp op, const BroadcastPlan& p, R* out, const T* a, const T* b) {
-  switch (op) {
-#define LOCKSTEP_CASE(OP) \
-  case BinaryOp::OP: return broadcast_loop<T, R, BinaryOp::OP>(p, 0, out, a, b);
-    LOCKSTEP_CASE(Add)
-    LOCKSTEP_CASE(Sub)
-    LOCKSTEP_CASE(Mul)
-    LOCKSTEP_CASE(Div)
-    LOCKSTEP_CASE(Eq)
-    LOCKSTEP_CASE(ReluBackward)
-    LOCKSTEP_CASE(Maximum)
-#undef LOCKSTEP_CASE
-  }
+bool better(T v, T best, bool is_max) {
+  if (is_nan(best)) return false;
+  if (is_nan(v)) return true;
+  return is_max ? v > best : v < best;
 }
 
 // torch.optim.SGD's update for one parameter, with the options fixed at compile time and the three
-// arrays declared unaliased (distinct tensors: ops::sgd_step_ checks), so the loop has no branch and
-// vectorizes.
+// arrays declared unaliased (distinct tensors: internal::sgd_step_ checks), so the loop has no branch
+// and vectorizes.
 template <typename T>
 struct SgdArgs {
   T* param;
@@ -134,6 +61,11 @@ void sgd_kernel(const SgdArgs<T>& a) {
   }
 }
 
+void check_index(int64_t v, int64_t n, int64_t pos, const char* op) {
+  LOCKSTEP_CHECK(v >= 0 && v < n, op, ": index ", v, " at position ", pos, " is out of range for a dimension of size ",
+                 n);
+}
+
 class CpuBackend final : public Backend {
  public:
   void* allocate(size_t nbytes, Device) override {
@@ -151,160 +83,185 @@ class CpuBackend final : public Backend {
     std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
   }
 
-  void fill(Tensor& out, double v) override {
+  void fill(const StridedPlan& p, Tensor& out, double v) override {
     dispatch(out.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      arr<T>(out).setConstant(static_cast<T>(v));
+      const T value = static_cast<T>(v);
+      strided_apply(p, [value]() { return value; }, out.data<T>());
     });
   }
 
-  void cast(Tensor& out, const Tensor& a) override {
+  void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override {
     dispatch(out.dtype(), [&](auto to) {
       using O = typename decltype(to)::type;
       dispatch(a.dtype(), [&](auto from) {
         using I = typename decltype(from)::type;
-        arr<O>(out) = carr<I>(a).template cast<O>();
+        strided_apply(p, [](I x) { return static_cast<O>(x); }, out.data<O>(), a.data<I>());
       });
     });
   }
 
-  void unary(UnaryOp op, Tensor& out, const Tensor& a) override {
-    dispatch(a.dtype(), [&](auto tag) {
+  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override {
+    dispatch_compute(a.dtype(), op_name(op), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      auto x = carr<T>(a);
-      auto y = arr<T>(out);
-      switch (op) {
-        case UnaryOp::Neg: y = -x; break;
-        case UnaryOp::Relu: y = x.max(T(0)); break;
-        case UnaryOp::Abs: y = x.abs(); break;
-        case UnaryOp::Exp:
-          if constexpr (std::is_floating_point_v<T>) y = x.exp();
-          break;
-        case UnaryOp::Log:
-          if constexpr (std::is_floating_point_v<T>) y = x.log();
-          break;
-        case UnaryOp::Sqrt:
-          if constexpr (std::is_floating_point_v<T>) y = x.sqrt();
-          break;
-      }
+      visit_op(op, [&](auto f, auto kinds) {
+        if constexpr (op_accepts<decltype(kinds)::value, T>()) {
+          using R = decltype(f(T{}));
+          strided_apply(p, f, out.data<R>(), a.data<T>());
+        } else {
+          fail(op_name(op), ": not defined for ", a.dtype());
+        }
+      });
     });
   }
 
-  void binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b, const BroadcastPlan& p) override {
-    dispatch(a.dtype(), [&](auto tag) {
+  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) override {
+    dispatch_compute(a.dtype(), op_name(op), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if (op == BinaryOp::Eq) run_binary<T, int64_t>(op, p, out.data<int64_t>(), a.data<T>(), b.data<T>());
-      else run_binary<T, T>(op, p, out.data<T>(), a.data<T>(), b.data<T>());
+      visit_op(op, [&](auto f, auto kinds) {
+        if constexpr (op_accepts<decltype(kinds)::value, T>()) {
+          using R = decltype(f(T{}, T{}));
+          strided_apply(p, f, out.data<R>(), a.data<T>(), b.data<T>());
+        } else {
+          fail(op_name(op), ": not defined for ", a.dtype());
+        }
+      });
     });
   }
 
-  void binary_scalar(BinaryOp op, Tensor& out, const Tensor& a, double s, bool reverse) override {
-    dispatch(a.dtype(), [&](auto tag) {
+  void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
+                     bool reverse) override {
+    dispatch_compute(a.dtype(), op_name(op), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      T v = static_cast<T>(s);
-      BroadcastPlan p;
-      p.shape = {a.numel()};
-      p.stride_a = {reverse ? 0 : 1};
-      p.stride_b = {reverse ? 1 : 0};
-      const T* x = a.data<T>();
-      const T* ap = reverse ? &v : x;
-      const T* bp = reverse ? x : &v;
-      if (op == BinaryOp::Eq) run_binary<T, int64_t>(op, p, out.data<int64_t>(), ap, bp);
-      else run_binary<T, T>(op, p, out.data<T>(), ap, bp);
+      const T v = static_cast<T>(s);
+      visit_op(op, [&](auto f, auto kinds) {
+        if constexpr (op_accepts<decltype(kinds)::value, T>()) {
+          using R = decltype(f(T{}, T{}));
+          if (reverse) strided_apply(p, [f, v](T x) { return f(v, x); }, out.data<R>(), a.data<T>());
+          else strided_apply(p, [f, v](T x) { return f(x, v); }, out.data<R>(), a.data<T>());
+        } else {
+          fail(op_name(op), ": not defined for ", a.dtype());
+        }
+      });
     });
   }
 
-  void gemm(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha, double beta) override {
+  void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override {
+    dispatch_compute(a.dtype(), "where", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      strided_apply(p, [](bool c, T x, T y) { return c ? x : y; }, out.data<T>(), cond.data<bool>(), a.data<T>(),
+                    b.data<T>());
+    });
+  }
+
+  void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& g) override {
     dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      cpu::gemm(a.data<T>(), a.size(0), a.size(1), ta, b.data<T>(), b.size(0), b.size(1), tb, out.data<T>(),
-                static_cast<T>(alpha), static_cast<T>(beta));
-    });
-  }
-
-  void transpose2d(Tensor& out, const Tensor& a) override {
-    dispatch(a.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      MatMap<T>(out.data<T>(), out.size(0), out.size(1)) = ConstMatMap<T>(a.data<T>(), a.size(0), a.size(1)).transpose();
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* pc = out.data<T>();
+      for (int64_t i = 0; i < g.batch; ++i)
+        cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<T>(g.alpha), pa + i * g.batch_stride_a, g.lda,
+                  pb + i * g.batch_stride_b, g.ldb, static_cast<T>(g.beta), pc + i * g.batch_stride_c, g.ldc);
     });
   }
 
   void reduce(ReduceOp op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override {
-    dispatch(a.dtype(), [&](auto tag) {
+    dispatch_compute(a.dtype(), "reduce", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* x = a.data<T>();
       for (int64_t o = 0; o < outer; ++o) {
         const T* base = x + o * n * inner;
-        if (op == ReduceOp::Argmax) {
+        if (op == ReduceOp::Argmax || op == ReduceOp::Argmin) {
           int64_t* y = out.data<int64_t>() + o * inner;
+          const bool is_max = op == ReduceOp::Argmax;
           for (int64_t i = 0; i < inner; ++i) {
             int64_t best = 0;
-            T bv = base[i];
-            for (int64_t k = 1; k < n; ++k) {
-              T v = base[k * inner + i];
-              if (v > bv || (std::isnan(double(v)) && !std::isnan(double(bv)))) bv = v, best = k;
-            }
+            for (int64_t k = 1; k < n; ++k)
+              if (better(base[k * inner + i], base[best * inner + i], is_max)) best = k;
             y[i] = best;
           }
           continue;
         }
         T* y = out.data<T>() + o * inner;
-        if (op == ReduceOp::Max) {
+        if (op == ReduceOp::Max || op == ReduceOp::Min) {
+          const bool is_max = op == ReduceOp::Max;
           std::copy(base, base + inner, y);
           for (int64_t k = 1; k < n; ++k)
-            for (int64_t i = 0; i < inner; ++i) y[i] = max_propagating_nan(y[i], base[k * inner + i]);
+            for (int64_t i = 0; i < inner; ++i)
+              if (better(base[k * inner + i], y[i], is_max)) y[i] = base[k * inner + i];
           continue;
         }
-        // Sum and mean accumulate in double for float inputs: a long sum of float32 loses digits.
-        using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-        if (inner == 1) {
-          Acc s = 0;
-          for (int64_t k = 0; k < n; ++k) s += base[k];
-          y[0] = static_cast<T>(op == ReduceOp::Mean ? s / static_cast<Acc>(n) : s);
+        if constexpr (std::is_same_v<T, bool>) {
+          fail("sum: not defined for bool tensors");
         } else {
-          std::fill(y, y + inner, T(0));
-          for (int64_t k = 0; k < n; ++k)
-            for (int64_t i = 0; i < inner; ++i) y[i] += base[k * inner + i];
-          if (op == ReduceOp::Mean)
-            for (int64_t i = 0; i < inner; ++i) y[i] = static_cast<T>(y[i] / static_cast<Acc>(n));
+          // Sum and mean accumulate in double for float inputs: a long sum of float32 loses digits.
+          using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+          if (inner == 1) {
+            Acc s = 0;
+            for (int64_t k = 0; k < n; ++k) s += base[k];
+            y[0] = static_cast<T>(op == ReduceOp::Mean ? s / static_cast<Acc>(n) : s);
+          } else {
+            std::fill(y, y + inner, T(0));
+            for (int64_t k = 0; k < n; ++k)
+              for (int64_t i = 0; i < inner; ++i) y[i] += base[k * inner + i];
+            if (op == ReduceOp::Mean)
+              for (int64_t i = 0; i < inner; ++i) y[i] = static_cast<T>(y[i] / static_cast<Acc>(n));
+          }
         }
       }
     });
   }
 
-  void log_softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override {
-    dispatch_floating(a.dtype(), "log_softmax", [&](auto tag) {
+  void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override {
+    dispatch_floating(a.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
       using T = typename decltype(tag)::type;
+      using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
       const T* x = a.data<T>();
       T* y = out.data<T>();
+      if (inner == 1) {  // rows are contiguous: Eigen's vectorized exp
+        for (int64_t o = 0; o < outer; ++o) {
+          Eigen::Map<const Arr> row(x + o * n, n);
+          Eigen::Map<Arr> res(y + o * n, n);
+          // Subtracting the max keeps exp() from overflowing (stable log-sum-exp).
+          const T m = row.maxCoeff();
+          res = (row - m).exp();
+          const T s = res.sum();
+          if (log) res = row - (m + std::log(s));
+          else res /= s;
+        }
+        return;
+      }
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
           const T* xr = x + o * n * inner + i;
           T* yr = y + o * n * inner + i;
           T m = -std::numeric_limits<T>::infinity();
           for (int64_t k = 0; k < n; ++k) m = std::max(m, xr[k * inner]);
-          // Subtracting the max keeps exp() from overflowing (stable log-sum-exp).
           double s = 0;
           for (int64_t k = 0; k < n; ++k) s += std::exp(double(xr[k * inner] - m));
-          T lse = m + static_cast<T>(std::log(s));
-          for (int64_t k = 0; k < n; ++k) yr[k * inner] = xr[k * inner] - lse;
+          for (int64_t k = 0; k < n; ++k)
+            yr[k * inner] = log ? xr[k * inner] - (m + static_cast<T>(std::log(s)))
+                                : static_cast<T>(std::exp(double(xr[k * inner] - m)) / s);
         }
     });
   }
 
-  void log_softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n,
-                            int64_t inner) override {
-    dispatch_floating(y.dtype(), "log_softmax_backward", [&](auto tag) {
+  void softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n, int64_t inner,
+                        bool log) override {
+    dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
-          int64_t base = o * n * inner + i;
+          const int64_t base = o * n * inner + i;
           const T* g = go.data<T>() + base;
           const T* yr = y.data<T>() + base;
           T* r = gi.data<T>() + base;
           double s = 0;
-          for (int64_t k = 0; k < n; ++k) s += g[k * inner];
-          for (int64_t k = 0; k < n; ++k) r[k * inner] = g[k * inner] - std::exp(yr[k * inner]) * static_cast<T>(s);
+          for (int64_t k = 0; k < n; ++k) s += log ? g[k * inner] : g[k * inner] * yr[k * inner];
+          for (int64_t k = 0; k < n; ++k)
+            r[k * inner] = log ? g[k * inner] - std::exp(yr[k * inner]) * static_cast<T>(s)
+                               : yr[k * inner] * (g[k * inner] - static_cast<T>(s));
         }
     });
   }
@@ -341,30 +298,87 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void index_select(Tensor& out, const Tensor& a, const Tensor& index) override {
-    int64_t rows = a.size(0), k = index.numel();
-    size_t row_bytes = rows ? a.nbytes() / rows : 0;
+  void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
+                    int64_t inner) override {
+    const int64_t k = index.numel();
+    const size_t row = inner * element_size(a.dtype());
     const int64_t* idx = index.data<int64_t>();
+    for (int64_t j = 0; j < k; ++j) check_index(idx[j], n, j, "index_select");
     const char* src = static_cast<const char*>(a.data_ptr());
     char* dst = static_cast<char*>(out.data_ptr());
-    for (int64_t i = 0; i < k; ++i) {
-      LOCKSTEP_CHECK(idx[i] >= 0 && idx[i] < rows, "index_select: index ", idx[i], " at position ", i,
-                     " is out of range for ", rows, " rows");
-      std::memcpy(dst + i * row_bytes, src + idx[i] * row_bytes, row_bytes);
-    }
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j) std::memcpy(dst + (o * k + j) * row, src + (o * n + idx[j]) * row, row);
   }
 
-  void index_add(Tensor& out, const Tensor& index, const Tensor& src) override {
-    dispatch(out.dtype(), [&](auto tag) {
+  void index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                 int64_t inner) override {
+    dispatch_compute(out.dtype(), "index_add_", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      int64_t rows = out.size(0), k = index.numel(), inner = src.numel() / std::max<int64_t>(k, 1);
+      const int64_t k = index.numel();
       const int64_t* idx = index.data<int64_t>();
-      for (int64_t i = 0; i < k; ++i) {
-        LOCKSTEP_CHECK(idx[i] >= 0 && idx[i] < rows, "index_add_: index ", idx[i], " at position ", i,
-                       " is out of range for ", rows, " rows");
-        T* d = out.data<T>() + idx[i] * inner;
-        const T* s = src.data<T>() + i * inner;
-        for (int64_t j = 0; j < inner; ++j) d[j] += s[j];
+      for (int64_t j = 0; j < k; ++j) check_index(idx[j], n, j, "index_add_");
+      T* d = out.data<T>();
+      const T* s = src.data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < k; ++j) {
+          T* dr = d + (o * n + idx[j]) * inner;
+          const T* sr = s + (o * k + j) * inner;
+          for (int64_t i = 0; i < inner; ++i) dr[i] = static_cast<T>(dr[i] + sr[i]);
+        }
+    });
+  }
+
+  void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) override {
+    dispatch(a.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const int64_t k = index.numel() / (outer * inner);
+      const int64_t* idx = index.data<int64_t>();
+      const T* x = a.data<T>();
+      T* y = out.data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < k; ++j)
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t pos = (o * k + j) * inner + i, v = idx[pos];
+            check_index(v, n, pos, "gather");
+            y[pos] = x[(o * n + v) * inner + i];
+          }
+    });
+  }
+
+  void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                   int64_t inner) override {
+    dispatch_compute(out.dtype(), "scatter_add_", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const int64_t k = index.numel() / (outer * inner);
+      const int64_t* idx = index.data<int64_t>();
+      const T* s = src.data<T>();
+      T* y = out.data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < k; ++j)
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t pos = (o * k + j) * inner + i, v = idx[pos];
+            check_index(v, n, pos, "scatter_add_");
+            T& d = y[(o * n + v) * inner + i];
+            d = static_cast<T>(d + s[pos]);
+          }
+    });
+  }
+
+  void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) override {
+    dispatch_compute(a.dtype(), "sort", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = a.data<T>();
+      T* v = values.data<T>();
+      int64_t* ix = indices.data<int64_t>();
+      // NaN sorts as the largest value, as PyTorch.
+      auto less = [](T p, T q) { return !is_nan(p) && (is_nan(q) || p < q); };
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* row = x + r * n;
+        int64_t* ir = ix + r * n;
+        std::iota(ir, ir + n, int64_t{0});
+        if (descending) std::stable_sort(ir, ir + n, [&](int64_t i, int64_t j) { return less(row[j], row[i]); });
+        else std::stable_sort(ir, ir + n, [&](int64_t i, int64_t j) { return less(row[i], row[j]); });
+        for (int64_t i = 0; i < n; ++i) v[r * n + i] = row[ir[i]];
       }
     });
   }

@@ -19,21 +19,24 @@ namespace detail {
 }
 
 std::string describe(const IndexError& e) {
-  if (static_cast<IndexErrorKind>(e.kind) == IndexErrorKind::DivisionByZero)
-    return ::lockstep::detail::kIntegerDivisionByZero;  // the CPU backend's words
   const char* op = "?";
-  const char* what = "index";
-  const char* range = " rows";
   switch (static_cast<IndexErrorKind>(e.kind)) {
-    case IndexErrorKind::NllTarget: op = "cross_entropy", what = "target", range = " classes"; break;
-    case IndexErrorKind::NllBackwardTarget: op = "cross_entropy backward", what = "target", range = " classes"; break;
+    case IndexErrorKind::DivisionByZero: return ::lockstep::detail::kIntegerDivisionByZero;  // the CPU's words
+    case IndexErrorKind::NllTarget: op = "cross_entropy"; break;
+    case IndexErrorKind::NllBackwardTarget: op = "cross_entropy backward"; break;
     case IndexErrorKind::IndexSelect: op = "index_select"; break;
     case IndexErrorKind::IndexAdd: op = "index_add_"; break;
-    case IndexErrorKind::DivisionByZero:  // handled above
+    case IndexErrorKind::Gather: op = "gather"; break;
+    case IndexErrorKind::ScatterAdd: op = "scatter_add_"; break;
     case IndexErrorKind::None: break;
   }
-  return ::lockstep::detail::str_cat(op, ": ", what, " ", e.value, " at position ", e.position,
-                                     " is out of range for ", e.limit, range);
+  const bool target = e.kind == static_cast<int32_t>(IndexErrorKind::NllTarget) ||
+                      e.kind == static_cast<int32_t>(IndexErrorKind::NllBackwardTarget);
+  if (target)
+    return ::lockstep::detail::str_cat(op, ": target ", e.value, " at position ", e.position, " is out of range for ",
+                                       e.limit, " classes");
+  return ::lockstep::detail::str_cat(op, ": index ", e.value, " at position ", e.position,
+                                     " is out of range for a dimension of size ", e.limit);
 }
 
 namespace {

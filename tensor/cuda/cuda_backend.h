@@ -2,16 +2,16 @@
 // file of its concept; each makes the tensors' device current (OnDevice, context.h) and queues its work
 // on that device's stream without waiting, except copies to the host and synchronize().
 //
-//   allocate, deallocate          cuda_backend.cpp (through allocator.h)
-//   copy, synchronize             cuda_backend.cpp
-//   fill, cast, unary, binary,    elementwise.cu
-//   binary_scalar, sgd_step
-//   gemm                          gemm.cpp (cuBLAS)
-//   transpose2d, index_select,    indexing.cu
-//   index_add
-//   reduce                        reduce.cu
-//   log_softmax(+backward),       softmax_loss.cu
-//   nll_loss(+backward)
+//   allocate, deallocate                      cuda_backend.cpp (through allocator.h)
+//   copy, synchronize                         cuda_backend.cpp
+//   fill, copy_, unary, binary,               elementwise.cu (any strides, through a StridedPlan)
+//   binary_scalar, where, sgd_step
+//   gemm                                      gemm.cpp (cuBLAS, strided batched)
+//   reduce                                    reduce.cu
+//   softmax(+backward), nll_loss(+backward)   softmax_loss.cu
+//   index_select, index_add, gather,          indexing.cu
+//   scatter_add
+//   sort                                      sort.cu
 #pragma once
 
 #include "tensor/backend.h"
@@ -25,22 +25,29 @@ class CudaBackend final : public Backend {
   void copy(Tensor& dst, const Tensor& src) override;
   void synchronize(Device device) override;
 
-  void fill(Tensor& out, double value) override;
-  void cast(Tensor& out, const Tensor& a) override;
-  void unary(UnaryOp op, Tensor& out, const Tensor& a) override;
-  void binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b, const BroadcastPlan& plan) override;
-  void binary_scalar(BinaryOp op, Tensor& out, const Tensor& a, double s, bool reverse) override;
-  void gemm(Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
-            double beta) override;
-  void transpose2d(Tensor& out, const Tensor& a) override;
+  void fill(const StridedPlan& p, Tensor& out, double value) override;
+  void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override;
+  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override;
+  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) override;
+  void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
+                     bool reverse) override;
+  void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
+
+  void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) override;
   void reduce(ReduceOp op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override;
-  void log_softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override;
-  void log_softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer, int64_t n,
-                            int64_t inner) override;
+  void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override;
+  void softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer, int64_t n,
+                        int64_t inner, bool log) override;
   void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) override;
   void nll_loss_backward(Tensor& grad_logp, const Tensor& grad_out, const Tensor& target, double scale) override;
-  void index_select(Tensor& out, const Tensor& a, const Tensor& index) override;
-  void index_add(Tensor& out, const Tensor& index, const Tensor& src) override;
+  void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
+                    int64_t inner) override;
+  void index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                 int64_t inner) override;
+  void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) override;
+  void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                   int64_t inner) override;
+  void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) override;
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
                 double dampening, double weight_decay, bool nesterov, bool first_step) override;
 };

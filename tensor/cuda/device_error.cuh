@@ -1,4 +1,4 @@
-// Device side of IndexError (device_error.h): the checks every data-dependent index and every int64
+// Device side of IndexError (device_error.h): the checks every data-dependent index and every integer
 // divisor go through.
 #pragma once
 

@@ -1,5 +1,6 @@
-// IndexError: how kernels that index with tensor data (nll_loss targets, index_select/index_add rows)
-// report a bad index without a synchronization per op, and how int64 division reports a zero divisor.
+// IndexError: how kernels that index with tensor data (nll_loss targets, the positions of index_select,
+// index_add, gather and scatter_add) report a bad index without a synchronization per op, and how
+// integer division reports a zero divisor.
 //
 // The choice: such a kernel never trusts an index. An out-of-range one skips its read or write (no
 // memory is corrupted) and the first offender is recorded in a small per-device record in device
@@ -10,7 +11,7 @@
 // output is unspecified, as after any failed op.
 //
 // Integer division by zero is the same kind of mistake: the CPU backend raises (it would trap), a GPU
-// gives an unspecified value without a word, and only the device sees the divisor. So an int64 div
+// gives an unspecified value without a word, and only the device sees the divisor. So an integer div
 // skips the division where the divisor is 0 (writing 0) and records DivisionByZero here.
 #pragma once
 
@@ -25,6 +26,8 @@ enum class IndexErrorKind : int32_t {
   NllBackwardTarget,
   IndexSelect,
   IndexAdd,
+  Gather,
+  ScatterAdd,
   DivisionByZero,  // position: the output element; value: the dividend; limit unused
 };
 
@@ -32,7 +35,7 @@ enum class IndexErrorKind : int32_t {
 struct IndexError {
   int32_t kind;  // an IndexErrorKind; 0: nothing recorded
   int32_t unused;
-  int64_t position;  // which element of the index / target tensor
+  int64_t position;  // which element of the index / target tensor (row-major)
   int64_t value;     // the bad index
   int64_t limit;     // the valid range is [0, limit)
 };

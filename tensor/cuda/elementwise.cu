@@ -1,132 +1,124 @@
-// Elementwise kernels: fill, cast, unary, binary with broadcasting, binary with a scalar, and the fused
-// SGD update. Each op is a template parameter, so every (op, dtype) pair is its own tight loop. The
-// arithmetic is the CPU backend's (tensor/cpu/cpu_backend.cpp), rule for rule; where the CPU raises on
-// data only the device holds (an int64 divisor of 0), the kernel records it (device_error.h).
-#include <cmath>
+// Elementwise kernels over a StridedPlan (tensor/backend.h): fill, copy_ (every dtype pair), unary,
+// binary, binary with a scalar, where; and the fused SGD update. Each kernel is written once over the
+// op's functor from tensor/elementwise_ops.h, so a new row of that table needs no change here: the
+// functor's return type is the output's element type, and its dtype rule decides which (op, dtype)
+// kernels exist. Where the CPU raises on data only the device holds (an integer divisor of 0), the
+// kernel records it instead (device_error.h).
 #include <type_traits>
 
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/device_error.cuh"
 #include "tensor/cuda/launch.cuh"
-#include "tensor/int_div.h"
+#include "tensor/elementwise_ops.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cuda::detail {
 namespace {
 
-// --- the elementwise functions -------------------------------------------------------------------
+// --- walking a plan --------------------------------------------------------------------------------
 
-template <UnaryOp Op, typename T>
-__device__ T unary_fn(T x) {
-  if constexpr (Op == UnaryOp::Neg) return -x;
-  else if constexpr (Op == UnaryOp::Relu) return x < T(0) ? T(0) : x;  // Eigen's max(x, 0): NaN stays NaN
-  else if constexpr (Op == UnaryOp::Abs) {
-    if constexpr (std::is_floating_point_v<T>) return fabs(x);
-    else return x < 0 ? -x : x;
-  } else if constexpr (std::is_same_v<T, float>) {
-    if constexpr (Op == UnaryOp::Exp) return expf(x);
-    else if constexpr (Op == UnaryOp::Log) return logf(x);
-    else return sqrtf(x);
+// The element offsets of plan element i (row-major over p.shape) for operands [0, N).
+// kFlat (p.flat()): one dimension, every stride 0 or 1, so an offset is i or 0. Otherwise i is split
+// into coordinates by div/mod from the last dimension, each operand's offset the sum of coordinate x
+// stride. The plan arrives by value (kernel parameter memory), so these reads are uniform across threads.
+template <bool kFlat, int N>
+__device__ inline void offsets(const StridedPlan& p, int64_t i, int64_t (&off)[N]) {
+  if constexpr (kFlat) {
+    for (int k = 0; k < N; ++k) off[k] = i * p.stride[k][0];
   } else {
-    if constexpr (Op == UnaryOp::Exp) return exp(x);
-    else if constexpr (Op == UnaryOp::Log) return log(x);
-    else return sqrt(x);
-  }
-}
-
-// Eq writes int64 0/1; every other op writes the input type.
-template <BinaryOp Op, typename T>
-using BinaryOut = std::conditional_t<Op == BinaryOp::Eq, int64_t, T>;
-
-template <BinaryOp Op, typename T>
-__device__ BinaryOut<Op, T> binary_fn(T x, T y) {
-  if constexpr (Op == BinaryOp::Add) return x + y;
-  else if constexpr (Op == BinaryOp::Sub) return x - y;
-  else if constexpr (Op == BinaryOp::Mul) return x * y;
-  else if constexpr (Op == BinaryOp::Div) {
-    if constexpr (std::is_integral_v<T>) return ::lockstep::detail::int_div(x, y);  // as the CPU backend
-    else return x / y;
-  } else if constexpr (Op == BinaryOp::Eq) return x == y ? 1 : 0;
-  else if constexpr (Op == BinaryOp::ReluBackward) return y > T(0) ? x : T(0);
-  else {  // Maximum: NaN in either operand gives NaN, as torch.maximum (and the CPU backend)
-    if constexpr (std::is_floating_point_v<T>) {
-      if (y != y) return y;
-    }
-    return x < y ? y : x;
-  }
-}
-
-// Integer division by zero has no value: the CPU backend raises, and a GPU gives an unspecified one
-// silently (the CPU's check would need the divisor on the host, a sync per op). So these (op, dtype)
-// pairs check the divisor on the device: the division is skipped (0 is written) and the error recorded,
-// then raised at the next synchronization. x / y truncates toward zero, as in C++ and on the CPU.
-template <BinaryOp Op, typename T>
-constexpr bool kChecksDivisor = Op == BinaryOp::Div && std::is_integral_v<T>;
-
-// binary_fn for output element i, with the divisor check where kChecksDivisor. Every other pair compiles
-// to binary_fn alone and never touches `err` (null for them).
-template <BinaryOp Op, typename T>
-__device__ BinaryOut<Op, T> binary_at(T x, T y, int64_t i, IndexError* err) {
-  if constexpr (kChecksDivisor<Op, T>) {
-    if (!divisor_ok(err, i, x, y)) return 0;
-  }
-  return binary_fn<Op>(x, y);
-}
-
-// --- kernels -------------------------------------------------------------------------------------
-
-template <typename T>
-__global__ void fill_kernel(T* out, T value, int64_t n) {
-  LOCKSTEP_GRID_STRIDE(i, n) out[i] = value;
-}
-
-template <typename O, typename I>
-__global__ void cast_kernel(O* out, const I* a, int64_t n) {
-  LOCKSTEP_GRID_STRIDE(i, n) out[i] = static_cast<O>(a[i]);
-}
-
-template <UnaryOp Op, typename T>
-__global__ void unary_kernel(T* out, const T* a, int64_t n) {
-  LOCKSTEP_GRID_STRIDE(i, n) out[i] = unary_fn<Op>(a[i]);
-}
-
-// The fast path: each input contiguous (stride 1) or one broadcast value (stride 0). The binary kernels
-// take the device's error record for the divisor check (binary_at); null where the pair has none.
-template <BinaryOp Op, typename T>
-__global__ void binary_flat_kernel(BinaryOut<Op, T>* out, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n,
-                                   IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(i, n) out[i] = binary_at<Op>(a[i * sa], b[i * sb], i, err);
-}
-
-// The general path: any BroadcastPlan up to kMaxDims merged dimensions. `out` is contiguous.
-constexpr int kMaxDims = 12;
-struct StridedPlan {
-  int nd;
-  int64_t shape[kMaxDims], sa[kMaxDims], sb[kMaxDims];
-};
-
-template <BinaryOp Op, typename T>
-__global__ void binary_strided_kernel(BinaryOut<Op, T>* out, const T* a, const T* b, StridedPlan p, int64_t n,
-                                      IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(i, n) {
-    int64_t rest = i, ia = 0, ib = 0;
-    for (int d = p.nd - 1; d >= 0; --d) {
-      const int64_t k = rest % p.shape[d];
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    int64_t rest = i;
+    for (int d = p.nd - 1; d > 0; --d) {
+      const int64_t c = rest % p.shape[d];
       rest /= p.shape[d];
-      ia += k * p.sa[d];
-      ib += k * p.sb[d];
+      for (int k = 0; k < N; ++k) off[k] += c * p.stride[k][d];
     }
-    out[i] = binary_at<Op>(a[ia], b[ib], i, err);
+    for (int k = 0; k < N; ++k) off[k] += rest * p.stride[k][0];  // nd == 0: stride 0, one element
   }
 }
 
-template <BinaryOp Op, typename T>
-__global__ void binary_scalar_kernel(BinaryOut<Op, T>* out, const T* a, T s, bool reverse, int64_t n,
-                                     IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(i, n) out[i] = reverse ? binary_at<Op>(s, a[i], i, err) : binary_at<Op>(a[i], s, i, err);
+// Calls launch(std::bool_constant<p.flat()>) unless the plan is empty, after checking its size.
+template <typename Launch>
+void for_plan(const StridedPlan& p, const char* op, Launch&& launch) {
+  LOCKSTEP_CHECK(p.nd >= 0 && p.nd <= StridedPlan::kMaxDims && p.numel >= 0, op, ": bad StridedPlan (nd ", p.nd,
+                 ", numel ", p.numel, ")");
+  if (p.numel == 0) return;
+  if (p.flat()) launch(std::true_type{});
+  else launch(std::false_type{});
 }
 
-// torch.optim.SGD for one parameter (see optim/sgd.h), in one pass over p, g and the momentum buffer.
+// --- kernels ---------------------------------------------------------------------------------------
+
+template <typename T, bool kFlat>
+__global__ void fill_kernel(T* out, T value, StridedPlan p) {
+  LOCKSTEP_GRID_STRIDE(i, p.numel) {
+    int64_t off[1];
+    offsets<kFlat>(p, i, off);
+    out[off[0]] = value;
+  }
+}
+
+// O and I may be any two dtypes; bfloat16 converts through float32 (BFloat16's conversions).
+template <typename O, typename I, bool kFlat>
+__global__ void copy_kernel(O* out, const I* a, StridedPlan p) {
+  LOCKSTEP_GRID_STRIDE(i, p.numel) {
+    int64_t off[2];
+    offsets<kFlat>(p, i, off);
+    out[off[0]] = static_cast<O>(a[off[1]]);
+  }
+}
+
+template <typename F, typename T>
+using UnaryOut = decltype(F{}(T{}));
+template <typename F, typename T>
+using BinaryOut = decltype(F{}(T{}, T{}));
+
+template <typename F, typename T, bool kFlat>
+__global__ void unary_kernel(F f, UnaryOut<F, T>* out, const T* a, StridedPlan p) {
+  LOCKSTEP_GRID_STRIDE(i, p.numel) {
+    int64_t off[2];
+    offsets<kFlat>(p, i, off);
+    out[off[0]] = f(a[off[1]]);
+  }
+}
+
+// Integer division by zero has no value: the CPU backend raises, and a GPU would give an unspecified one
+// silently (the CPU's check needs the divisor on the host, a sync per op). So these (op, dtype) pairs
+// check the divisor on the device: 0 is written, the error recorded and raised at the next
+// synchronization.
+template <typename F, typename T>
+constexpr bool kChecksDivisor = std::is_same_v<F, fn::Div> && std::is_integral_v<T>;
+
+// out = f(x, y) with plan operands (out, a, b). A null a or b is the scalar s instead (binary_scalar),
+// so one kernel serves both. `err` is the device's record where kChecksDivisor, else unused (null).
+template <typename F, typename T, bool kFlat>
+__global__ void binary_kernel(F f, BinaryOut<F, T>* out, const T* a, const T* b, T s, StridedPlan p,
+                              IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(i, p.numel) {
+    int64_t off[3];
+    offsets<kFlat>(p, i, off);
+    const T x = a ? a[off[1]] : s, y = b ? b[off[2]] : s;
+    if constexpr (kChecksDivisor<F, T>) {
+      if (!divisor_ok(err, i, x, y)) {
+        out[off[0]] = BinaryOut<F, T>(0);
+        continue;
+      }
+    }
+    out[off[0]] = f(x, y);
+  }
+}
+
+template <typename T, bool kFlat>
+__global__ void where_kernel(T* out, const bool* cond, const T* a, const T* b, StridedPlan p) {
+  LOCKSTEP_GRID_STRIDE(i, p.numel) {
+    int64_t off[4];
+    offsets<kFlat>(p, i, off);
+    out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
+  }
+}
+
+// torch.optim.SGD for one parameter (see optim/sgd.h), in one pass over p, g and the momentum buffer
+// (contiguous, as the contract gives them).
 template <typename T>
 __global__ void sgd_kernel(T* p, const T* g, T* m, T lr, T mom, T damp, T wd, bool nesterov, bool first, int64_t n) {
   LOCKSTEP_GRID_STRIDE(i, n) {
@@ -139,138 +131,121 @@ __global__ void sgd_kernel(T* p, const T* g, T* m, T lr, T mom, T damp, T wd, bo
   }
 }
 
-// Calls launch(err) with the device's error record through launch_checked when the divisor check is on
-// and a divisor may be 0, so the record is read back at the next synchronization; otherwise with null,
-// so that float division and the other ops cost no copy at the sync. (Null is safe for a nonzero scalar
-// divisor too: divisor_ok touches the record only for a 0.)
-template <BinaryOp Op, typename T, typename Launch>
+// Queues launch(err) for one binary op: through launch_checked, with the device's error record, when
+// the pair checks its divisor and a divisor may be 0 (the record is then read back at the next
+// synchronization); otherwise with null, so that every other op costs no copy at the sync.
+template <typename F, typename T, typename Launch>
 void launch_binary(DeviceContext& ctx, bool may_divide_by_zero, Launch&& launch) {
-  if constexpr (kChecksDivisor<Op, T>) {
+  if constexpr (kChecksDivisor<F, T>) {
     if (may_divide_by_zero) return ctx.launch_checked(launch);
   }
   launch(static_cast<IndexError*>(nullptr));
 }
 
-// Calls fn(std::integral_constant<BinaryOp, op>) so `op` becomes a template argument.
-template <typename Fn>
-void dispatch_binary(BinaryOp op, Fn&& fn) {
-  switch (op) {
-    case BinaryOp::Add: return fn(std::integral_constant<BinaryOp, BinaryOp::Add>{});
-    case BinaryOp::Sub: return fn(std::integral_constant<BinaryOp, BinaryOp::Sub>{});
-    case BinaryOp::Mul: return fn(std::integral_constant<BinaryOp, BinaryOp::Mul>{});
-    case BinaryOp::Div: return fn(std::integral_constant<BinaryOp, BinaryOp::Div>{});
-    case BinaryOp::Eq: return fn(std::integral_constant<BinaryOp, BinaryOp::Eq>{});
-    case BinaryOp::ReluBackward: return fn(std::integral_constant<BinaryOp, BinaryOp::ReluBackward>{});
-    case BinaryOp::Maximum: return fn(std::integral_constant<BinaryOp, BinaryOp::Maximum>{});
-  }
-  fail("binary: unknown op ", int(op));
-}
-
-template <typename Fn>
-void dispatch_unary(UnaryOp op, Fn&& fn) {
-  switch (op) {
-    case UnaryOp::Neg: return fn(std::integral_constant<UnaryOp, UnaryOp::Neg>{});
-    case UnaryOp::Exp: return fn(std::integral_constant<UnaryOp, UnaryOp::Exp>{});
-    case UnaryOp::Log: return fn(std::integral_constant<UnaryOp, UnaryOp::Log>{});
-    case UnaryOp::Relu: return fn(std::integral_constant<UnaryOp, UnaryOp::Relu>{});
-    case UnaryOp::Sqrt: return fn(std::integral_constant<UnaryOp, UnaryOp::Sqrt>{});
-    case UnaryOp::Abs: return fn(std::integral_constant<UnaryOp, UnaryOp::Abs>{});
-  }
-  fail("unary: unknown op ", int(op));
-}
-
-}  // namespace
-
-void CudaBackend::fill(Tensor& out, double value) {
+// Shared by binary and binary_scalar: a and b are the operands' data (null: the scalar s), p's operand
+// 1 walks a and operand 2 walks b.
+void run_binary(BinaryOp op, const StridedPlan& p, Tensor& out, Dtype dtype, const void* a, const void* b,
+                double s) {
   OnDevice on(out.device());
-  const int64_t n = out.numel();
-  dispatch(out.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    LOCKSTEP_LAUNCH("fill_kernel", fill_kernel<T>, grid_for(n, on.ctx), kThreads, on.stream(), out.data<T>(),
-                    static_cast<T>(value), n);
-  });
-}
-
-void CudaBackend::cast(Tensor& out, const Tensor& a) {
-  OnDevice on(out.device());
-  const int64_t n = out.numel();
-  dispatch(out.dtype(), [&](auto to) {
-    using O = typename decltype(to)::type;
-    dispatch(a.dtype(), [&](auto from) {
-      using I = typename decltype(from)::type;
-      LOCKSTEP_LAUNCH("cast_kernel", cast_kernel<O, I>, grid_for(n, on.ctx), kThreads, on.stream(), out.data<O>(),
-                      a.data<I>(), n);
-    });
-  });
-}
-
-void CudaBackend::unary(UnaryOp op, Tensor& out, const Tensor& a) {
-  OnDevice on(out.device());
-  const int64_t n = a.numel();
-  dispatch(a.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dispatch_unary(op, [&](auto op_c) {
-      constexpr UnaryOp Op = decltype(op_c)::value;
-      constexpr bool supported = std::is_floating_point_v<T> || Op == UnaryOp::Neg || Op == UnaryOp::Relu ||
-                               Op == UnaryOp::Abs;
-      if constexpr (supported) {
-        LOCKSTEP_LAUNCH("unary_kernel", unary_kernel<Op, T>, grid_for(n, on.ctx), kThreads, on.stream(), out.data<T>(),
-                        a.data<T>(), n);
-      } else {
-        fail("unary: exp, log and sqrt need a floating-point tensor, got ", a.dtype());
-      }
-    });
-  });
-}
-
-void CudaBackend::binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b, const BroadcastPlan& plan) {
-  OnDevice on(out.device());
-  const int64_t n = out.numel();
-  const bool flat = plan.shape.size() == 1 && plan.stride_a[0] <= 1 && plan.stride_b[0] <= 1;
-  StridedPlan sp{};
-  if (!flat) {
-    LOCKSTEP_CHECK(plan.shape.size() <= kMaxDims, "binary: broadcasting over ", plan.shape.size(),
-                   " non-mergeable dimensions; the CUDA backend handles at most ", kMaxDims);
-    sp.nd = static_cast<int>(plan.shape.size());
-    for (int d = 0; d < sp.nd; ++d) {
-      sp.shape[d] = plan.shape[d];
-      sp.sa[d] = plan.stride_a[d];
-      sp.sb[d] = plan.stride_b[d];
-    }
-  }
-  dispatch(a.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dispatch_binary(op, [&](auto op_c) {
-      constexpr BinaryOp Op = decltype(op_c)::value;
-      using R = BinaryOut<Op, T>;
-      // The divisor is device data: any element may be 0.
-      launch_binary<Op, T>(on.ctx, /*may_divide_by_zero=*/true, [&](IndexError* err) {
-        if (flat) {
-          LOCKSTEP_LAUNCH("binary_flat_kernel", binary_flat_kernel<Op, T>, grid_for(n, on.ctx), kThreads, on.stream(),
-                          out.data<R>(), a.data<T>(), plan.stride_a[0], b.data<T>(), plan.stride_b[0], n, err);
+  const char* name = op_name(op);
+  for_plan(p, name, [&](auto flat) {
+    constexpr bool kFlat = decltype(flat)::value;
+    visit_op(op, [&](auto f, auto kinds) {
+      using F = std::decay_t<decltype(f)>;  // decay: g++ sees a reference in the nested lambda
+      constexpr OpDtypes kKinds = decltype(kinds)::value;
+      dispatch_compute(dtype, name, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (op_accepts<kKinds, T>()) {
+          using R = BinaryOut<F, T>;
+          const T v = static_cast<T>(s);
+          // The divisor b is device data, any element of which may be 0; a scalar one is known here.
+          launch_binary<F, T>(on.ctx, /*may_divide_by_zero=*/b || v == T(0), [&](IndexError* err) {
+                                LOCKSTEP_LAUNCH("binary_kernel", binary_kernel<F, T, kFlat>, grid_for(p.numel, on.ctx),
+                                                kThreads, on.stream(), f, out.data<R>(), static_cast<const T*>(a),
+                                                static_cast<const T*>(b), v, p, err);
+                              });
         } else {
-          LOCKSTEP_LAUNCH("binary_strided_kernel", binary_strided_kernel<Op, T>, grid_for(n, on.ctx), kThreads,
-                          on.stream(), out.data<R>(), a.data<T>(), b.data<T>(), sp, n, err);
+          fail(name, ": not defined for ", dtype_name(dtype));
         }
       });
     });
   });
 }
 
-void CudaBackend::binary_scalar(BinaryOp op, Tensor& out, const Tensor& a, double s, bool reverse) {
+}  // namespace
+
+void CudaBackend::fill(const StridedPlan& p, Tensor& out, double value) {
   OnDevice on(out.device());
-  const int64_t n = a.numel();
-  dispatch(a.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dispatch_binary(op, [&](auto op_c) {
-      constexpr BinaryOp Op = decltype(op_c)::value;
-      const T v = static_cast<T>(s);
-      // With reverse the tensor is the divisor; otherwise the divisor is v, known here: a nonzero one
-      // needs no record (ops::binary_scalar already refuses 0 at the call; the kernel stays safe anyway).
-      launch_binary<Op, T>(on.ctx, /*may_divide_by_zero=*/reverse || v == T(0), [&](IndexError* err) {
-        LOCKSTEP_LAUNCH("binary_scalar_kernel", binary_scalar_kernel<Op, T>, grid_for(n, on.ctx), kThreads,
-                        on.stream(), out.data<BinaryOut<Op, T>>(), a.data<T>(), v, reverse, n, err);
+  for_plan(p, "fill", [&](auto flat) {
+    constexpr bool kFlat = decltype(flat)::value;
+    dispatch(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      LOCKSTEP_LAUNCH("fill_kernel", fill_kernel<T, kFlat>, grid_for(p.numel, on.ctx), kThreads, on.stream(),
+                      out.data<T>(), static_cast<T>(value), p);
+    });
+  });
+}
+
+void CudaBackend::copy_(const StridedPlan& p, Tensor& out, const Tensor& a) {
+  OnDevice on(out.device());
+  for_plan(p, "copy_", [&](auto flat) {
+    constexpr bool kFlat = decltype(flat)::value;
+    dispatch(out.dtype(), [&](auto to) {
+      using O = typename decltype(to)::type;
+      dispatch(a.dtype(), [&](auto from) {
+        using I = typename decltype(from)::type;
+        LOCKSTEP_LAUNCH("copy_kernel", copy_kernel<O, I, kFlat>, grid_for(p.numel, on.ctx), kThreads, on.stream(),
+                        out.data<O>(), a.data<I>(), p);
       });
+    });
+  });
+}
+
+void CudaBackend::unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) {
+  OnDevice on(out.device());
+  const char* name = op_name(op);
+  for_plan(p, name, [&](auto flat) {
+    constexpr bool kFlat = decltype(flat)::value;
+    visit_op(op, [&](auto f, auto kinds) {
+      using F = std::decay_t<decltype(f)>;  // decay: g++ sees a reference in the nested lambda
+      constexpr OpDtypes kKinds = decltype(kinds)::value;
+      dispatch_compute(a.dtype(), name, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (op_accepts<kKinds, T>()) {
+          LOCKSTEP_LAUNCH("unary_kernel", unary_kernel<F, T, kFlat>, grid_for(p.numel, on.ctx), kThreads, on.stream(),
+                          f, out.data<UnaryOut<F, T>>(), a.data<T>(), p);
+        } else {
+          fail(name, ": not defined for ", dtype_name(a.dtype()));
+        }
+      });
+    });
+  });
+}
+
+void CudaBackend::binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) {
+  LOCKSTEP_CHECK(a.dtype() == b.dtype(), op_name(op), ": operands of different dtypes reached the kernel (",
+                 a.dtype(), ", ", b.dtype(), "); the ops layer promotes them first");
+  run_binary(op, p, out, a.dtype(), a.data_ptr(), b.data_ptr(), 0.0);
+}
+
+void CudaBackend::binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
+                                bool reverse) {
+  // The plan's operand 1 walks a; binary_kernel reads a through operand 1 or, with reverse, operand 2.
+  StridedPlan q = p;
+  if (reverse)
+    for (int d = 0; d < StridedPlan::kMaxDims; ++d) q.stride[2][d] = p.stride[1][d], q.stride[1][d] = 0;
+  const void* x = a.data_ptr();
+  run_binary(op, q, out, a.dtype(), reverse ? nullptr : x, reverse ? x : nullptr, s);
+}
+
+void CudaBackend::where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  OnDevice on(out.device());
+  for_plan(p, "where", [&](auto flat) {
+    constexpr bool kFlat = decltype(flat)::value;
+    dispatch_compute(out.dtype(), "where", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      LOCKSTEP_LAUNCH("where_kernel", where_kernel<T, kFlat>, grid_for(p.numel, on.ctx), kThreads, on.stream(),
+                      out.data<T>(), cond.data<bool>(), a.data<T>(), b.data<T>(), p);
     });
   });
 }
@@ -279,6 +254,7 @@ void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, doubl
                            double dampening, double wd, bool nesterov, bool first) {
   OnDevice on(param.device());
   const int64_t n = param.numel();
+  if (n == 0) return;
   dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* m = momentum != 0 ? buf.data<T>() : nullptr;

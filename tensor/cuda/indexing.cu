@@ -1,6 +1,9 @@
-// Data movement by position: 2-D transpose (through shared-memory tiles, so both the reads and the
-// writes are coalesced), and index_select / index_add over rows, whose indices come from a tensor and
-// are checked on the device (device_error.h).
+// Data movement by position, with positions read from an int64 tensor: index_select / index_add along
+// the middle dimension of [outer, n, inner], gather / scatter_add elementwise along it. Every index is
+// checked on the device: an out-of-range one skips its read or write and is recorded, then raised at the
+// next synchronization (device_error.h). The adds use atomics, since indices may repeat.
+#include <cstdint>
+
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/device_error.cuh"
 #include "tensor/cuda/launch.cuh"
@@ -12,112 +15,166 @@ namespace {
 // Moves elements as raw words of their size: one instantiation per element size, not per dtype.
 template <typename Fn>
 void dispatch_word(Dtype d, Fn&& fn) {
-  if (element_size(d) == 4) fn(type_tag<uint32_t>{});
-  else fn(type_tag<uint64_t>{});
-}
-
-constexpr int kTile = 32, kTileRows = 8;  // a 32x32 tile, moved by 32x8 threads
-
-// a: [rows, cols] -> out: [cols, rows]. grid.x walks column tiles, grid.y (and the loop) row tiles.
-template <typename W>
-__global__ void transpose_kernel(W* out, const W* a, int64_t rows, int64_t cols) {
-  __shared__ W tile[kTile][kTile + 1];  // +1: no bank conflicts when reading a column
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int64_t row_step = static_cast<int64_t>(gridDim.y) * kTile;
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile; r0 < rows; r0 += row_step) {
-    for (int j = threadIdx.y; j < kTile; j += kTileRows) {
-      const int64_t r = r0 + j, c = c0 + threadIdx.x;
-      if (r < rows && c < cols) tile[j][threadIdx.x] = a[r * cols + c];
-    }
-    __syncthreads();
-    for (int j = threadIdx.y; j < kTile; j += kTileRows) {
-      const int64_t c = c0 + j, r = r0 + threadIdx.x;  // out[c, r] = a[r, c]
-      if (r < rows && c < cols) out[c * rows + r] = tile[threadIdx.x][j];
-    }
-    __syncthreads();
+  switch (element_size(d)) {
+    case 1: return fn(type_tag<uint8_t>{});
+    case 2: return fn(type_tag<uint16_t>{});
+    case 4: return fn(type_tag<uint32_t>{});
+    default: return fn(type_tag<uint64_t>{});
   }
 }
 
-// out: [k, inner] = a[index[i]] for each row i; a: [rows, inner].
-template <typename W>
-__global__ void index_select_kernel(W* out, const W* a, const int64_t* index, int64_t k, int64_t inner, int64_t rows,
-                                    IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(e, k * inner) {
-    const int64_t i = e / inner, j = e - i * inner, r = index[i];
-    if (index_ok(err, IndexErrorKind::IndexSelect, i, r, rows)) out[e] = a[r * inner + j];
-  }
-}
-
-// Only checks the indices: index_select of rows that have no elements.
-__global__ void index_check_kernel(const int64_t* index, int64_t k, int64_t rows, IndexErrorKind kind,
-                                   IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(i, k) index_ok(err, kind, i, index[i], rows);
-}
-
+// *p += v for every dtype a kernel computes in, atomically (indices may repeat): CUDA's atomicAdd for
+// float and double, its unsigned 64-bit overload for int64 (two's-complement addition is the same on
+// unsigned words), and for the 1-byte bool and uint8 a compare-and-swap on the aligned 32-bit word that
+// holds the byte (a word inside the same allocation: allocations are at least 4-byte aligned and sized).
+// The sum is converted back to T, as the CPU backend does (uint8 wraps, bool becomes "or").
 __device__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
 __device__ void atomic_add(int64_t* p, int64_t v) {
-  // Two's-complement addition is the same on unsigned words.
   atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
-
-// out[index[i]] += src[i] for each row i; out: [rows, inner], src: [k, inner]. Rows may repeat.
 template <typename T>
-__global__ void index_add_kernel(T* out, const int64_t* index, const T* src, int64_t k, int64_t inner, int64_t rows,
-                                 IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(e, k * inner) {
-    const int64_t i = e / inner, j = e - i * inner, r = index[i];
-    if (index_ok(err, IndexErrorKind::IndexAdd, i, r, rows)) atomic_add(&out[r * inner + j], src[e]);
+  requires(sizeof(T) == 1)
+__device__ void atomic_add(T* p, T v) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  unsigned* word = reinterpret_cast<unsigned*>(addr & ~uintptr_t{3});
+  const unsigned shift = static_cast<unsigned>(addr & 3) * 8;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    const T sum = static_cast<T>(static_cast<T>((assumed >> shift) & 0xffu) + v);
+    const unsigned byte = static_cast<uint8_t>(sum);
+    const unsigned updated = (assumed & ~(0xffu << shift)) | (byte << shift);
+    old = atomicCAS(word, assumed, updated);
+  } while (old != assumed);
+}
+
+// out [outer, k, inner] = a [outer, n, inner] [:, index[j], :].
+template <typename W>
+__global__ void index_select_kernel(W* out, const W* a, const int64_t* index, int64_t outer, int64_t k, int64_t n,
+                                    int64_t inner, IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
+    const int64_t i = e % inner, j = e / inner % k, o = e / (inner * k), r = index[j];
+    if (index_ok(err, IndexErrorKind::IndexSelect, j, r, n)) out[e] = a[(o * n + r) * inner + i];
   }
 }
 
-int64_t row_size(const Tensor& t) {
-  int64_t inner = 1;
-  for (size_t d = 1; d < t.shape().size(); ++d) inner *= t.shape()[d];
-  return inner;
+// out [outer, n, inner] [:, index[j], :] += src [outer, k, inner] [:, j, :].
+template <typename T>
+__global__ void index_add_kernel(T* out, const int64_t* index, const T* src, int64_t outer, int64_t k, int64_t n,
+                                 int64_t inner, IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
+    const int64_t i = e % inner, j = e / inner % k, o = e / (inner * k), r = index[j];
+    if (index_ok(err, IndexErrorKind::IndexAdd, j, r, n)) atomic_add(&out[(o * n + r) * inner + i], src[e]);
+  }
+}
+
+// Only checks the indices: index_select / index_add where no element moves (outer or inner is 0).
+__global__ void index_check_kernel(const int64_t* index, int64_t k, int64_t n, IndexErrorKind kind, IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(j, k) index_ok(err, kind, j, index[j], n);
+}
+
+// index, out: [outer, k, inner]; out[o, j, i] = a [outer, n, inner] [o, index[o, j, i], i].
+template <typename W>
+__global__ void gather_kernel(W* out, const W* a, const int64_t* index, int64_t outer, int64_t k, int64_t n,
+                              int64_t inner, IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
+    const int64_t i = e % inner, o = e / (inner * k), r = index[e];
+    if (index_ok(err, IndexErrorKind::Gather, e, r, n)) out[e] = a[(o * n + r) * inner + i];
+  }
+}
+
+// index, src: [outer, k, inner]; out [outer, n, inner] [o, index[o, j, i], i] += src[o, j, i].
+template <typename T>
+__global__ void scatter_add_kernel(T* out, const int64_t* index, const T* src, int64_t outer, int64_t k, int64_t n,
+                                   int64_t inner, IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
+    const int64_t i = e % inner, o = e / (inner * k), r = index[e];
+    if (index_ok(err, IndexErrorKind::ScatterAdd, e, r, n)) atomic_add(&out[(o * n + r) * inner + i], src[e]);
+  }
+}
+
+void check_dims(const char* op, int64_t outer, int64_t n, int64_t inner, const Tensor& big, const Tensor& small,
+                int64_t k) {
+  LOCKSTEP_CHECK(outer >= 0 && n >= 0 && inner >= 0 && big.numel() == outer * n * inner &&
+                     small.numel() == outer * k * inner,
+                 op, ": [outer, n, inner] = [", outer, ", ", n, ", ", inner, "] with k = ", k, " does not match ",
+                 big.numel(), " and ", small.numel(), " elements");
 }
 
 }  // namespace
 
-void CudaBackend::transpose2d(Tensor& out, const Tensor& a) {
+void CudaBackend::index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
+                               int64_t inner) {
+  const int64_t k = index.numel();
+  check_dims("index_select", outer, n, inner, a, out, k);
+  if (k == 0) return;
   OnDevice on(out.device());
-  const int64_t rows = a.size(0), cols = a.size(1);
-  const dim3 block(kTile, kTileRows);
-  const dim3 grid(static_cast<unsigned>(ceil_div(cols, kTile)),
-                  static_cast<unsigned>(std::min<int64_t>(ceil_div(rows, kTile), 65535)));
-  dispatch_word(a.dtype(), [&](auto tag) {
-    using W = typename decltype(tag)::type;
-    LOCKSTEP_LAUNCH("transpose_kernel", transpose_kernel<W>, grid, block, on.stream(), static_cast<W*>(out.data_ptr()),
-                    static_cast<const W*>(a.data_ptr()), rows, cols);
-  });
-}
-
-void CudaBackend::index_select(Tensor& out, const Tensor& a, const Tensor& index) {
-  OnDevice on(out.device());
-  const int64_t rows = a.size(0), k = index.numel(), inner = row_size(a);
   on.ctx.launch_checked([&](IndexError* err) {
-    if (inner == 0) {
+    if (outer * inner == 0) {
       LOCKSTEP_LAUNCH("index_check_kernel", index_check_kernel, grid_for(k, on.ctx), kThreads, on.stream(),
-                      index.data<int64_t>(), k, rows, IndexErrorKind::IndexSelect, err);
+                      index.data<int64_t>(), k, n, IndexErrorKind::IndexSelect, err);
       return;
     }
     dispatch_word(a.dtype(), [&](auto tag) {
       using W = typename decltype(tag)::type;
-      LOCKSTEP_LAUNCH("index_select_kernel", index_select_kernel<W>, grid_for(k * inner, on.ctx), kThreads, on.stream(),
-                      static_cast<W*>(out.data_ptr()), static_cast<const W*>(a.data_ptr()), index.data<int64_t>(), k,
-                      inner, rows, err);
+      LOCKSTEP_LAUNCH("index_select_kernel", index_select_kernel<W>, grid_for(outer * k * inner, on.ctx), kThreads,
+                      on.stream(), static_cast<W*>(out.data_ptr()), static_cast<const W*>(a.data_ptr()),
+                      index.data<int64_t>(), outer, k, n, inner, err);
     });
   });
 }
 
-void CudaBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src) {
+void CudaBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                            int64_t inner) {
+  const int64_t k = index.numel();
+  check_dims("index_add_", outer, n, inner, out, src, k);
+  if (k == 0) return;
   OnDevice on(out.device());
-  const int64_t rows = out.size(0), k = index.numel(), inner = row_size(src);
+  dispatch_compute(out.dtype(), "index_add_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    on.ctx.launch_checked([&](IndexError* err) {
+      if (outer * inner == 0) {
+        LOCKSTEP_LAUNCH("index_check_kernel", index_check_kernel, grid_for(k, on.ctx), kThreads, on.stream(),
+                        index.data<int64_t>(), k, n, IndexErrorKind::IndexAdd, err);
+        return;
+      }
+      LOCKSTEP_LAUNCH("index_add_kernel", index_add_kernel<T>, grid_for(outer * k * inner, on.ctx), kThreads,
+                      on.stream(), out.data<T>(), index.data<int64_t>(), src.data<T>(), outer, k, n, inner, err);
+    });
+  });
+}
+
+void CudaBackend::gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) {
+  const int64_t k = outer * inner == 0 ? 0 : index.numel() / (outer * inner);
+  check_dims("gather", outer, n, inner, a, index, k);
+  LOCKSTEP_CHECK(out.numel() == index.numel(), "gather: output of ", out.numel(), " elements for an index of ",
+                 index.numel());
+  if (index.numel() == 0) return;
+  OnDevice on(out.device());
   on.ctx.launch_checked([&](IndexError* err) {
-    dispatch(out.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      LOCKSTEP_LAUNCH("index_add_kernel", index_add_kernel<T>, grid_for(k * inner, on.ctx), kThreads, on.stream(),
-                      out.data<T>(), index.data<int64_t>(), src.data<T>(), k, inner, rows, err);
+    dispatch_word(a.dtype(), [&](auto tag) {
+      using W = typename decltype(tag)::type;
+      LOCKSTEP_LAUNCH("gather_kernel", gather_kernel<W>, grid_for(index.numel(), on.ctx), kThreads, on.stream(),
+                      static_cast<W*>(out.data_ptr()), static_cast<const W*>(a.data_ptr()), index.data<int64_t>(),
+                      outer, k, n, inner, err);
+    });
+  });
+}
+
+void CudaBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                              int64_t inner) {
+  const int64_t k = outer * inner == 0 ? 0 : index.numel() / (outer * inner);
+  check_dims("scatter_add_", outer, n, inner, out, index, k);
+  LOCKSTEP_CHECK(src.numel() == index.numel(), "scatter_add_: source of ", src.numel(), " elements for an index of ",
+                 index.numel());
+  if (index.numel() == 0) return;
+  OnDevice on(out.device());
+  dispatch_compute(out.dtype(), "scatter_add_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    on.ctx.launch_checked([&](IndexError* err) {
+      LOCKSTEP_LAUNCH("scatter_add_kernel", scatter_add_kernel<T>, grid_for(index.numel(), on.ctx), kThreads,
+                      on.stream(), out.data<T>(), index.data<int64_t>(), src.data<T>(), outer, k, n, inner, err);
     });
   });
 }

@@ -1,41 +1,34 @@
-// Reductions over the middle dimension of [outer, n, inner]: sum, mean, max, argmax.
+// Reductions over the middle dimension of [outer, n, inner] (contiguous): sum, mean, max, min, argmax,
+// argmin, with the CPU backend's rules: float sums accumulate in double (integer ones in int64), NaN
+// propagates through max and min, and argmax/argmin give the first NaN, else the first extreme.
 //
 // Two kernels, by layout: reduce_rows (inner == 1: each output is a contiguous row, reduced by one
 // block) and reduce_cols (inner > 1: 32 adjacent outputs per block, so loads are coalesced, with 8
 // threads down each column). When there are too few outputs to fill the GPU (the all-elements sum is
 // one output) each one is split over several blocks (`splits`), which write partial accumulators;
-// a second launch of the same kernel reduces those. Float sums accumulate in double, as on the CPU.
+// a second launch of the same kernel reduces those.
 #include <cmath>
 #include <type_traits>
 
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/elementwise_ops.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cuda::detail {
 namespace {
-
-template <typename T>
-__device__ bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return isnan(v);
-  else return false;
-}
-
-template <typename T>
-__device__ T lowest() {
-  if constexpr (std::is_floating_point_v<T>) return -INFINITY;
-  else return INT64_MIN;
-}
 
 // A reduction: Acc, the identity, how an element enters (lift, with its position k along n), how two
 // accumulators combine (commutative: blocks finish in any order), and the output.
 template <typename T, ReduceOp Op>
 struct Reducer;
 
+// Sums accumulate in double for floating point (a long float32 sum loses digits) and in int64 for
+// integers (a uint8 sum wraps only once, at the end, as PyTorch's sum cast back to uint8 would).
 template <typename T, ReduceOp Op>
   requires(Op == ReduceOp::Sum || Op == ReduceOp::Mean)
 struct Reducer<T, Op> {
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
   using Out = T;
   __device__ static Acc identity() { return Acc(0); }
   __device__ static Acc lift(T v, int64_t) { return Acc(v); }
@@ -46,40 +39,37 @@ struct Reducer<T, Op> {
   }
 };
 
-// NaN wins, as in PyTorch.
-template <typename T>
-struct Reducer<T, ReduceOp::Max> {
-  using Acc = T;
-  using Out = T;
-  __device__ static Acc identity() { return lowest<T>(); }
-  __device__ static Acc lift(T v, int64_t) { return v; }
-  __device__ static Acc combine(Acc a, Acc b) { return is_nan(a) ? a : is_nan(b) ? b : (a < b ? b : a); }
-  __device__ static Out finish(Acc a, int64_t) { return a; }
-};
-
+// A candidate extreme and its position along n; index -1: no element yet (so no identity value is
+// needed for any dtype).
 template <typename T>
 struct ArgAcc {
   T value;
-  int64_t index;  // -1: no element yet
+  int64_t index;
 };
 
-// The first position of the largest value; a NaN counts as larger than any number (the first NaN wins),
-// as in the CPU backend.
-template <typename T>
-struct Reducer<T, ReduceOp::Argmax> {
+// max/min and argmax/argmin share one rule: a NaN beats any number and the first NaN wins (so max and
+// min propagate NaN, as torch.max), else the larger (smaller) value, else the earlier position.
+template <typename T, ReduceOp Op>
+  requires(Op == ReduceOp::Max || Op == ReduceOp::Min || Op == ReduceOp::Argmax || Op == ReduceOp::Argmin)
+struct Reducer<T, Op> {
+  static constexpr bool kMax = Op == ReduceOp::Max || Op == ReduceOp::Argmax;
+  static constexpr bool kArg = Op == ReduceOp::Argmax || Op == ReduceOp::Argmin;
   using Acc = ArgAcc<T>;
-  using Out = int64_t;
+  using Out = std::conditional_t<kArg, int64_t, T>;
   __device__ static Acc identity() { return {T(0), -1}; }
   __device__ static Acc lift(T v, int64_t k) { return {v, k}; }
   __device__ static Acc combine(Acc a, Acc b) {
     if (a.index < 0) return b;
     if (b.index < 0) return a;
-    const bool an = is_nan(a.value), bn = is_nan(b.value);
+    const bool an = fn::is_nan(a.value), bn = fn::is_nan(b.value);
     if (an != bn) return an ? a : b;
-    if (!an && a.value != b.value) return a.value > b.value ? a : b;
+    if (!an && a.value != b.value) return (kMax ? b.value < a.value : a.value < b.value) ? a : b;
     return a.index < b.index ? a : b;
   }
-  __device__ static Out finish(Acc a, int64_t) { return a.index; }
+  __device__ static Out finish(Acc a, int64_t) {
+    if constexpr (kArg) return a.index;
+    else return a.value;
+  }
 };
 
 // Reads element k of the reduced dimension: an input value on the first pass, a partial on the second.
@@ -189,22 +179,54 @@ void run_reduce(DeviceContext& ctx, const T* x, typename Reducer<T, Op>::Out* ou
                   block, ctx.stream(), partial.as<Acc>(), outer, splits, inner, splits, nullptr, out, n);
 }
 
+const char* reduce_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Mean: return "mean";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Argmax: return "argmax";
+    case ReduceOp::Argmin: return "argmin";
+  }
+  return "reduce";
+}
+
 }  // namespace
 
 void CudaBackend::reduce(ReduceOp op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) {
+  const char* name = reduce_name(op);
+  LOCKSTEP_CHECK(outer >= 0 && n >= 0 && inner >= 0 && outer * n * inner == a.numel() && outer * inner == out.numel(),
+                 name, ": [outer, n, inner] = [", outer, ", ", n, ", ", inner, "] does not match the input's ",
+                 a.numel(), " elements and the output's ", out.numel());
+  if (outer * inner == 0) return;
+  const bool extreme = op != ReduceOp::Sum && op != ReduceOp::Mean;
+  LOCKSTEP_CHECK(n > 0 || !extreme, name, ": cannot reduce over a dimension of size 0 (it has no ", name, ")");
+  if (n == 0) {  // the empty sum is 0, the empty mean 0/0
+    StridedPlan p;
+    p.nd = 1;
+    p.numel = p.shape[0] = outer * inner;
+    p.stride[0][0] = 1;
+    return fill(p, out, op == ReduceOp::Sum ? 0.0 : NAN);
+  }
   OnDevice on(out.device());
-  dispatch(a.dtype(), [&](auto tag) {
+  dispatch_compute(a.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = a.data<T>();
     switch (op) {
-      case ReduceOp::Sum: return run_reduce<T, ReduceOp::Sum>(on.ctx, x, out.data<T>(), outer, n, inner);
-      case ReduceOp::Max: return run_reduce<T, ReduceOp::Max>(on.ctx, x, out.data<T>(), outer, n, inner);
-      case ReduceOp::Argmax: return run_reduce<T, ReduceOp::Argmax>(on.ctx, x, out.data<int64_t>(), outer, n, inner);
+      case ReduceOp::Sum:
+        if constexpr (!std::is_same_v<T, bool>)
+          return run_reduce<T, ReduceOp::Sum>(on.ctx, x, out.data<T>(), outer, n, inner);
+        break;
       case ReduceOp::Mean:
         if constexpr (std::is_floating_point_v<T>)
           return run_reduce<T, ReduceOp::Mean>(on.ctx, x, out.data<T>(), outer, n, inner);
-        fail("mean: expected a floating-point tensor, got ", a.dtype());
+        break;
+      case ReduceOp::Max: return run_reduce<T, ReduceOp::Max>(on.ctx, x, out.data<T>(), outer, n, inner);
+      case ReduceOp::Min: return run_reduce<T, ReduceOp::Min>(on.ctx, x, out.data<T>(), outer, n, inner);
+      case ReduceOp::Argmax: return run_reduce<T, ReduceOp::Argmax>(on.ctx, x, out.data<int64_t>(), outer, n, inner);
+      case ReduceOp::Argmin: return run_reduce<T, ReduceOp::Argmin>(on.ctx, x, out.data<int64_t>(), outer, n, inner);
     }
+    fail(name, ": not defined for ", dtype_name(a.dtype()), " tensors");
   });
 }
 

@@ -1,13 +1,14 @@
-// log_softmax and its backward along the middle dimension of [outer, n, inner], and the nll_loss pair
-// that follows it in cross-entropy. For inner == 1 (softmax over the last dimension, the usual case) one
-// block reduces each row; otherwise one thread walks each column. Sums accumulate in double for float
-// inputs, as on the CPU.
+// softmax and log_softmax, and their backwards, along the middle dimension of [outer, n, inner], and the
+// nll_loss pair that follows log_softmax in cross-entropy. For inner == 1 (softmax over the last
+// dimension, the usual case) one block reduces each row; otherwise one thread walks each column
+// (coalesced across the columns). Sums accumulate in double for float inputs, as on the CPU.
 #include <cmath>
 #include <type_traits>
 
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/device_error.cuh"
 #include "tensor/cuda/launch.cuh"
+#include "tensor/elementwise_ops.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cuda::detail {
@@ -16,75 +17,82 @@ namespace {
 template <typename T>
 using AccT = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
-template <typename T>
-__device__ T exp_t(T x) {
-  if constexpr (std::is_same_v<T, float>) return expf(x);
-  else return exp(x);
+// One softmax element from x, the row's max m and s = sum(exp(x - m)): the max keeps exp() from
+// overflowing. log: x - (m + log(s)); else exp(x - m) / s. A NaN anywhere in the row makes m or s NaN
+// and so every output NaN, as on the CPU.
+template <typename T, bool kLog>
+__device__ T softmax_at(T x, T m, AccT<T> s) {
+  if constexpr (kLog) return x - (m + static_cast<T>(math::log(s)));
+  else return static_cast<T>(math::exp(x - m) / s);
 }
 
-// NaN-propagating max, so that a NaN row gives NaN everywhere (as on the CPU, where it enters the sum).
-template <typename T>
-__device__ T max_nan(T a, T b) {
-  return isnan(a) ? a : isnan(b) ? b : (a < b ? b : a);
+// The backward's row sum: log: sum(g); else sum(g * y). And the input gradient from it.
+template <typename T, bool kLog>
+__device__ AccT<T> backward_term(T g, T y) {
+  if constexpr (kLog) return g;
+  else return AccT<T>(g) * AccT<T>(y);
+}
+template <typename T, bool kLog>
+__device__ T backward_at(T g, T y, T sum) {
+  if constexpr (kLog) return g - math::exp(y) * sum;
+  else return y * (g - sum);
 }
 
 constexpr unsigned kMaxGrid = 65535;
 
-// inner == 1: one block per row; y = x - (max + log(sum(exp(x - max)))).
-template <typename T>
-__global__ void log_softmax_rows(T* out, const T* x, int64_t outer, int64_t n) {
+// inner == 1: one block per row.
+template <typename T, bool kLog>
+__global__ void softmax_rows(T* out, const T* x, int64_t outer, int64_t n) {
   __shared__ T smax[kThreads];
   __shared__ AccT<T> ssum[kThreads];
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
     const T* xr = x + o * n;
     T m = -INFINITY;
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = max_nan(m, xr[k]);
-    m = block_reduce(m, [](T a, T b) { return max_nan(a, b); }, smax);
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = fn::max_nan(m, xr[k]);
+    m = block_reduce(m, [](T a, T b) { return fn::max_nan(a, b); }, smax);
     AccT<T> s = 0;
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += exp_t(xr[k] - m);
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += math::exp(xr[k] - m);
     s = block_reduce(s, [](AccT<T> a, AccT<T> b) { return a + b; }, ssum);
-    const T lse = m + static_cast<T>(log(s));
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) out[o * n + k] = xr[k] - lse;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) out[o * n + k] = softmax_at<T, kLog>(xr[k], m, s);
   }
 }
 
-// inner > 1: one thread per (o, i) column, reading with stride inner (coalesced across i).
-template <typename T>
-__global__ void log_softmax_cols(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
+// inner > 1: one thread per (o, i) column, reading with stride inner.
+template <typename T, bool kLog>
+__global__ void softmax_cols(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
   LOCKSTEP_GRID_STRIDE(c, outer * inner) {
-    const int64_t o = c / inner, i = c - o * inner;
-    const T* xr = x + o * n * inner + i;
+    const int64_t o = c / inner, i = c - o * inner, base = o * n * inner + i;
     T m = -INFINITY;
-    for (int64_t k = 0; k < n; ++k) m = max_nan(m, xr[k * inner]);
+    for (int64_t k = 0; k < n; ++k) m = fn::max_nan(m, x[base + k * inner]);
     AccT<T> s = 0;
-    for (int64_t k = 0; k < n; ++k) s += exp_t(xr[k * inner] - m);
-    const T lse = m + static_cast<T>(log(s));
-    for (int64_t k = 0; k < n; ++k) out[o * n * inner + i + k * inner] = xr[k * inner] - lse;
+    for (int64_t k = 0; k < n; ++k) s += math::exp(x[base + k * inner] - m);
+    for (int64_t k = 0; k < n; ++k) out[base + k * inner] = softmax_at<T, kLog>(x[base + k * inner], m, s);
   }
 }
 
-// grad_in = grad_out - exp(y) * sum(grad_out) along the row.
-template <typename T>
-__global__ void log_softmax_backward_rows(T* gi, const T* go, const T* y, int64_t outer, int64_t n) {
+template <typename T, bool kLog>
+__global__ void softmax_backward_rows(T* gi, const T* go, const T* y, int64_t outer, int64_t n) {
   __shared__ AccT<T> ssum[kThreads];
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
     const int64_t base = o * n;
     AccT<T> s = 0;
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += go[base + k];
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += backward_term<T, kLog>(go[base + k], y[base + k]);
     s = block_reduce(s, [](AccT<T> a, AccT<T> b) { return a + b; }, ssum);
     const T st = static_cast<T>(s);
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) gi[base + k] = go[base + k] - exp_t(y[base + k]) * st;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+      gi[base + k] = backward_at<T, kLog>(go[base + k], y[base + k], st);
   }
 }
 
-template <typename T>
-__global__ void log_softmax_backward_cols(T* gi, const T* go, const T* y, int64_t outer, int64_t n, int64_t inner) {
+template <typename T, bool kLog>
+__global__ void softmax_backward_cols(T* gi, const T* go, const T* y, int64_t outer, int64_t n, int64_t inner) {
   LOCKSTEP_GRID_STRIDE(c, outer * inner) {
     const int64_t o = c / inner, i = c - o * inner, base = o * n * inner + i;
     AccT<T> s = 0;
-    for (int64_t k = 0; k < n; ++k) s += go[base + k * inner];
+    for (int64_t k = 0; k < n; ++k) s += backward_term<T, kLog>(go[base + k * inner], y[base + k * inner]);
     const T st = static_cast<T>(s);
-    for (int64_t k = 0; k < n; ++k) gi[base + k * inner] = go[base + k * inner] - exp_t(y[base + k * inner]) * st;
+    for (int64_t k = 0; k < n; ++k)
+      gi[base + k * inner] = backward_at<T, kLog>(go[base + k * inner], y[base + k * inner], st);
   }
 }
 
@@ -115,34 +123,58 @@ __global__ void nll_loss_backward_kernel(T* g, const T* grad_out, const int64_t*
 
 unsigned row_grid(int64_t outer) { return static_cast<unsigned>(std::min<int64_t>(outer, kMaxGrid)); }
 
+// Calls launch(std::bool_constant<log>).
+template <typename Launch>
+void with_log(bool log, Launch&& launch) {
+  if (log) launch(std::true_type{});
+  else launch(std::false_type{});
+}
+
+void check_dims(const char* op, const Tensor& a, int64_t outer, int64_t n, int64_t inner) {
+  LOCKSTEP_CHECK(outer >= 0 && n >= 0 && inner >= 0 && outer * n * inner == a.numel(), op, ": [outer, n, inner] = [",
+                 outer, ", ", n, ", ", inner, "] does not match the tensor's ", a.numel(), " elements");
+}
+
 }  // namespace
 
-void CudaBackend::log_softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) {
+void CudaBackend::softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  check_dims(op, a, outer, n, inner);
+  if (a.numel() == 0) return;
   OnDevice on(out.device());
-  dispatch_floating(a.dtype(), "log_softmax", [&](auto tag) {
+  dispatch_floating(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (inner == 1) {
-      LOCKSTEP_LAUNCH("log_softmax_rows", log_softmax_rows<T>, row_grid(outer), block_for(n), on.stream(),
-                      out.data<T>(), a.data<T>(), outer, n);
-    } else {
-      LOCKSTEP_LAUNCH("log_softmax_cols", log_softmax_cols<T>, grid_for(outer * inner, on.ctx), kThreads, on.stream(),
-                      out.data<T>(), a.data<T>(), outer, n, inner);
-    }
+    with_log(log, [&](auto log_c) {
+      constexpr bool kLog = decltype(log_c)::value;
+      if (inner == 1) {
+        LOCKSTEP_LAUNCH("softmax_rows", softmax_rows<T, kLog>, row_grid(outer), block_for(n), on.stream(),
+                        out.data<T>(), a.data<T>(), outer, n);
+      } else {
+        LOCKSTEP_LAUNCH("softmax_cols", softmax_cols<T, kLog>, grid_for(outer * inner, on.ctx), kThreads, on.stream(),
+                        out.data<T>(), a.data<T>(), outer, n, inner);
+      }
+    });
   });
 }
 
-void CudaBackend::log_softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n,
-                                       int64_t inner) {
+void CudaBackend::softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n,
+                                   int64_t inner, bool log) {
+  const char* op = log ? "log_softmax_backward" : "softmax_backward";
+  check_dims(op, y, outer, n, inner);
+  if (y.numel() == 0) return;
   OnDevice on(gi.device());
-  dispatch_floating(y.dtype(), "log_softmax_backward", [&](auto tag) {
+  dispatch_floating(y.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (inner == 1) {
-      LOCKSTEP_LAUNCH("log_softmax_backward_rows", log_softmax_backward_rows<T>, row_grid(outer), block_for(n),
-                      on.stream(), gi.data<T>(), go.data<T>(), y.data<T>(), outer, n);
-    } else {
-      LOCKSTEP_LAUNCH("log_softmax_backward_cols", log_softmax_backward_cols<T>, grid_for(outer * inner, on.ctx),
-                      kThreads, on.stream(), gi.data<T>(), go.data<T>(), y.data<T>(), outer, n, inner);
-    }
+    with_log(log, [&](auto log_c) {
+      constexpr bool kLog = decltype(log_c)::value;
+      if (inner == 1) {
+        LOCKSTEP_LAUNCH("softmax_backward_rows", softmax_backward_rows<T, kLog>, row_grid(outer), block_for(n),
+                        on.stream(), gi.data<T>(), go.data<T>(), y.data<T>(), outer, n);
+      } else {
+        LOCKSTEP_LAUNCH("softmax_backward_cols", softmax_backward_cols<T, kLog>, grid_for(outer * inner, on.ctx),
+                        kThreads, on.stream(), gi.data<T>(), go.data<T>(), y.data<T>(), outer, n, inner);
+      }
+    });
   });
 }
 

@@ -1,7 +1,8 @@
-// The CUDA emulator's cuBLAS: GEMM (by Eigen, on column-major views), after the checks cuBLAS makes
-// (dimensions, leading dimensions, the handle's device), and that every matrix lies inside one device
-// allocation on the handle's device: a wrong leading dimension or a swapped operand shows up as an error
-// or a wrong value here, as it would on the GPU.
+// The CUDA emulator's cuBLAS: GEMM, plain and strided batched (by Eigen, on column-major views), after
+// the checks cuBLAS makes (dimensions, leading dimensions, batch count, the handle's device), and that
+// every matrix of every batch lies inside one device allocation on the handle's device: a wrong leading
+// dimension, batch stride or a swapped operand shows up as an error or a wrong value here, as it would
+// on the GPU.
 #include <cublas_v2.h>
 
 #include <Eigen/Core>
@@ -30,9 +31,21 @@ size_t span(int rows, int cols, int ld, size_t elem) {
   return (size_t(cols - 1) * ld + rows) * elem;
 }
 
+// Whether `batch` matrices of `bytes` each, `stride` elements apart from p (any sign), all lie inside
+// device memory of `device`.
+bool batch_on_device(const void* p, size_t bytes, long long stride, int batch, size_t elem, int device) {
+  if (bytes == 0 || batch == 0) return true;
+  const long long reach = static_cast<long long>(batch - 1) * stride * static_cast<long long>(elem);
+  const char* lo = static_cast<const char*>(p) + std::min(0LL, reach);
+  return device_of(lo, bytes + static_cast<size_t>(reach < 0 ? -reach : reach)) == device;
+}
+
+// C[i] = alpha op(A[i]) op(B[i]) + beta C[i] for i < batch, matrix i of X at X + i * strideX;
+// cublas?gemm is batch 1.
 template <typename T>
 cublasStatus_t gemm(const char* name, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                    const T* alpha, const T* A, int lda, const T* B, int ldb, const T* beta, T* C, int ldc) {
+                    const T* alpha, const T* A, int lda, long long strideA, const T* B, int ldb, long long strideB,
+                    const T* beta, T* C, int ldc, long long strideC, int batch) {
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   const std::string call = name;
   if (ta == CUBLAS_OP_C || tb == CUBLAS_OP_C) return refuse(call + ": CUBLAS_OP_C is not emulated");
@@ -40,6 +53,7 @@ cublasStatus_t gemm(const char* name, cublasHandle_t h, cublasOperation_t ta, cu
   const int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
   const int b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
   if (m < 0 || n < 0 || k < 0) return refuse(call + ": negative dimension");
+  if (batch < 0) return refuse(call + ": negative batchCount " + std::to_string(batch));
   if (lda < std::max(1, a_rows) || ldb < std::max(1, b_rows) || ldc < std::max(1, m))
     return refuse(call + ": leading dimension too small (lda " + std::to_string(lda) + " for " +
                   std::to_string(a_rows) + " rows, ldb " + std::to_string(ldb) + " for " + std::to_string(b_rows) +
@@ -47,11 +61,12 @@ cublasStatus_t gemm(const char* name, cublasHandle_t h, cublasOperation_t ta, cu
   if (current_device() != h->device)
     return refuse(call + ": the handle belongs to device " + std::to_string(h->device) + ", current is " +
                   std::to_string(current_device()));
-  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-  auto on_device = [&](const void* p, size_t bytes) { return bytes == 0 || device_of(p, bytes) == h->device; };
-  if (!on_device(C, span(m, n, ldc, sizeof(T))) || (k > 0 && (!on_device(A, span(a_rows, a_cols, lda, sizeof(T))) ||
-                                                              !on_device(B, span(b_rows, b_cols, ldb, sizeof(T))))))
-    return refuse(call + ": a matrix is not inside device memory of device " + std::to_string(h->device));
+  if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+  const int dev = h->device;
+  if (!batch_on_device(C, span(m, n, ldc, sizeof(T)), strideC, batch, sizeof(T), dev) ||
+      (k > 0 && (!batch_on_device(A, span(a_rows, a_cols, lda, sizeof(T)), strideA, batch, sizeof(T), dev) ||
+                 !batch_on_device(B, span(b_rows, b_cols, ldb, sizeof(T)), strideB, batch, sizeof(T), dev))))
+    return refuse(call + ": a matrix is not inside device memory of device " + std::to_string(dev));
   CUstream_st* s = resolve(h->stream);
   if (!s) return CUBLAS_STATUS_EXECUTION_FAILED;
   const T al = *alpha, be = *beta;  // host pointer mode: read at the call
@@ -59,21 +74,24 @@ cublasStatus_t gemm(const char* name, cublasHandle_t h, cublasOperation_t ta, cu
     // Column-major views with the given leading dimensions; Eigen does the arithmetic.
     using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
     using Stride = Eigen::OuterStride<>;
-    Eigen::Map<Mat, 0, Stride> c(C, m, n, Stride(ldc));
-    if (k == 0) {
+    for (int i = 0; i < batch; ++i) {
+      Eigen::Map<Mat, 0, Stride> c(C + i * strideC, m, n, Stride(ldc));
+      if (k == 0) {
+        if (be == T(0))
+          c.setZero();
+        else
+          c *= be;
+        continue;
+      }
+      Eigen::Map<const Mat, 0, Stride> a(A + i * strideA, a_rows, a_cols, Stride(lda)),
+          b(B + i * strideB, b_rows, b_cols, Stride(ldb));
+      Mat prod = ta == CUBLAS_OP_N ? (tb == CUBLAS_OP_N ? Mat(a * b) : Mat(a * b.transpose()))
+                                   : (tb == CUBLAS_OP_N ? Mat(a.transpose() * b) : Mat(a.transpose() * b.transpose()));
       if (be == T(0))
-        c.setZero();
+        c = al * prod;  // beta == 0: C is not read (NaN there is ignored), as in cuBLAS
       else
-        c *= be;
-      return;
+        c = al * prod + be * c;
     }
-    Eigen::Map<const Mat, 0, Stride> a(A, a_rows, a_cols, Stride(lda)), b(B, b_rows, b_cols, Stride(ldb));
-    Mat prod = ta == CUBLAS_OP_N ? (tb == CUBLAS_OP_N ? Mat(a * b) : Mat(a * b.transpose()))
-                                 : (tb == CUBLAS_OP_N ? Mat(a.transpose() * b) : Mat(a.transpose() * b.transpose()));
-    if (be == T(0))
-      c = al * prod;  // beta == 0: C is not read (NaN there is ignored), as in cuBLAS
-    else
-      c = al * prod + be * c;
   });
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -131,11 +149,27 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
                            float* C, int ldc) {
-  return gemm("cublasSgemm", h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gemm("cublasSgemm", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
 cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const double* alpha, const double* A, int lda, const double* B, int ldb, const double* beta,
                            double* C, int ldc) {
-  return gemm("cublasDgemm", h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  return gemm("cublasDgemm", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float* alpha, const float* A, int lda, long long strideA,
+                                         const float* B, int ldb, long long strideB, const float* beta, float* C,
+                                         int ldc, long long strideC, int batchCount) {
+  return gemm("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+              strideC, batchCount);
+}
+
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const double* alpha, const double* A, int lda, long long strideA,
+                                         const double* B, int ldb, long long strideB, const double* beta, double* C,
+                                         int ldc, long long strideC, int batchCount) {
+  return gemm("cublasDgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+              strideC, batchCount);
 }

@@ -1132,6 +1132,81 @@ TEST_CASE("cublas: leading dimensions, matrices outside device memory and the ha
   for (float* p : {A, B, C, C1}) CUDA_REQUIRE(cudaFree(p));
 }
 
+namespace {
+
+template <typename T>
+using GemmStridedBatched = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                              const T*, const T*, int, long long, const T*, int, long long, const T*,
+                                              T*, int, long long, int);
+
+// C[i] = alpha op(A[i]) op(B) + beta C[i] for 3 products: A's matrices apart by more than their span, B
+// shared by all (stride 0), C's with a gap between them that must keep its marker; each product
+// against a column-major reference. Then the batch-specific checks: a negative batchCount, the last
+// matrix past the allocation, and batchCount 0 (nothing written).
+template <typename T>
+void check_gemm_strided_batched(GemmStridedBatched<T> gemm) {
+  cudaStream_t s = make_stream();
+  cublasHandle_t h;
+  REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasSetStream(h, s) == CUBLAS_STATUS_SUCCESS);
+  const int m = 4, n = 3, k = 2, batch = 3;
+  for (cublasOperation_t ta : {CUBLAS_OP_N, CUBLAS_OP_T}) {
+    INFO("transa ", int(ta));
+    const int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m, lda = a_rows + 1;
+    const long long sa = lda * a_cols + 5, sc = m * n + 2;
+    const int ldb = k, ldc = m;
+    std::vector<T> A(size_t(sa) * batch), B(size_t(k) * n), C0(size_t(sc) * batch, T(777));
+    for (size_t i = 0; i < A.size(); ++i) A[i] = T(int(i * 7 % 11) - 5);
+    for (size_t i = 0; i < B.size(); ++i) B[i] = T(int(i * 3 % 5) - 2);
+    for (int b = 0; b < batch; ++b)
+      for (int i = 0; i < m * n; ++i) C0[b * sc + i] = T((i + b) % 4);
+    T* dA = device_alloc<T>(A.size());
+    T* dB = device_alloc<T>(B.size());
+    T* dC = device_alloc<T>(C0.size());
+    to_device(dA, A);
+    to_device(dB, B);
+    to_device(dC, C0);
+    const T alpha = 2, beta = -1;
+    REQUIRE(gemm(h, ta, CUBLAS_OP_N, m, n, k, &alpha, dA, lda, sa, dB, ldb, 0, &beta, dC, ldc, sc, batch) ==
+            CUBLAS_STATUS_SUCCESS);
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    std::vector<T> expected = C0;  // the gaps stay 777
+    for (int b = 0; b < batch; ++b)
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          T sum = 0;
+          for (int l = 0; l < k; ++l)
+            sum += (ta == CUBLAS_OP_N ? A[b * sa + i + l * lda] : A[b * sa + l + i * lda]) * B[l + j * ldb];
+          expected[b * sc + i + j * ldc] = alpha * sum + beta * C0[b * sc + i + j * ldc];
+        }
+    std::string diff = mismatch(to_host(dC, C0.size()), expected);
+    CHECK_MESSAGE(diff.empty(), diff);
+
+    to_device(dC, C0);
+    CHECK(gemm(h, ta, CUBLAS_OP_N, m, n, k, &alpha, dA, lda, sa, dB, ldb, 0, &beta, dC, ldc, sc, -1) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    // One product more: the last C (and A) would lie past their allocations.
+    CHECK(gemm(h, ta, CUBLAS_OP_N, m, n, k, &alpha, dA, lda, sa, dB, ldb, 0, &beta, dC, ldc, sc, batch + 1) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    // The leading dimensions are checked as in cublasSgemm.
+    CHECK(gemm(h, ta, CUBLAS_OP_N, m, n, k, &alpha, dA, a_rows - 1, sa, dB, ldb, 0, &beta, dC, ldc, sc, batch) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(gemm(h, ta, CUBLAS_OP_N, m, n, k, &alpha, dA, lda, sa, dB, ldb, 0, &beta, dC, ldc, sc, 0) ==
+          CUBLAS_STATUS_SUCCESS);
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    CHECK(to_host(dC, C0.size()) == C0);  // none of them wrote C
+    for (T* p : {dA, dB, dC}) CUDA_REQUIRE(cudaFree(p));
+  }
+  CHECK(cublasDestroy(h) == CUBLAS_STATUS_SUCCESS);
+}
+
+}  // namespace
+
+TEST_CASE("cublas: Sgemm/DgemmStridedBatched: strided and shared (stride 0) matrices, gaps untouched, checks") {
+  check_gemm_strided_batched<float>(cublasSgemmStridedBatched);
+  check_gemm_strided_batched<double>(cublasDgemmStridedBatched);
+}
+
 // === NCCL ===========================================================================================
 
 namespace {

@@ -40,3 +40,14 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa, cubl
 cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                            int k, const double* alpha, const double* A, int lda, const double* B, int ldb,
                            const double* beta, double* C, int ldc);
+// Matrix i of each operand starts i * stride elements after the first (strides in elements; 0 reuses one
+// matrix for every product): C_i = alpha op(A_i) op(B_i) + beta C_i for i < batchCount.
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const float* alpha, const float* A, int lda,
+                                         long long int strideA, const float* B, int ldb, long long int strideB,
+                                         const float* beta, float* C, int ldc, long long int strideC, int batchCount);
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const double* alpha, const double* A, int lda,
+                                         long long int strideA, const double* B, int ldb, long long int strideB,
+                                         const double* beta, double* C, int ldc, long long int strideC,
+                                         int batchCount);

@@ -1,0 +1,89 @@
+// Differentiable matrix products, the NLL loss and conversions.
+#include "autograd/autograd_util.h"
+#include "autograd/functions.h"
+
+namespace lockstep {
+
+using autograd::any_requires_grad;
+using autograd::Grads;
+using autograd::record;
+namespace in = internal;
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  Tensor out = in::matmul(a, b);
+  if (!any_requires_grad(a, b)) return out;
+  bool ra = a.requires_grad(), rb = b.requires_grad();
+  return record("matmul", out, {a, b}, [a = a.detach(), b = b.detach(), ra, rb](const Tensor& g) {
+    // With 1-D operands as matrices ([k] -> [1, k] for a, [k, 1] for b) and g shaped to match:
+    // grad a = g @ b^T, grad b = a^T @ g (transposes are views: the GEMM reads them in place), each
+    // summed over the batch dimensions its operand was broadcast along.
+    Tensor a2 = a.dim() == 1 ? in::unsqueeze(a, 0) : a, b2 = b.dim() == 1 ? in::unsqueeze(b, 1) : b;
+    Tensor g2 = g;
+    if (a.dim() == 1) g2 = in::unsqueeze(g2, g2.dim() - (b.dim() == 1 ? 0 : 1));
+    if (b.dim() == 1) g2 = in::unsqueeze(g2, g2.dim());
+    Tensor ga, gb;
+    if (ra) ga = in::reshape(in::sum_to(in::matmul(g2, in::transpose(b2, -1, -2)), a2.shape()), a.shape());
+    if (rb) gb = in::reshape(in::sum_to(in::matmul(in::transpose(a2, -1, -2), g2), b2.shape()), b.shape());
+    return Grads{ga, gb};
+  });
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  LOCKSTEP_CHECK(x.defined() && w.defined(), "linear: got an undefined input or weight");
+  LOCKSTEP_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) == w.size(1), "linear: input ", x.shape(),
+                 " does not match weight ", w.shape(), " (expected input [..., ", w.dim() == 2 ? w.size(1) : -1, "])");
+  LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0)), "linear: bias ", bias.shape(),
+                 " does not match weight ", w.shape());
+  LOCKSTEP_CHECK(x.dtype() == w.dtype(), "linear: input is ", x.dtype(), " but weight is ", w.dtype(),
+                 " (convert one with .to(dtype))");
+  LOCKSTEP_CHECK(x.device() == w.device(), "linear: input is on ", x.device(), " but weight is on ", w.device(),
+                 " (move one with .to(device))");
+  // x: [..., in] as [rows, in] (a view where the layout allows); w: [out, in]; one GEMM.
+  Tensor x2 = in::reshape(x, {-1, w.size(1)});
+  Tensor out2 = in::matmul(x2, w, false, true);  // [rows, out]
+  if (bias.defined()) in::add_(out2, bias);
+  Shape out_shape = x.shape();
+  out_shape.back() = w.size(0);
+  Tensor out = in::view(out2, out_shape);
+  const bool rb = bias.defined() && bias.requires_grad();
+  if (!any_requires_grad(x, w) && !rb) return out;
+  bool rx = x.requires_grad(), rw = w.requires_grad();
+  return record("linear", out, {x, w, bias}, [x2 = x2.detach(), w = w.detach(), xs = x.shape(), rx, rw, rb](const Tensor& g) {
+    Tensor g2 = in::reshape(g, {-1, w.size(0)});
+    return Grads{rx ? in::reshape(in::matmul(g2, w), xs) : Tensor(),  // [rows, in]
+                 rw ? in::matmul(g2, x2, true, false) : Tensor(),     // [out, in]
+                 rb ? in::sum(g2, 0) : Tensor()};                     // [out]
+  });
+}
+
+Tensor nll_loss(const Tensor& logp, const Tensor& target) {
+  Tensor out = in::nll_loss(logp, target);
+  if (!any_requires_grad(logp)) return out;
+  return record("nll_loss", out, {logp}, [logp = logp.detach(), target](const Tensor& g) {
+    return Grads{in::nll_loss_backward(g, logp, target)};
+  });
+}
+
+Tensor to(const Tensor& a, Device device) {
+  if (a.device() == device) return a;
+  Tensor out = in::to_device(a, device);
+  if (!any_requires_grad(a)) return out;
+  return record("to_device", out, {a}, [from = a.device()](const Tensor& g) { return Grads{in::to_device(g, from)}; });
+}
+
+Tensor to(const Tensor& a, Dtype dtype) {
+  if (a.dtype() == dtype) return a;
+  Tensor out = in::to_dtype(a, dtype);
+  if (!any_requires_grad(a) || !is_floating_point(dtype)) return out;
+  return record("to_dtype", out, {a}, [from = a.dtype()](const Tensor& g) { return Grads{in::to_dtype(g, from)}; });
+}
+
+Tensor clone(const Tensor& a) {
+  Tensor out = in::clone(a);
+  if (!any_requires_grad(a)) return out;
+  return record("clone", out, {a}, [](const Tensor& g) { return Grads{g}; });
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) { return in::allclose(a, b, rtol, atol); }
+
+}  // namespace lockstep

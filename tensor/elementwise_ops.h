@@ -1,0 +1,276 @@
+// The elementwise ops, in one table read by the ops layer (names, dtype rules, output dtypes), the CPU
+// backend and the CUDA kernels alike. Each row is (Name, "name", dtypes) and names a functor
+// fn::Name below, defined once for host and device. A new elementwise op is one row, one functor, its
+// autograd rule (autograd/functions.cpp) and tests; no backend changes.
+//
+// The output's C++ type is whatever the functor returns for the input type (bool for comparisons),
+// so the row needs no separate output rule.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor/dtype.h"
+#include "tensor/host_device.h"
+#include "tensor/int_div.h"
+
+namespace lockstep {
+
+// Which dtypes a row accepts. bfloat16 never reaches a kernel: the ops layer computes it in float32.
+enum class OpDtypes : uint8_t { kAll, kNumeric, kFloating };
+
+template <OpDtypes K, typename T>
+constexpr bool op_accepts() {
+  if constexpr (K == OpDtypes::kFloating) return std::is_floating_point_v<T>;
+  else if constexpr (K == OpDtypes::kNumeric) return !std::is_same_v<T, bool>;
+  else return true;
+}
+
+// X(Name, "name", dtypes)
+#define LOCKSTEP_UNARY_OPS(X)               \
+  X(Neg, "neg", OpDtypes::kNumeric)         \
+  X(Abs, "abs", OpDtypes::kNumeric)         \
+  X(Sign, "sign", OpDtypes::kNumeric)       \
+  X(Relu, "relu", OpDtypes::kNumeric)       \
+  X(LogicalNot, "logical_not", OpDtypes::kAll) \
+  X(Exp, "exp", OpDtypes::kFloating)        \
+  X(Log, "log", OpDtypes::kFloating)        \
+  X(Sqrt, "sqrt", OpDtypes::kFloating)      \
+  X(Rsqrt, "rsqrt", OpDtypes::kFloating)    \
+  X(Sin, "sin", OpDtypes::kFloating)        \
+  X(Cos, "cos", OpDtypes::kFloating)        \
+  X(Tanh, "tanh", OpDtypes::kFloating)      \
+  X(Sigmoid, "sigmoid", OpDtypes::kFloating) \
+  X(Silu, "silu", OpDtypes::kFloating)      \
+  X(Gelu, "gelu", OpDtypes::kFloating)      \
+  X(GeluTanh, "gelu_tanh", OpDtypes::kFloating)
+
+// Rows named *Backward take (upstream gradient, saved forward value) and return the input gradient.
+#define LOCKSTEP_BINARY_OPS(X)                                  \
+  X(Add, "add", OpDtypes::kNumeric)                             \
+  X(Sub, "sub", OpDtypes::kNumeric)                             \
+  X(Mul, "mul", OpDtypes::kNumeric)                             \
+  X(Div, "div", OpDtypes::kNumeric)                             \
+  X(Maximum, "maximum", OpDtypes::kNumeric)                     \
+  X(Minimum, "minimum", OpDtypes::kNumeric)                     \
+  X(Pow, "pow", OpDtypes::kFloating)                            \
+  X(Eq, "eq", OpDtypes::kAll)                                   \
+  X(Ne, "ne", OpDtypes::kAll)                                   \
+  X(Lt, "lt", OpDtypes::kAll)                                   \
+  X(Le, "le", OpDtypes::kAll)                                   \
+  X(Gt, "gt", OpDtypes::kAll)                                   \
+  X(Ge, "ge", OpDtypes::kAll)                                   \
+  X(LogicalAnd, "logical_and", OpDtypes::kAll)                  \
+  X(LogicalOr, "logical_or", OpDtypes::kAll)                    \
+  X(ReluBackward, "relu_backward", OpDtypes::kNumeric)          \
+  X(SigmoidBackward, "sigmoid_backward", OpDtypes::kFloating)   \
+  X(TanhBackward, "tanh_backward", OpDtypes::kFloating)         \
+  X(SiluBackward, "silu_backward", OpDtypes::kFloating)         \
+  X(GeluBackward, "gelu_backward", OpDtypes::kFloating)         \
+  X(GeluTanhBackward, "gelu_tanh_backward", OpDtypes::kFloating)
+
+#define LOCKSTEP_OP_ENUM(Name, str, kinds) Name,
+enum class UnaryOp : uint8_t { LOCKSTEP_UNARY_OPS(LOCKSTEP_OP_ENUM) };
+enum class BinaryOp : uint8_t { LOCKSTEP_BINARY_OPS(LOCKSTEP_OP_ENUM) };
+#undef LOCKSTEP_OP_ENUM
+
+// float and double overloads of the C math functions, callable from host and device code.
+namespace math {
+#define LOCKSTEP_MATH_FN(name)                                                 \
+  LOCKSTEP_HOST_DEVICE inline float name(float x) { return ::name##f(x); } \
+  LOCKSTEP_HOST_DEVICE inline double name(double x) { return ::name(x); }
+LOCKSTEP_MATH_FN(exp)
+LOCKSTEP_MATH_FN(log)
+LOCKSTEP_MATH_FN(sqrt)
+LOCKSTEP_MATH_FN(sin)
+LOCKSTEP_MATH_FN(cos)
+LOCKSTEP_MATH_FN(tanh)
+LOCKSTEP_MATH_FN(erf)
+#undef LOCKSTEP_MATH_FN
+LOCKSTEP_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
+LOCKSTEP_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
+}  // namespace math
+
+namespace fn {
+
+#define LOCKSTEP_UNARY(Name, expr)                                   \
+  struct Name {                                                      \
+    template <typename T>                                            \
+    LOCKSTEP_HOST_DEVICE auto operator()(T x) const { return expr; } \
+  };
+#define LOCKSTEP_BINARY(Name, expr)                                       \
+  struct Name {                                                           \
+    template <typename T>                                                 \
+    LOCKSTEP_HOST_DEVICE auto operator()(T x, T y) const { return expr; } \
+  };
+
+// Numeric helpers, written once for the functors below.
+template <typename T>
+LOCKSTEP_HOST_DEVICE T sigmoid(T x) {  // never overflows: exp of a non-positive argument only
+  if (x >= T(0)) return T(1) / (T(1) + math::exp(-x));
+  T e = math::exp(x);
+  return e / (T(1) + e);
+}
+template <typename T>
+LOCKSTEP_HOST_DEVICE bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) return x != x;
+  else return false;
+}
+// torch.maximum / torch.minimum propagate NaN from either operand.
+template <typename T>
+LOCKSTEP_HOST_DEVICE T max_nan(T x, T y) { return is_nan(y) ? y : (x < y ? y : x); }
+template <typename T>
+LOCKSTEP_HOST_DEVICE T min_nan(T x, T y) { return is_nan(y) ? y : (y < x ? y : x); }
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;  // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;
+
+// gelu's tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); also its derivative.
+template <typename T>
+LOCKSTEP_HOST_DEVICE T gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + math::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x)));
+}
+template <typename T>
+LOCKSTEP_HOST_DEVICE T gelu_tanh_grad(T x) {
+  T t = math::tanh(T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x));
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
+}
+
+LOCKSTEP_UNARY(Neg, static_cast<T>(-x))
+LOCKSTEP_UNARY(Abs, static_cast<T>(x < T(0) ? -x : x))
+LOCKSTEP_UNARY(Sign, static_cast<T>((T(0) < x) - (x < T(0))))
+LOCKSTEP_UNARY(Relu, x < T(0) ? T(0) : x)  // NaN stays NaN
+LOCKSTEP_UNARY(LogicalNot, !static_cast<bool>(x))
+LOCKSTEP_UNARY(Exp, math::exp(x))
+LOCKSTEP_UNARY(Log, math::log(x))
+LOCKSTEP_UNARY(Sqrt, math::sqrt(x))
+LOCKSTEP_UNARY(Rsqrt, T(1) / math::sqrt(x))
+LOCKSTEP_UNARY(Sin, math::sin(x))
+LOCKSTEP_UNARY(Cos, math::cos(x))
+LOCKSTEP_UNARY(Tanh, math::tanh(x))
+LOCKSTEP_UNARY(Sigmoid, sigmoid(x))
+LOCKSTEP_UNARY(Silu, x * sigmoid(x))
+LOCKSTEP_UNARY(Gelu, T(0.5) * x * (T(1) + math::erf(x * T(kSqrt1_2))))
+LOCKSTEP_UNARY(GeluTanh, gelu_tanh(x))
+
+LOCKSTEP_BINARY(Add, static_cast<T>(x + y))
+LOCKSTEP_BINARY(Sub, static_cast<T>(x - y))
+LOCKSTEP_BINARY(Mul, static_cast<T>(x * y))
+LOCKSTEP_BINARY(Maximum, max_nan(x, y))
+LOCKSTEP_BINARY(Minimum, min_nan(x, y))
+LOCKSTEP_BINARY(Pow, math::pow(x, y))
+LOCKSTEP_BINARY(Eq, x == y)
+LOCKSTEP_BINARY(Ne, x != y)
+LOCKSTEP_BINARY(Lt, x < y)
+LOCKSTEP_BINARY(Le, x <= y)
+LOCKSTEP_BINARY(Gt, x > y)
+LOCKSTEP_BINARY(Ge, x >= y)
+LOCKSTEP_BINARY(LogicalAnd, static_cast<bool>(x) && static_cast<bool>(y))
+LOCKSTEP_BINARY(LogicalOr, static_cast<bool>(x) || static_cast<bool>(y))
+// (g, output of relu): the output is positive exactly where the input is.
+LOCKSTEP_BINARY(ReluBackward, y > T(0) ? x : T(0))
+LOCKSTEP_BINARY(SigmoidBackward, x * y * (T(1) - y))  // (g, output)
+LOCKSTEP_BINARY(TanhBackward, x * (T(1) - y * y))      // (g, output)
+LOCKSTEP_BINARY(SiluBackward, x * sigmoid(y) * (T(1) + y * (T(1) - sigmoid(y))))  // (g, input)
+LOCKSTEP_BINARY(GeluBackward, x * (T(0.5) * (T(1) + math::erf(y * T(kSqrt1_2))) +
+                                   y * T(kInvSqrt2Pi) * math::exp(T(-0.5) * y * y)))  // (g, input)
+LOCKSTEP_BINARY(GeluTanhBackward, x * gelu_tanh_grad(y))  // (g, input)
+
+// Integer division truncates (tensor/int_div.h); a zero int64 divisor is refused before the kernel.
+struct Div {
+  template <typename T>
+  LOCKSTEP_HOST_DEVICE T operator()(T x, T y) const {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return detail::int_div(x, y);
+    else return static_cast<T>(x / y);
+  }
+};
+
+#undef LOCKSTEP_UNARY
+#undef LOCKSTEP_BINARY
+}  // namespace fn
+
+// The row's name and dtype rule at run time (for the ops layer's checks and error messages).
+inline const char* op_name(UnaryOp op) {
+  switch (op) {
+#define LOCKSTEP_CASE(Name, str, kinds) \
+  case UnaryOp::Name: return str;
+    LOCKSTEP_UNARY_OPS(LOCKSTEP_CASE)
+#undef LOCKSTEP_CASE
+  }
+  return "unary";
+}
+inline const char* op_name(BinaryOp op) {
+  switch (op) {
+#define LOCKSTEP_CASE(Name, str, kinds) \
+  case BinaryOp::Name: return str;
+    LOCKSTEP_BINARY_OPS(LOCKSTEP_CASE)
+#undef LOCKSTEP_CASE
+  }
+  return "binary";
+}
+inline OpDtypes op_dtypes(UnaryOp op) {
+  switch (op) {
+#define LOCKSTEP_CASE(Name, str, kinds) \
+  case UnaryOp::Name: return kinds;
+    LOCKSTEP_UNARY_OPS(LOCKSTEP_CASE)
+#undef LOCKSTEP_CASE
+  }
+  return OpDtypes::kAll;
+}
+inline OpDtypes op_dtypes(BinaryOp op) {
+  switch (op) {
+#define LOCKSTEP_CASE(Name, str, kinds) \
+  case BinaryOp::Name: return kinds;
+    LOCKSTEP_BINARY_OPS(LOCKSTEP_CASE)
+#undef LOCKSTEP_CASE
+  }
+  return OpDtypes::kAll;
+}
+// Whether the op returns bool (comparisons and logical ops) rather than its input dtype.
+inline bool op_returns_bool(UnaryOp op) {
+  switch (op) {
+#define LOCKSTEP_CASE(Name, str, kinds) \
+  case UnaryOp::Name: return std::is_same_v<decltype(fn::Name{}(1.0f)), bool>;
+    LOCKSTEP_UNARY_OPS(LOCKSTEP_CASE)
+#undef LOCKSTEP_CASE
+  }
+  return false;
+}
+inline bool op_returns_bool(BinaryOp op) {
+  switch (op) {
+#define LOCKSTEP_CASE(Name, str, kinds) \
+  case BinaryOp::Name: return std::is_same_v<decltype(fn::Name{}(1.0f, 1.0f)), bool>;
+    LOCKSTEP_BINARY_OPS(LOCKSTEP_CASE)
+#undef LOCKSTEP_CASE
+  }
+  return false;
+}
+
+// Calls f(fn::Name{}, std::integral_constant<OpDtypes, kinds>{}) for the row of `op`: how both backends
+// turn a runtime op into a compile-time functor.
+template <typename F>
+decltype(auto) visit_op(UnaryOp op, F&& f) {
+  switch (op) {
+#define LOCKSTEP_CASE(Name, str, kinds) \
+  case UnaryOp::Name: return f(fn::Name{}, std::integral_constant<OpDtypes, kinds>{});
+    LOCKSTEP_UNARY_OPS(LOCKSTEP_CASE)
+#undef LOCKSTEP_CASE
+  }
+  fail("unary: unknown op ", int(op));
+}
+template <typename F>
+decltype(auto) visit_op(BinaryOp op, F&& f) {
+  switch (op) {
+#define LOCKSTEP_CASE(Name, str, kinds) \
+  case BinaryOp::Name: return f(fn::Name{}, std::integral_constant<OpDtypes, kinds>{});
+    LOCKSTEP_BINARY_OPS(LOCKSTEP_CASE)
+#undef LOCKSTEP_CASE
+  }
+  fail("binary: unknown op ", int(op));
+}
+
+}  // namespace lockstep

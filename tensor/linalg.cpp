@@ -1,0 +1,162 @@
+// Matrix products in the ops layer: torch.matmul's rank rules, batch broadcasting, and strided operands
+// handed to the GEMM as transposes and leading dimensions instead of copies.
+#include <algorithm>
+#include <functional>
+#include <optional>
+
+#include "tensor/ops.h"
+
+namespace lockstep::internal {
+
+namespace {
+
+// How the GEMM reads a matrix [rows, cols] with strides (s0, s1): row-major with leading dimension
+// `ld`, or (trans) as the transpose of a row-major [cols, rows] matrix. nullopt: no BLAS layout fits.
+struct MatLayout {
+  bool trans;
+  int64_t ld;
+};
+std::optional<MatLayout> mat_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+  if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= std::max<int64_t>(cols, 1)))
+    return MatLayout{false, rows == 1 ? std::max<int64_t>(cols, 1) : s0};
+  if ((rows == 1 || s0 == 1) && (cols == 1 || s1 >= std::max<int64_t>(rows, 1)))
+    return MatLayout{true, cols == 1 ? std::max<int64_t>(rows, 1) : s1};
+  return std::nullopt;
+}
+
+// The single stride that walks x's leading `nb` (batch) dimensions in row-major order, or nullopt.
+std::optional<int64_t> batch_stride(const Tensor& x, int64_t nb) {
+  std::optional<int64_t> stride;
+  int64_t inner_extent = 0;  // stride * size of the dimension to the right
+  for (int64_t d = nb - 1; d >= 0; --d) {
+    const int64_t size = x.shape()[d], st = x.strides()[d];
+    if (size == 1) continue;
+    if (!stride) {
+      stride = st;
+    } else if (st != inner_extent) {
+      return std::nullopt;
+    }
+    inner_extent = st * size;
+  }
+  return stride.value_or(0);
+}
+
+void check_operands(const Tensor& a, const Tensor& b, const char* op) {
+  LOCKSTEP_CHECK(a.defined() && b.defined(), op, ": got an undefined tensor");
+  LOCKSTEP_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ", b.device());
+  LOCKSTEP_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype(),
+                 " (convert one with .to(dtype))");
+  LOCKSTEP_CHECK(is_floating_point(a.dtype()), op, ": expected floating-point tensors, got ", a.dtype());
+}
+
+// out [batch..., m, n] (contiguous) = alpha * op(a) @ op(b) + beta * out, where a and b have the same
+// batch shape as out (strides 0 where broadcast) and op transposes their last two dimensions when
+// the flag is set. Operands no GEMM layout fits are made contiguous first.
+void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alpha, double beta) {
+  const int64_t nb = out.dim() - 2;
+  auto layout = [&](Tensor& x) {
+    const int64_t r = x.shape()[nb], c = x.shape()[nb + 1];
+    auto l = mat_layout(r, c, x.strides()[nb], x.strides()[nb + 1]);
+    auto bs = batch_stride(x, nb);
+    if (!l || !bs) {
+      x = contiguous(x);
+      l = mat_layout(r, c, x.strides()[nb], x.strides()[nb + 1]);
+      bs = batch_stride(x, nb);
+    }
+    return std::pair<MatLayout, int64_t>{*l, *bs};
+  };
+  auto [la, bsa] = layout(a);
+  auto [lb, bsb] = layout(b);
+  GemmArgs g;
+  g.batch = 1;
+  for (int64_t d = 0; d < nb; ++d) g.batch *= out.shape()[d];
+  g.m = out.shape()[nb];
+  g.n = out.shape()[nb + 1];
+  g.k = ta ? a.shape()[nb] : a.shape()[nb + 1];
+  g.trans_a = ta != la.trans;
+  g.trans_b = tb != lb.trans;
+  g.lda = la.ld;
+  g.ldb = lb.ld;
+  g.ldc = std::max<int64_t>(g.n, 1);
+  g.batch_stride_a = bsa;
+  g.batch_stride_b = bsb;
+  g.batch_stride_c = g.m * g.n;
+  g.alpha = alpha;
+  g.beta = beta;
+  if (out.numel()) backend_for(out.device()).gemm(out, a, b, g);
+}
+
+// float32 for bfloat16 operands (the GEMM computes in float32), the result rounded back.
+Tensor with_bf16_as_float(const Tensor& a, const Tensor& b, const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
+  if (a.dtype() != kBFloat16) return f(a, b);
+  return to_dtype(f(to_dtype(a, kFloat32), to_dtype(b, kFloat32)), kBFloat16);
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  check_operands(a, b, "matmul");
+  LOCKSTEP_CHECK(a.dim() == 2 && b.dim() == 2, "matmul: expected 2-D tensors, got ", a.shape(), " x ", b.shape());
+  const int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
+  LOCKSTEP_CHECK(k1 == k2, "matmul: ", a.shape(), ta ? "^T" : "", " x ", b.shape(), tb ? "^T" : "",
+                 ": inner dimensions differ");
+  return with_bf16_as_float(a, b, [&](const Tensor& x, const Tensor& y) {
+    Tensor out({ta ? x.size(1) : x.size(0), tb ? y.size(0) : y.size(1)}, x.dtype(), x.device());
+    batched_gemm(out, x, ta, y, tb, 1.0, 0.0);
+    return out;
+  });
+}
+
+void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha, double beta) {
+  check_operands(a, b, "gemm_");
+  LOCKSTEP_CHECK(a.dim() == 2 && b.dim() == 2, "gemm_: expected 2-D tensors, got ", a.shape(), " x ", b.shape());
+  const int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
+  LOCKSTEP_CHECK(k1 == k2, "gemm_: ", a.shape(), ta ? "^T" : "", " x ", b.shape(), tb ? "^T" : "",
+                 ": inner dimensions differ");
+  Shape want{ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)};
+  LOCKSTEP_CHECK(out.defined() && out.shape() == want && out.dtype() == a.dtype() && out.device() == a.device() &&
+                     out.is_contiguous() && a.dtype() != kBFloat16,
+                 "gemm_: output ", out.defined() ? out.shape() : Shape{}, " does not match the product ", want, " ",
+                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16)");
+  batched_gemm(out, a, ta, b, tb, alpha, beta);
+}
+
+// torch.matmul's rules: a 1-D operand gains a dimension of 1 (removed from the result), the last two
+// dimensions multiply, and the leading (batch) dimensions broadcast.
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  check_operands(a_in, b_in, "matmul");
+  LOCKSTEP_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: both operands need at least one dimension, got ",
+                 a_in.shape(), " and ", b_in.shape());
+  return with_bf16_as_float(a_in, b_in, [&](const Tensor& a0, const Tensor& b0) {
+    Tensor a = a0.dim() == 1 ? unsqueeze(a0, 0) : a0;
+    Tensor b = b0.dim() == 1 ? unsqueeze(b0, 1) : b0;
+    const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];
+    const int64_t k2 = b.shape()[b.dim() - 2], n = b.shape()[b.dim() - 1];
+    LOCKSTEP_CHECK(k == k2, "matmul: ", a0.shape(), " x ", b0.shape(), ": inner dimensions differ");
+    Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                   Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    Tensor out;
+    if (b.dim() == 2 && a.dim() > 2) {
+      // [..., m, k] @ [k, n]: the batch folds into the rows, one GEMM (a view when a's layout allows).
+      Tensor a2 = reshape(a, {-1, k});
+      Tensor o2({a2.size(0), n}, a.dtype(), a.device());
+      batched_gemm(o2, a2, false, b, false, 1.0, 0.0);
+      Shape s = batch;
+      s.push_back(m);
+      s.push_back(n);
+      out = view(o2, s);
+    } else {
+      Shape sa = batch, sb = batch, so = batch;
+      sa.insert(sa.end(), {m, k});
+      sb.insert(sb.end(), {k, n});
+      so.insert(so.end(), {m, n});
+      out = Tensor(so, a.dtype(), a.device());
+      batched_gemm(out, expand(a, sa), false, expand(b, sb), false, 1.0, 0.0);
+    }
+    if (a0.dim() == 1) out = squeeze(out, -2);
+    if (b0.dim() == 1) out = squeeze(out, -1);
+    return out;
+  });
+}
+
+}  // namespace lockstep::internal

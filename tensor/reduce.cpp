@@ -1,0 +1,194 @@
+// Reductions, softmax and the NLL loss in the ops layer: argument checks, the [outer, n, inner] view
+// the kernels take (made contiguous first), and reductions over several dimensions.
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace lockstep::internal {
+
+namespace {
+
+void check_defined(const Tensor& t, const char* op) { LOCKSTEP_CHECK(t.defined(), op, ": got an undefined tensor"); }
+
+void check_floating(const Tensor& a, const char* op) {
+  LOCKSTEP_CHECK(is_floating_point(a.dtype()), op, ": expected a floating-point tensor, got ", a.dtype());
+}
+
+const char* reduce_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Mean: return "mean";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Argmax: return "argmax";
+    case ReduceOp::Argmin: return "argmin";
+  }
+  return "reduce";
+}
+
+bool is_arg(ReduceOp op) { return op == ReduceOp::Argmax || op == ReduceOp::Argmin; }
+
+}  // namespace
+
+// One dimension: `a` as [outer, n, inner], reduced over n.
+Tensor reduce(ReduceOp op, const Tensor& a_in, int64_t dim, bool keepdim, const char* name) {
+  check_defined(a_in, name);
+  if (op == ReduceOp::Mean) check_floating(a_in, name);
+  // A sum of bools counts them (int64), as PyTorch.
+  if (a_in.dtype() == kBool && op == ReduceOp::Sum) return reduce(op, to_dtype(a_in, kInt64), dim, keepdim, name);
+  if (a_in.dtype() == kBFloat16) {
+    Tensor r = reduce(op, to_dtype(a_in, kFloat32), dim, keepdim, name);
+    return is_arg(op) ? r : to_dtype(r, kBFloat16);
+  }
+  // A 0-D tensor reduces over its one element along "dimension 0", as PyTorch allows.
+  Tensor a = a_in.dim() == 0 ? view(a_in, {1}) : contiguous(a_in);
+  const int64_t d = wrap_dim(dim, a.dim(), name);
+  int64_t outer, n, inner;
+  split_dim(a.shape(), d, outer, n, inner);
+  LOCKSTEP_CHECK(n > 0 || op == ReduceOp::Sum || op == ReduceOp::Mean, name, ": cannot reduce an empty dimension ",
+                 dim, " of shape ", a_in.shape());
+  Shape s = a.shape();
+  if (keepdim && a_in.dim() > 0) s[d] = 1;
+  else s.erase(s.begin() + d);
+  Tensor out(s, is_arg(op) ? kInt64 : a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  if (n == 0) fill_(out, op == ReduceOp::Mean ? NAN : 0.0);  // as PyTorch: an empty sum is 0, mean NaN
+  else backend_for(a.device()).reduce(op, out, a, outer, n, inner);
+  return out;
+}
+
+std::vector<int64_t> reduction_dims(const std::vector<int64_t>& dims, int64_t ndim, const char* op) {
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : dims) out.push_back(wrap_dim(d, std::max<int64_t>(ndim, 1), op));
+  std::sort(out.begin(), out.end());
+  LOCKSTEP_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), op, ": dimension repeated in ", dims);
+  return out;
+}
+
+Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims) {
+  Shape s = shape;
+  for (int64_t d : dims)
+    if (d < static_cast<int64_t>(s.size())) s[d] = 1;
+  return s;
+}
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+  check_defined(a, "sum");
+  std::vector<int64_t> dims = reduction_dims(dims_in, a.dim(), "sum");
+  if (a.dim() == 0) return reduce(ReduceOp::Sum, a, 0, keepdim, "sum");
+  // Every dimension reduced: one flat reduction.
+  if (static_cast<int64_t>(dims.size()) == a.dim() && !keepdim)
+    return reduce(ReduceOp::Sum, reshape(a, {a.numel()}), 0, false, "sum");
+  Tensor r = a;
+  for (size_t i = dims.size(); i-- > 0;) r = reduce(ReduceOp::Sum, r, dims[i], true, "sum");
+  return keepdim ? r : reshape(r, [&] {
+    Shape s;
+    for (int64_t d = 0; d < a.dim(); ++d)
+      if (!std::binary_search(dims.begin(), dims.end(), d)) s.push_back(a.shape()[d]);
+    return s;
+  }());
+}
+
+Tensor sum(const Tensor& a) { return sum(a, std::vector<int64_t>{}, false); }
+Tensor sum(const Tensor& a, int64_t dim, bool keepdim) { return reduce(ReduceOp::Sum, a, dim, keepdim, "sum"); }
+Tensor mean(const Tensor& a) {
+  check_defined(a, "mean");
+  check_floating(a, "mean");
+  return reduce(ReduceOp::Mean, reshape(a, {a.numel()}), 0, false, "mean");
+}
+Tensor mean(const Tensor& a, int64_t dim, bool keepdim) { return reduce(ReduceOp::Mean, a, dim, keepdim, "mean"); }
+Tensor max(const Tensor& a, int64_t dim, bool keepdim) { return reduce(ReduceOp::Max, a, dim, keepdim, "max"); }
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  return reduce(ReduceOp::Argmax, a, dim, keepdim, "argmax");
+}
+
+Tensor sum_to(const Tensor& a, const Shape& shape) {
+  if (a.shape() == shape) return a;
+  LOCKSTEP_CHECK(a.dim() >= static_cast<int64_t>(shape.size()) &&
+                     broadcast_shapes(a.shape(), shape, "sum_to") == a.shape(),
+                 "sum_to: cannot sum ", a.shape(), " down to ", shape);
+  const int64_t lead = a.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && a.shape()[d] != 1)) dims.push_back(d);
+  if (dims.empty()) return reshape(a, shape);
+  return reshape(sum(a, dims, true), shape);
+}
+
+// --- softmax and loss ----------------------------------------------------------------------------
+
+Tensor softmax(const Tensor& a_in, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  check_defined(a_in, name);
+  check_floating(a_in, name);
+  if (a_in.dtype() == kBFloat16) return to_dtype(softmax(to_dtype(a_in, kFloat32), dim, log), kBFloat16);
+  Tensor a = contiguous(a_in.dim() == 0 ? view(a_in, {1}) : a_in);
+  int64_t d = wrap_dim(dim, a.dim(), name), outer, n, inner;
+  split_dim(a.shape(), d, outer, n, inner);
+  Tensor out(a_in.shape(), a.dtype(), a.device());
+  if (out.numel()) backend_for(a.device()).softmax(out, a, outer, n, inner, log);
+  return out;
+}
+
+Tensor log_softmax(const Tensor& a, int64_t dim) { return softmax(a, dim, true); }
+
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax_backward" : "softmax_backward";
+  LOCKSTEP_CHECK(grad_out.shape() == output.shape(), name, ": gradient ", grad_out.shape(), " does not match output ",
+                 output.shape());
+  if (output.dtype() == kBFloat16)
+    return to_dtype(softmax_backward(to_dtype(grad_out, kFloat32), to_dtype(output, kFloat32), dim, log), kBFloat16);
+  Tensor g = contiguous(to_dtype(grad_out, output.dtype())), y = contiguous(output);
+  if (y.dim() == 0) g = view(g, {1}), y = view(y, {1});
+  int64_t d = wrap_dim(dim, y.dim(), name), outer, n, inner;
+  split_dim(y.shape(), d, outer, n, inner);
+  Tensor gi(output.shape(), y.dtype(), y.device());
+  if (gi.numel()) backend_for(y.device()).softmax_backward(gi, g, y, outer, n, inner, log);
+  return gi;
+}
+
+static void check_nll(const Tensor& logp, const Tensor& target, const char* op) {
+  check_defined(logp, op);
+  check_defined(target, op);
+  check_floating(logp, op);
+  LOCKSTEP_CHECK(logp.dim() == 2, op, ": expected input [N, C], got ", logp.shape());
+  LOCKSTEP_CHECK(target.dtype() == kInt64, op, ": expected int64 class targets, got ", target.dtype());
+  LOCKSTEP_CHECK(target.dim() == 1 && target.size(0) == logp.size(0), op, ": target ", target.shape(),
+                 " does not match input ", logp.shape(), " (expected [", logp.size(0), "])");
+  LOCKSTEP_CHECK(logp.device() == target.device(), op, ": input on ", logp.device(), " but target on ",
+                 target.device());
+}
+
+Tensor nll_loss(const Tensor& logp_in, const Tensor& target, bool mean) {
+  check_nll(logp_in, target, "nll_loss");
+  if (logp_in.dtype() == kBFloat16) return to_dtype(nll_loss(to_dtype(logp_in, kFloat32), target, mean), kBFloat16);
+  Tensor logp = contiguous(logp_in), t = contiguous(target);
+  Tensor out(Shape{}, logp.dtype(), logp.device());
+  int64_t n = logp.size(0);
+  if (n == 0) {
+    fill_(out, mean ? NAN : 0.0);
+    return out;
+  }
+  backend_for(logp.device()).nll_loss(out, logp, t, mean ? 1.0 / n : 1.0);
+  return out;
+}
+
+Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean) {
+  check_nll(logp, target, "nll_loss_backward");
+  LOCKSTEP_CHECK(grad_out.numel() == 1, "nll_loss_backward: expected a one-element gradient, got ", grad_out.shape());
+  const Dtype dt = logp.dtype() == kBFloat16 ? kFloat32 : logp.dtype();
+  Tensor g = zeros(logp.shape(), {dt, logp.device()});
+  int64_t n = logp.size(0);
+  if (n)
+    backend_for(logp.device())
+        .nll_loss_backward(g, contiguous(to_dtype(grad_out, dt)), contiguous(target), mean ? 1.0 / n : 1.0);
+  return to_dtype(g, logp.dtype());
+}
+
+}  // namespace lockstep::internal
