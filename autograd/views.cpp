@@ -100,6 +100,45 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
   return subset_view("select", a, [=](const Tensor& t) { return in::select(t, dim, index); });
 }
 
+// Any view of a's elements, overlapping ones included: the gradient of each element of the view is
+// added to the element it reads (an index_add over a's elements, so windows that share elements, as
+// unfold's do, accumulate).
+Tensor as_strided(const Tensor& a, const Shape& shape, const Strides& strides, int64_t offset) {
+  LOCKSTEP_CHECK(a.defined(), "as_strided: got an undefined tensor");
+  Tensor base = in::contiguous(a);  // the geometry below is relative to a's own row-major elements
+  Tensor out = in::as_strided(base, shape, strides, base.storage_offset() + offset);
+  if (!any_requires_grad(a)) return out;
+  return record("as_strided", out, {a}, [s = a.shape(), n = a.numel(), shape, strides, offset](const Tensor& g) {
+    TensorOptions io(kInt64, g.device());
+    Tensor positions = in::as_strided(arange(std::max<int64_t>(n, 1), io), shape, strides, offset);
+    Tensor ga = zeros({n}, {g.dtype(), g.device()});
+    in::index_add_(ga, 0, in::reshape(positions, {-1}), in::reshape(g, {-1}));
+    return Grads{in::reshape(ga, s)};
+  });
+}
+
+Tensor unfold(const Tensor& a, int64_t dim, int64_t size, int64_t step) {
+  LOCKSTEP_CHECK(a.defined(), "unfold: got an undefined tensor");
+  const int64_t d = in::wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "unfold");
+  const int64_t n = a.dim() ? a.shape()[d] : 1;
+  LOCKSTEP_CHECK(size >= 0 && size <= n && step > 0, "unfold: size ", size, " and step ", step,
+                 " do not fit dimension ", dim, " of size ", n);
+  // Over a's row-major layout: dimension d becomes the window count, a new last dimension the window.
+  Strides st = in::contiguous_strides(a.shape());
+  Shape shape = a.shape();
+  Strides strides = st;
+  if (a.dim() == 0) {
+    shape = {};
+    strides = {};
+  } else {
+    shape[d] = (n - size) / step + 1;
+    strides[d] = st[d] * step;
+  }
+  shape.push_back(size);
+  strides.push_back(a.dim() ? st[d] : 1);
+  return as_strided(a, shape, strides, 0);
+}
+
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   Tensor out = in::cat(ts, dim);
   bool any = false;

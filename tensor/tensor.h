@@ -125,6 +125,7 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor unfold(int64_t dim, int64_t size, int64_t step) const;  // windows along dim, a new last dim
   Tensor contiguous() const;  // *this when already contiguous
   Tensor clone() const;
   Tensor to(Device device) const;
