@@ -53,7 +53,9 @@ void check(const char* what, const Fn& fn, const std::vector<Tensor>& inputs) {
     bool any = false;
     for (const Tensor& x : inputs) any |= layout == Layout::EveryOther ? x.numel() > 1 : transposable(x);
     if (!any) continue;
-    INFO(layout == Layout::EveryOther ? "inputs as every other element of a larger tensor" : "inputs in transposed storage");
+    const char* how = layout == Layout::EveryOther ? "inputs as every other element of a larger tensor"
+                                                   : "inputs in transposed storage";
+    INFO(how);
     auto strided = [&fn, layout](V in) {
       std::vector<Tensor> views;
       for (const Tensor& x : in) {
@@ -153,6 +155,9 @@ TEST_CASE("gradcheck: views and reshapes") {
   check("flatten", [](V x) { return flatten(x[0], 1); }, {r({2, 3, 4})});
   check("unflatten", [](V x) { return x[0].unflatten(1, {3, 4}); }, {r({2, 12})});
   check("index", [](V x) { return x[0].index({Slice(), -1, Slice(std::nullopt, std::nullopt, 2)}); }, {r({2, 3, 5})});
+  check("as_strided, overlapping windows", [](V x) { return as_strided(x[0], {3, 3}, {2, 1}, 1); }, {r({3, 4})});
+  check("unfold", [](V x) { return unfold(x[0], 1, 3, 2); }, {r({2, 7})});
+  check("unfold overlapping", [](V x) { return x[0].unfold(0, 2, 1); }, {r({4, 3})});
   check("index with None and Ellipsis", [](V x) { return x[0].index({None, Ellipsis, Slice(1, 3)}); }, {r({2, 4})});
 }
 

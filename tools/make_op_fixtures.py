@@ -212,6 +212,11 @@ def view_cases():
     case("index_none_step2", "a[None, :, ::2]", [rn(3, 5)])
     case("index_int_slice_step3", "a[1, :, 0:4:3]", [rn(2, 3, 4)])
     case("index_tensor", "a[b]", [rn(4, 3), idx([2, 0, 2])])
+    case("as_strided_overlapping", "torch.as_strided(a, (3, 3), (2, 1), 1)", [rn(3, 4)])
+    case("as_strided_3d", "torch.as_strided(a, (2, 2, 3), (6, 1, 2))", [rn(12)])
+    case("unfold_1_2_1", "a.unfold(1, 2, 1)", [rn(3, 5)])
+    case("unfold_0_2_2", "a.unfold(0, 2, 2)", [rn(5, 3)])
+    case("unfold_-1_3_2_batched", "a.unfold(-1, 3, 2)", [rn(2, 2, 7)])
 
 
 def indexing_cases():

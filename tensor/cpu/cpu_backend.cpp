@@ -1,6 +1,5 @@
-// The CPU backend: lockstep's kernels on host memory. Elementwise ops are the table's functors run by
-// one strided loop (strided_loop.h); GEMM is cpu/gemm.h; the rest are plain loops over contiguous
-// [outer, n, inner] views.
+// The CPU backend: lockstep's kernels on host memory. Elementwise ops are in cpu/elementwise.cpp; GEMM
+// is cpu/gemm.h; the rest are plain loops over contiguous [outer, n, inner] views.
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -11,13 +10,13 @@
 
 #include "tensor/backend.h"
 #include "tensor/cpu/gemm.h"
-#include "tensor/cpu/strided_loop.h"
+#include "tensor/cpu/elementwise.h"
+#include "tensor/parallel.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
 namespace {
 
-using cpu::strided_apply;
 
 template <typename T>
 bool is_nan(T v) {
@@ -66,6 +65,9 @@ void check_index(int64_t v, int64_t n, int64_t pos, const char* op) {
                  n);
 }
 
+// Rows of work per thread below which a reduction or softmax stays on the calling thread.
+constexpr int64_t kRowGrain = 32768;
+
 class CpuBackend final : public Backend {
  public:
   void* allocate(size_t nbytes, Device) override {
@@ -83,75 +85,19 @@ class CpuBackend final : public Backend {
     std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
   }
 
-  void fill(const StridedPlan& p, Tensor& out, double v) override {
-    dispatch(out.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T value = static_cast<T>(v);
-      strided_apply(p, [value]() { return value; }, out.data<T>());
-    });
-  }
-
-  void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override {
-    dispatch(out.dtype(), [&](auto to) {
-      using O = typename decltype(to)::type;
-      dispatch(a.dtype(), [&](auto from) {
-        using I = typename decltype(from)::type;
-        strided_apply(p, [](I x) { return static_cast<O>(x); }, out.data<O>(), a.data<I>());
-      });
-    });
-  }
-
-  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override {
-    dispatch_compute(a.dtype(), op_name(op), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      visit_op(op, [&](auto f, auto kinds) {
-        if constexpr (op_accepts<decltype(kinds)::value, T>()) {
-          using R = decltype(f(T{}));
-          strided_apply(p, f, out.data<R>(), a.data<T>());
-        } else {
-          fail(op_name(op), ": not defined for ", a.dtype());
-        }
-      });
-    });
-  }
-
+  // Elementwise kernels: tensor/cpu/elementwise.cpp.
+  void fill(const StridedPlan& p, Tensor& out, double v) override { cpu::fill(p, out, v); }
+  void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override { cpu::copy_(p, out, a); }
+  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override { cpu::unary(op, p, out, a); }
   void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) override {
-    dispatch_compute(a.dtype(), op_name(op), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      visit_op(op, [&](auto f, auto kinds) {
-        if constexpr (op_accepts<decltype(kinds)::value, T>()) {
-          using R = decltype(f(T{}, T{}));
-          strided_apply(p, f, out.data<R>(), a.data<T>(), b.data<T>());
-        } else {
-          fail(op_name(op), ": not defined for ", a.dtype());
-        }
-      });
-    });
+    cpu::binary(op, p, out, a, b);
   }
-
   void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
                      bool reverse) override {
-    dispatch_compute(a.dtype(), op_name(op), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T v = static_cast<T>(s);
-      visit_op(op, [&](auto f, auto kinds) {
-        if constexpr (op_accepts<decltype(kinds)::value, T>()) {
-          using R = decltype(f(T{}, T{}));
-          if (reverse) strided_apply(p, [f, v](T x) { return f(v, x); }, out.data<R>(), a.data<T>());
-          else strided_apply(p, [f, v](T x) { return f(x, v); }, out.data<R>(), a.data<T>());
-        } else {
-          fail(op_name(op), ": not defined for ", a.dtype());
-        }
-      });
-    });
+    cpu::binary_scalar(op, p, out, a, s, reverse);
   }
-
   void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override {
-    dispatch_compute(a.dtype(), "where", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      strided_apply(p, [](bool c, T x, T y) { return c ? x : y; }, out.data<T>(), cond.data<bool>(), a.data<T>(),
-                    b.data<T>());
-    });
+    cpu::where(p, out, cond, a, b);
   }
 
   void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& g) override {
@@ -170,7 +116,10 @@ class CpuBackend final : public Backend {
     dispatch_compute(a.dtype(), "reduce", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* x = a.data<T>();
-      for (int64_t o = 0; o < outer; ++o) {
+      // Rows [outer] are independent: large reductions split them across threads.
+      parallel_for(0, outer, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(n * inner, 1)),
+                   [&](int64_t o_begin, int64_t o_end) {
+      for (int64_t o = o_begin; o < o_end; ++o) {
         const T* base = x + o * n * inner;
         if (op == ReduceOp::Argmax || op == ReduceOp::Argmin) {
           int64_t* y = out.data<int64_t>() + o * inner;
@@ -210,6 +159,7 @@ class CpuBackend final : public Backend {
           }
         }
       }
+      });
     });
   }
 
@@ -219,8 +169,10 @@ class CpuBackend final : public Backend {
       using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
       const T* x = a.data<T>();
       T* y = out.data<T>();
-      if (inner == 1) {  // rows are contiguous: Eigen's vectorized exp
-        for (int64_t o = 0; o < outer; ++o) {
+      if (inner == 1) {  // rows are contiguous: Eigen's vectorized exp; rows split across threads
+        parallel_for(0, outer, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(n, 1)),
+                     [&](int64_t o_begin, int64_t o_end) {
+        for (int64_t o = o_begin; o < o_end; ++o) {
           Eigen::Map<const Arr> row(x + o * n, n);
           Eigen::Map<Arr> res(y + o * n, n);
           // Subtracting the max keeps exp() from overflowing (stable log-sum-exp).
@@ -230,6 +182,7 @@ class CpuBackend final : public Backend {
           if (log) res = row - (m + std::log(s));
           else res /= s;
         }
+        });
         return;
       }
       for (int64_t o = 0; o < outer; ++o)

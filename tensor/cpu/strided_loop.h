@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tensor/backend.h"
+#include "tensor/parallel.h"
 
 namespace lockstep::cpu {
 
@@ -32,29 +33,78 @@ void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const 
   for (int k = 0; k < N; ++k) s[k] = p.stride[k][nd - 1];
   bool contiguous = true;
   for (int k = 0; k < N; ++k) contiguous = contiguous && s[k] == 1;
-  for (int64_t pos = begin; pos < end;) {
-    const int64_t run = std::min(n - idx[nd - 1], end - pos);
-    Out* o = out + off[0];
+  // Inputs broadcast along the last dimension (stride 0, e.g. a scalar or a bias) with everything
+  // else contiguous: their value is repeated into a small buffer so the contiguous, vectorized loop
+  // runs over blocks of kBlock elements.
+  constexpr int64_t kBlock = 256;
+  bool broadcast_inner = s[0] == 1;
+  for (int k = 1; k < N; ++k) broadcast_inner = broadcast_inner && (s[k] == 0 || s[k] == 1);
+  broadcast_inner = broadcast_inner && !contiguous;
+  std::tuple<std::array<In, kBlock>...> repeated;
+  // One run of `len` elements along the last dimension, starting at offsets o.
+  auto run = [&](const std::array<int64_t, N>& o, int64_t len) {
+    Out* dst = out + o[0];
     if (contiguous) {
-      for (int64_t i = 0; i < run; ++i) o[i] = f((std::get<I>(in) + off[I + 1])[i]...);
+      for (int64_t i = 0; i < len; ++i) dst[i] = f((std::get<I>(in) + o[I + 1])[i]...);
+    } else if (broadcast_inner) {
+      const int64_t fill = std::min(kBlock, len);
+      ((s[I + 1] == 0 ? void(std::fill_n(std::get<I>(repeated).data(), fill, *(std::get<I>(in) + o[I + 1]))) : void()),
+       ...);
+      for (int64_t b = 0; b < len; b += kBlock) {
+        const int64_t m = std::min(kBlock, len - b);
+        std::tuple<const In*...> src{(s[I + 1] == 0 ? std::get<I>(repeated).data() : std::get<I>(in) + o[I + 1] + b)...};
+        for (int64_t i = 0; i < m; ++i) dst[b + i] = f(std::get<I>(src)[i]...);
+      }
     } else {
-      for (int64_t i = 0; i < run; ++i) o[i * s[0]] = f((std::get<I>(in) + off[I + 1])[i * s[I + 1]]...);
+      for (int64_t i = 0; i < len; ++i) dst[i * s[0]] = f((std::get<I>(in) + o[I + 1])[i * s[I + 1]]...);
     }
-    pos += run;
-    idx[nd - 1] += run;
-    for (int k = 0; k < N; ++k) off[k] += run * s[k];
-    for (int d = nd - 1; d > 0 && idx[d] == p.shape[d]; --d) {
+  };
+  // After idx[d] advanced: wrap it and the dimensions above it.
+  auto carry = [&](int d) {
+    for (; d > 0 && idx[d] == p.shape[d]; --d) {
       for (int k = 0; k < N; ++k) off[k] += p.stride[k][d - 1] - idx[d] * p.stride[k][d];
       idx[d] = 0;
       ++idx[d - 1];
     }
+  };
+  for (int64_t pos = begin; pos < end;) {
+    // Whole rows of the last two dimensions run as a plain double loop: short rows (a transpose of
+    // [.., 4, 32] blocks) would otherwise pay the counter bookkeeping once per 32 elements.
+    if (nd >= 2 && idx[nd - 1] == 0) {
+      const int64_t rows = std::min(p.shape[nd - 2] - idx[nd - 2], (end - pos) / n);
+      if (rows > 1) {
+        std::array<int64_t, N> o = off;
+        for (int64_t r = 0; r < rows; ++r) {
+          run(o, n);
+          for (int k = 0; k < N; ++k) o[k] += p.stride[k][nd - 2];
+        }
+        for (int k = 0; k < N; ++k) off[k] += rows * p.stride[k][nd - 2];
+        idx[nd - 2] += rows;
+        pos += rows * n;
+        carry(nd - 2);
+        continue;
+      }
+    }
+    const int64_t len = std::min(n - idx[nd - 1], end - pos);
+    run(off, len);
+    pos += len;
+    idx[nd - 1] += len;
+    for (int k = 0; k < N; ++k) off[k] += len * s[k];
+    carry(nd - 1);
   }
 }
 
-// Runs f over the whole plan.
+// Elements per thread below which an elementwise op stays on the calling thread: a hand-off costs a
+// few microseconds, about what 32K simple elements take.
+constexpr int64_t kElementwiseGrain = 32768;
+
+// Runs f over the whole plan, split across the intra-op threads when it is large (tensor/parallel.h).
 template <typename F, typename Out, typename... In>
 void strided_apply(const StridedPlan& p, const F& f, Out* out, const In*... in) {
-  strided_range(p, f, out, std::tuple<const In*...>(in...), 0, p.numel, std::index_sequence_for<In...>{});
+  const std::tuple<const In*...> inputs(in...);
+  parallel_for(0, p.numel, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    strided_range(p, f, out, inputs, begin, end, std::index_sequence_for<In...>{});
+  });
 }
 
 }  // namespace lockstep::cpu

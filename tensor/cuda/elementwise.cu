@@ -160,10 +160,10 @@ void run_binary(BinaryOp op, const StridedPlan& p, Tensor& out, Dtype dtype, con
           const T v = static_cast<T>(s);
           // The divisor b is device data, any element of which may be 0; a scalar one is known here.
           launch_binary<F, T>(on.ctx, /*may_divide_by_zero=*/b || v == T(0), [&](IndexError* err) {
-                                LOCKSTEP_LAUNCH("binary_kernel", binary_kernel<F, T, kFlat>, grid_for(p.numel, on.ctx),
-                                                kThreads, on.stream(), f, out.data<R>(), static_cast<const T*>(a),
-                                                static_cast<const T*>(b), v, p, err);
-                              });
+            LOCKSTEP_LAUNCH("binary_kernel", binary_kernel<F, T, kFlat>, grid_for(p.numel, on.ctx), kThreads,
+                            on.stream(), f, out.data<R>(), static_cast<const T*>(a), static_cast<const T*>(b), v, p,
+                            err);
+          });
         } else {
           fail(name, ": not defined for ", dtype_name(dtype));
         }
