@@ -1,22 +1,30 @@
-// Runtime choice between the AVX-512 and AVX2 GEMM kernels.
+// GEMM's checks, its split over the intra-op threads, and the runtime choice between the AVX-512
+// and AVX2 kernels.
 #include "tensor/cpu/gemm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "common/check.h"
+#include "tensor/parallel.h"
+
 namespace lockstep::cpu {
 
-#define LOCKSTEP_GEMM_DECL(ns)                                                                                  \
-  namespace ns {                                                                                                \
-  void gemm_f32(const float*, int64_t, int64_t, bool, const float*, int64_t, int64_t, bool, float*, float, float); \
-  void gemm_f64(const double*, int64_t, int64_t, bool, const double*, int64_t, int64_t, bool, double*, double,   \
-                double);                                                                                         \
+#define LOCKSTEP_GEMM_DECL(ns)                                                                                \
+  namespace ns {                                                                                              \
+  void gemm_f32(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,   \
+                float, float*, int64_t);                                                                      \
+  void gemm_f64(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*, int64_t, \
+                double, double*, int64_t);                                                                    \
   }
 LOCKSTEP_GEMM_DECL(avx2)
 LOCKSTEP_GEMM_DECL(avx512)
 #undef LOCKSTEP_GEMM_DECL
 
-static bool use_avx512() {
+namespace {
+
+bool use_avx512() {
   static const bool yes = [] {
     const char* isa = std::getenv("LOCKSTEP_CPU_ISA");
     if (isa && std::strcmp(isa, "avx2") == 0) return false;
@@ -28,16 +36,86 @@ static bool use_avx512() {
   return yes;
 }
 
+template <typename T>
+using Kernel = void (*)(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, T*,
+                        int64_t);
+
+Kernel<float> kernel_for(float*) { return use_avx512() ? avx512::gemm_f32 : avx2::gemm_f32; }
+Kernel<double> kernel_for(double*) { return use_avx512() ? avx512::gemm_f64 : avx2::gemm_f64; }
+
+// Products with fewer multiply-adds than this per thread stay on one thread: below it the hand-off
+// to a worker (a futex wake, ~10-30 us here) costs more than the split saves.
+constexpr int64_t kMinWorkPerThread = int64_t(1) << 21;
+
+template <typename T>
+void gemm_checked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                  int64_t ldb, T beta, T* c, int64_t ldc) {
+  LOCKSTEP_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size m=", m, " n=", n, " k=", k);
+  LOCKSTEP_CHECK(lda >= std::max<int64_t>(1, ta ? m : k), "gemm: lda=", lda, " is below the row length ",
+                 ta ? m : k, " of A (", ta ? "[k, m]" : "[m, k]", ", m=", m, " k=", k, ")");
+  LOCKSTEP_CHECK(ldb >= std::max<int64_t>(1, tb ? k : n), "gemm: ldb=", ldb, " is below the row length ",
+                 tb ? k : n, " of B (", tb ? "[n, k]" : "[k, n]", ", k=", k, " n=", n, ")");
+  LOCKSTEP_CHECK(ldc >= std::max<int64_t>(1, n), "gemm: ldc=", ldc, " is below the row length n=", n, " of C");
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == T(0)) {  // C = beta * C; the kernel wants k > 0
+    for (int64_t i = 0; i < m; ++i) {
+      T* row = c + i * ldc;
+      if (beta == T(0)) std::fill(row, row + n, T(0));
+      else if (beta != T(1)) std::transform(row, row + n, row, [&](T v) { return beta * v; });
+    }
+    return;
+  }
+  Kernel<T> kernel = kernel_for(static_cast<T*>(nullptr));
+  // Split C into blocks of whole rows when op(A) has at least as many rows as op(B) has columns,
+  // else into blocks of columns, so each thread runs one ordinary (smaller) product. Row blocks
+  // (multiples of 8 rows) share B and read their own rows of A; column blocks (multiples of 16
+  // columns, a whole number of AVX-512 vectors) share A.
+  const bool by_rows = m >= n;
+  const int64_t unit = by_rows ? 8 : 16;
+  const int64_t units = ((by_rows ? m : n) + unit - 1) / unit;
+  const int64_t work_per_unit = unit * (by_rows ? n : m) * k;
+  const int64_t grain = (kMinWorkPerThread + work_per_unit - 1) / work_per_unit;
+  parallel_for(0, units, grain, [&](int64_t u0, int64_t u1) {
+    int64_t i0 = u0 * unit, i1 = std::min(u1 * unit, by_rows ? m : n);
+    if (by_rows) kernel(ta, tb, i1 - i0, n, k, alpha, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+    else kernel(ta, tb, m, i1 - i0, k, alpha, a, lda, tb ? b + i0 * ldb : b + i0, ldb, beta, c + i0, ldc);
+  });
+}
+
+}  // namespace
+
 const char* gemm_isa() { return use_avx512() ? "avx512" : "avx2"; }
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_checked(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm_checked(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
+template <typename T>
+void gemm_contiguous(const T* a, int64_t ar, int64_t ac, bool ta, const T* b, int64_t br, int64_t bc, bool tb, T* c,
+                     T alpha, T beta) {
+  int64_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
+  LOCKSTEP_CHECK((tb ? bc : br) == k, "gemm: op(A) is [", m, ", ", k, "] but op(B) is [", tb ? bc : br, ", ", n,
+                 "]: inner dimensions differ");
+  gemm_checked(ta, tb, m, n, k, alpha, a, std::max<int64_t>(ac, 1), b, std::max<int64_t>(bc, 1), beta, c,
+               std::max<int64_t>(n, 1));
+}
+}  // namespace
 
 void gemm(const float* a, int64_t ar, int64_t ac, bool ta, const float* b, int64_t br, int64_t bc, bool tb, float* c,
           float alpha, float beta) {
-  (use_avx512() ? avx512::gemm_f32 : avx2::gemm_f32)(a, ar, ac, ta, b, br, bc, tb, c, alpha, beta);
+  gemm_contiguous(a, ar, ac, ta, b, br, bc, tb, c, alpha, beta);
 }
 
 void gemm(const double* a, int64_t ar, int64_t ac, bool ta, const double* b, int64_t br, int64_t bc, bool tb,
           double* c, double alpha, double beta) {
-  (use_avx512() ? avx512::gemm_f64 : avx2::gemm_f64)(a, ar, ac, ta, b, br, bc, tb, c, alpha, beta);
+  gemm_contiguous(a, ar, ac, ta, b, br, bc, tb, c, alpha, beta);
 }
 
 }  // namespace lockstep::cpu

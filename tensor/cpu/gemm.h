@@ -1,15 +1,24 @@
 // CPU GEMM with runtime dispatch: Eigen's kernels compiled twice, for the x86-64-v3 baseline (AVX2 +
 // FMA) and for x86-64-v4 (AVX-512), and the widest one the processor supports is used. Binaries
 // stay portable while AVX-512 machines get ~1.5x faster products. LOCKSTEP_CPU_ISA=avx2 forces the
-// baseline (for comparisons).
+// baseline (for comparisons). Large products are split over the intra-op threads (tensor/parallel.h).
 #pragma once
 
 #include <cstdint>
 
 namespace lockstep::cpu {
 
-// C [m, n] = alpha * op(A) @ op(B) + beta * C, all row-major and contiguous. A is stored as
-// [a_rows, a_cols] and op(A) is its transpose when ta; likewise B.
+// BLAS-style, row-major: C[m, n] = alpha * op(A) @ op(B) + beta * C, where op(A) is [m, k] and
+// op(B) is [k, n]. A is stored row-major with row stride lda: as [m, k] (lda >= k), or as [k, m]
+// (lda >= m) when ta, op(A) then being its transpose; likewise B ([k, n] or, when tb, [n, k]) and
+// C ([m, n], ldc >= n). With beta == 0, C's old contents are never read (NaN in C stays out).
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+// The older form, for contiguous matrices: A is stored as [a_rows, a_cols] and op(A) is its
+// transpose when ta; likewise B; C is [rows of op(A), cols of op(B)], contiguous.
 void gemm(const float* a, int64_t a_rows, int64_t a_cols, bool ta, const float* b, int64_t b_rows, int64_t b_cols,
           bool tb, float* c, float alpha, float beta);
 void gemm(const double* a, int64_t a_rows, int64_t a_cols, bool ta, const double* b, int64_t b_rows,
