@@ -1,6 +1,6 @@
 // mlp_bench: times one training step of an MLP (default 256-512-512-10 with ReLU, CrossEntropyLoss,
 // SGD(lr 0.01, momentum 0.9), batch 128), the workload of ../shared/anchors/torch_mlp.py.
-// Last line: `step_ms <value>` (the median over timed rounds).
+// --threads sets the intra-op thread count. Last line: `step_ms <value>` (the median over timed rounds).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -8,6 +8,7 @@
 
 #include "nn/api.h"
 #include "optim/api.h"
+#include "tensor/parallel.h"
 
 using namespace lockstep;
 
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   int64_t in = 256, hidden = 512, out = 10, batch = 128;
   int steps = 300, warmup = 10, rounds = 5;
   std::string device = "cpu";
+  int threads = 1;
   app.add_option("--in", in, "input features");
   app.add_option("--hidden", hidden, "hidden width (two hidden layers)");
   app.add_option("--out", out, "classes");
@@ -24,10 +26,13 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--rounds", rounds, "timed rounds; the median is reported");
   app.add_option("--device", device, "cpu, cuda or cuda:N");
+  auto* threads_opt =
+      app.add_option("--threads", threads, "intra-op CPU threads (default: OMP_NUM_THREADS, else the cores available)");
   CLI11_PARSE(app, argc, argv);
 
   try {
     Device dev = Device::parse(device);
+    if (*threads_opt) set_num_threads(threads);
     manual_seed(0);
     auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(in, hidden), std::make_shared<nn::ReLU>(),
                                                   std::make_shared<nn::Linear>(hidden, hidden),
@@ -54,9 +59,10 @@ int main(int argc, char** argv) {
     }
     std::sort(ms.begin(), ms.end());
     double med = ms[ms.size() / 2];
-    std::printf("lockstep device=%s mlp %ld-%ld-%ld-%ld batch=%ld steps=%dx%d min_ms=%.3f samples_per_s=%.0f\n",
-                dev.str().c_str(), long(in), long(hidden), long(hidden), long(out), long(batch), rounds, steps, ms[0],
-                batch / med * 1e3);
+    std::printf(
+        "lockstep device=%s threads=%d mlp %ld-%ld-%ld-%ld batch=%ld steps=%dx%d min_ms=%.3f samples_per_s=%.0f\n",
+        dev.str().c_str(), get_num_threads(), long(in), long(hidden), long(hidden), long(out), long(batch), rounds,
+        steps, ms[0], batch / med * 1e3);
     // For tools/gpu_check.sh's table, then the line other scripts read.
     std::printf("BENCH mlp_step_%s_%ld-%ld-%ld_b%ld %.3f ms\n", dev.is_cuda() ? "cuda" : "cpu", long(in), long(hidden),
                 long(out), long(batch), med);
