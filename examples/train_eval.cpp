@@ -1,7 +1,9 @@
 // train_eval: the second documented loop, on real data. An MLP 784-256-128-10 learns Fashion-MNIST
 // with DistributedDataParallel: per epoch set_epoch, training with CrossEntropyLoss and SGD(momentum),
 // then evaluation on a DistributedSampler-sharded test set whose correct and total counts are
-// all-reduced, so the printed accuracy is the global one. Checkpoints are safetensors files.
+// all-reduced, so the printed accuracy is the global one. The lr follows CosineAnnealingLR over the
+// epochs. Checkpoints (--checkpoint, --resume) hold model, optimizer, scheduler and epoch in one
+// safetensors file (optim/checkpoint.h); --init and --save files hold the weights alone.
 //
 //   launch --nproc_per_node=2 bazel-bin/examples/train_eval --epochs 10
 #include <signal.h>
@@ -17,8 +19,8 @@
 #include "distributed/ddp.h"
 #include "nn/api.h"
 #include "optim/api.h"
+#include "optim/checkpoint.h"
 #include "tensor/cuda/cuda.h"
-#include "tensor/safetensors.h"
 
 using namespace lockstep;
 using Clock = std::chrono::steady_clock;
@@ -42,44 +44,6 @@ struct Flags {
 
 // "nan", "inf", "-inf" or the number, the same on every platform.
 std::string loss_text(double l) { return std::isnan(l) ? "nan" : lockstep::detail::str_cat(l); }
-
-const std::string kOptimPrefix = "optimizer/";
-
-// Model weights under their state_dict names plus, for a resumable checkpoint, SGD's momentum buffers
-// under "optimizer/<name>/momentum_buffer" and the finished epoch in the metadata.
-void save_checkpoint(const std::string& path, nn::Module& model, const optim::SGD* sgd, int epoch) {
-  TensorList tensors = model.state_dict();
-  if (sgd) {
-    auto names = model.named_parameters();
-    for (size_t i = 0; i < names.size(); ++i)
-      if (sgd->momentum_buffer(i).defined())
-        tensors.emplace_back(kOptimPrefix + names[i].first + "/momentum_buffer", sgd->momentum_buffer(i));
-  }
-  save_safetensors(path, tensors, {{"epoch", std::to_string(epoch)}, {"format", "lockstep train_eval"}});
-}
-
-// Loads weights (and, when sgd is given, momentum buffers); returns the checkpoint's epoch or -1.
-int load_checkpoint(const std::string& path, nn::Module& model, optim::SGD* sgd) {
-  SafetensorsFile f = load_safetensors(path);
-  nn::NamedTensors weights;
-  std::map<std::string, Tensor> buffers;
-  for (auto& [name, t] : f.tensors) {
-    if (name.rfind(kOptimPrefix, 0) == 0) buffers[name.substr(kOptimPrefix.size())] = t;
-    else weights.emplace_back(name, t);
-  }
-  model.load_state_dict(weights);
-  if (sgd) {
-    auto names = model.named_parameters();
-    for (size_t i = 0; i < names.size(); ++i) {
-      auto it = buffers.find(names[i].first + "/momentum_buffer");
-      LOCKSTEP_CHECK(it != buffers.end() || sgd->options().momentum == 0, "checkpoint ", path,
-                     " has no momentum buffer for '", names[i].first, "' (was it written with --save?)");
-      if (it != buffers.end()) sgd->set_momentum_buffer(i, it->second);
-    }
-  }
-  auto e = f.metadata.find("epoch");
-  return e == f.metadata.end() ? -1 : std::stoi(e->second);
-}
 
 double all_reduce_sum(double v, Device dev) {
   Tensor t = tensor(std::vector<double>{v}, {}, dev);
@@ -115,12 +79,23 @@ int run(const Flags& f) {
                                                 std::make_shared<nn::Linear>(128, 10));
   model->to(device);
   optim::SGD sgd(model->parameters(), optim::SGDOptions(f.lr).set_momentum(f.momentum));
+  // Cosine decay from lr to 0 over the run, stepped once per epoch.
+  std::unique_ptr<optim::CosineAnnealingLR> scheduler;
+  if (f.cosine) scheduler = std::make_unique<optim::CosineAnnealingLR>(sgd, f.epochs);
+  Checkpoint state;  // what --checkpoint saves and --resume loads
+  state.model = model.get();
+  state.optimizer = &sgd;
+  state.scheduler = scheduler.get();
   int start_epoch = 0;
-  if (!f.init.empty()) load_checkpoint(f.init, *model, nullptr);
+  if (!f.init.empty()) {
+    Checkpoint weights;
+    weights.model = model.get();
+    load_checkpoint(f.init, weights);
+  }
   // A restarted job (launch --max_restarts) picks up its own last checkpoint.
   std::string resume = f.resume;
   if (resume.empty() && !f.checkpoint.empty() && ::access(f.checkpoint.c_str(), F_OK) == 0) resume = f.checkpoint;
-  if (!resume.empty()) start_epoch = load_checkpoint(resume, *model, &sgd) + 1;
+  if (!resume.empty()) start_epoch = static_cast<int>(load_checkpoint(resume, state).epoch) + 1;
   dist::DDPOptions ddp_opts;
   if (device.is_cuda()) ddp_opts.device_ids = {device.index};
   dist::DistributedDataParallel ddp(model, ddp_opts);
@@ -132,8 +107,7 @@ int run(const Flags& f) {
                 start_epoch ? (", resuming after epoch " + std::to_string(start_epoch - 1)).c_str() : "");
 
   for (int epoch = start_epoch; epoch < f.epochs; ++epoch) {
-    // Cosine decay from lr to 0 over the run: a fixed function of the epoch, so a resumed run follows it too.
-    if (f.cosine) sgd.set_lr(f.lr * 0.5 * (1 + std::cos(M_PI * epoch / f.epochs)));
+    const double lr = sgd.lr(0);
     train_loader.set_epoch(epoch);
     ddp.train();
     double loss_sum = 0, seen = 0;
@@ -182,9 +156,13 @@ int run(const Flags& f) {
     if (rank == 0) {
       if (tty) std::printf("\r%*s\r", 60, "");
       std::printf("epoch %d loss %.4f test_acc %.4f samples_per_s %.0f lr %.4f\n", epoch, global_loss, acc,
-                  samples_per_s, sgd.options().lr);
+                  samples_per_s, lr);
       std::fflush(stdout);
-      if (!f.checkpoint.empty()) save_checkpoint(f.checkpoint, *model, &sgd, epoch);
+    }
+    if (scheduler) scheduler->step();  // every rank: the lr of the next epoch
+    if (rank == 0 && !f.checkpoint.empty()) {
+      state.epoch = epoch;
+      save_checkpoint(f.checkpoint, state);
     }
     dist::barrier();  // nobody resumes from a checkpoint rank 0 is still writing
     const char* restarts = std::getenv("LOCKSTEP_RESTART_COUNT");
@@ -193,7 +171,12 @@ int run(const Flags& f) {
       std::_Exit(3);
     }
   }
-  if (rank == 0 && !f.save.empty()) save_checkpoint(f.save, *model, nullptr, f.epochs - 1);
+  if (rank == 0 && !f.save.empty()) {
+    Checkpoint weights;  // the model alone: the file PyTorch's load_file + load_state_dict reads as it is
+    weights.model = model.get();
+    weights.epoch = f.epochs - 1;
+    save_checkpoint(f.save, weights);
+  }
   dist::destroy_process_group();
   return 0;
 }

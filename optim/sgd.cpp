@@ -1,4 +1,4 @@
-// Optimizer base and SGD.
+// SGD (sgd.h states the rule) on Backend::sgd_step.
 #include "optim/sgd.h"
 
 #include <cmath>
@@ -9,60 +9,64 @@
 
 namespace lockstep::optim {
 
-Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    LOCKSTEP_CHECK(params_[i].defined(), "Optimizer: parameter ", i, " is undefined");
-    LOCKSTEP_CHECK(params_[i].is_leaf() && params_[i].requires_grad(), "Optimizer: parameter ", i, " ",
-                   params_[i].shape(), " is not a leaf tensor that requires grad");
-    for (size_t j = 0; j < i; ++j)
-      LOCKSTEP_CHECK(!params_[i].is_same(params_[j]), "Optimizer: parameter ", i, " appears twice (also at ", j, ")");
-  }
+void SGDOptions::check(const std::string& who) const {
+  LOCKSTEP_CHECK(std::isfinite(lr) && lr >= 0, who, ": invalid learning rate ", lr);
+  LOCKSTEP_CHECK(momentum >= 0, who, ": invalid momentum ", momentum);
+  LOCKSTEP_CHECK(weight_decay >= 0, who, ": invalid weight_decay ", weight_decay);
+  LOCKSTEP_CHECK(!nesterov || (momentum > 0 && dampening == 0), who,
+                 ": nesterov momentum requires a momentum and zero dampening, got momentum ", momentum,
+                 " and dampening ", dampening);
 }
 
-void Optimizer::zero_grad(bool set_to_none) {
-  for (auto& p : params_) {
-    if (!p.grad().defined()) continue;
-    if (set_to_none) p.autograd_meta().grad = Tensor();
-    else internal::fill_(p.autograd_meta().grad, 0.0);
-  }
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : OptimizerWithOptions("SGD", {{std::move(params), options}}, options) {
+  LOCKSTEP_CHECK(!this->params(0).empty(), "SGD: got an empty parameter list");
 }
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)), options_(o) {
-  LOCKSTEP_CHECK(!params_.empty(), "SGD: got an empty parameter list");
-  LOCKSTEP_CHECK(std::isfinite(o.lr) && o.lr >= 0, "SGD: invalid learning rate ", o.lr);
-  LOCKSTEP_CHECK(o.momentum >= 0, "SGD: invalid momentum ", o.momentum);
-  LOCKSTEP_CHECK(o.weight_decay >= 0, "SGD: invalid weight_decay ", o.weight_decay);
-  LOCKSTEP_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
-                 "SGD: nesterov momentum requires a momentum and zero dampening, got momentum ", o.momentum,
-                 " and dampening ", o.dampening);
-  buffers_.resize(params_.size());
-}
+SGD::SGD(std::vector<ParamGroup> groups)
+    : OptimizerWithOptions("SGD", groups, groups.empty() ? SGDOptions() : groups[0].options) {}
 
-void SGD::set_lr(double lr) {
-  LOCKSTEP_CHECK(std::isfinite(lr) && lr >= 0, "SGD: invalid learning rate ", lr);
-  options_.lr = lr;
+const Tensor& SGD::momentum_buffer(size_t i) const {
+  static const Tensor none;
+  const auto& s = state(i);
+  auto it = s.find("momentum_buffer");
+  return it == s.end() ? none : it->second;
 }
 
 void SGD::set_momentum_buffer(size_t i, const Tensor& buf) {
-  LOCKSTEP_CHECK(i < params_.size(), "SGD: no parameter ", i);
-  LOCKSTEP_CHECK(!buf.defined() || (buf.shape() == params_[i].shape() && buf.dtype() == params_[i].dtype()),
-                 "SGD: momentum buffer ", buf.shape(), " does not match parameter ", i, " ", params_[i].shape());
-  buffers_[i] = buf.defined() ? internal::to_device(internal::clone(buf), params_[i].device()) : Tensor();
+  const std::vector<Tensor> all = params();
+  LOCKSTEP_CHECK(i < all.size(), "SGD: no parameter ", i);
+  const Tensor& p = all[i];
+  LOCKSTEP_CHECK(!buf.defined() || (buf.shape() == p.shape() && buf.dtype() == p.dtype()), "SGD: momentum buffer ",
+                 buf.shape(), " does not match parameter ", i, " ", p.shape());
+  if (buf.defined()) mutable_state(i)["momentum_buffer"] = internal::to_device(internal::clone(buf), p.device());
+  else mutable_state(i).erase("momentum_buffer");
 }
 
 void SGD::step() {
   NoGradGuard no_grad;
-  const SGDOptions& o = options_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    const Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    bool first = false;
-    if (o.momentum != 0 && !buffers_[i].defined()) {
-      buffers_[i] = empty_like(p);
-      first = true;
+  size_t i = 0;
+  for (size_t group = 0; group < num_param_groups(); ++group) {
+    const SGDOptions& o = options(group);
+    for (const Tensor& param : params(group)) {
+      const size_t index = i++;
+      const Tensor& g = param.grad();
+      if (!g.defined()) continue;
+      Tensor p = param;
+      Tensor buf;
+      bool first = false;
+      if (o.momentum != 0) {
+        auto& s = mutable_state(index);
+        auto it = s.find("momentum_buffer");
+        if (it == s.end()) {
+          it = s.emplace("momentum_buffer", empty_like(p)).first;
+          first = true;
+        }
+        buf = it->second;
+      }
+      internal::sgd_step_(p, o.maximize ? internal::neg(g) : g, buf, o.lr, o.momentum, o.dampening, o.weight_decay,
+                          o.nesterov, first);
     }
-    internal::sgd_step_(p, g, buffers_[i], o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first);
   }
 }
 

@@ -1,11 +1,12 @@
 // SGD: torch.optim.SGD's update rule exactly. For each parameter p with gradient g:
+//   g = -g                                        (if maximize)
 //   g = g + weight_decay * p                      (if weight_decay != 0)
 //   if momentum != 0:
 //     buf = g                                     (first step: the buffer is the gradient itself)
 //     buf = momentum * buf + (1 - dampening) * g  (later steps)
 //     g = g + momentum * buf  if nesterov  else  buf
 //   p = p - lr * g
-// The whole update is one fused kernel per parameter (Backend::sgd_step).
+// The whole update is one fused kernel per parameter (Backend::sgd_step). State: "momentum_buffer".
 #pragma once
 
 #include "optim/optimizer.h"
@@ -18,26 +19,39 @@ struct SGDOptions {
   double dampening = 0;
   double weight_decay = 0;
   bool nesterov = false;
+  bool maximize = false;
   SGDOptions(double lr_ = 0.01) : lr(lr_) {}
+  SGDOptions& set_lr(double l) { lr = l; return *this; }
   SGDOptions& set_momentum(double m) { momentum = m; return *this; }
   SGDOptions& set_dampening(double d) { dampening = d; return *this; }
   SGDOptions& set_weight_decay(double w) { weight_decay = w; return *this; }
   SGDOptions& set_nesterov(bool n) { nesterov = n; return *this; }
+  SGDOptions& set_maximize(bool m) { maximize = m; return *this; }
+
+  // Throws, naming `who`, for options torch.optim.SGD rejects.
+  void check(const std::string& who) const;
+  // The options under PyTorch's param_group keys.
+  template <class F>
+  void for_each(F&& f) {
+    f("lr", lr), f("momentum", momentum), f("dampening", dampening), f("weight_decay", weight_decay);
+    f("nesterov", nesterov), f("maximize", maximize);
+  }
 };
 
-class SGD : public Optimizer {
+class SGD : public OptimizerWithOptions<SGDOptions> {
  public:
+  // One group with `options`, as torch.optim.SGD(params, lr=...).
   SGD(std::vector<Tensor> params, SGDOptions options);
+  // Several groups, each with its own options, as torch.optim.SGD([{"params": ..., "lr": ...}, ...]);
+  // the first group's options are the defaults.
+  explicit SGD(std::vector<ParamGroup> groups);
   void step() override;
-  const SGDOptions& options() const { return options_; }
-  void set_lr(double lr);
   // The momentum buffer of parameter i (undefined before the first step or without momentum).
-  const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }
+  const Tensor& momentum_buffer(size_t i) const;
   void set_momentum_buffer(size_t i, const Tensor& buf);
 
- private:
-  SGDOptions options_;
-  std::vector<Tensor> buffers_;
+ protected:
+  std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
 };
 
 }  // namespace lockstep::optim

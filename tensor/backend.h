@@ -13,6 +13,7 @@
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/elementwise_ops.h"
+#include "tensor/optim_step.h"
 
 namespace lockstep {
 
@@ -106,6 +107,11 @@ class Backend {
   // torch.optim.SGD's update for one parameter, in place (see optim/sgd.h for the rule).
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
                         double dampening, double weight_decay, bool nesterov, bool first_step) = 0;
+  // torch.optim.Adam/AdamW's update for one parameter, in place (tensor/optim_step.h's adam_update on
+  // every element; optim/adam.h states the rule). All five tensors are contiguous, of one floating dtype
+  // and distinct; max_exp_avg_sq is used only with args.amsgrad.
+  virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                         Tensor& max_exp_avg_sq, const AdamStepArgs& args) = 0;
 };
 
 // The backend for a device type. CUDA registers itself when lockstep is built with it; asking for

@@ -131,5 +131,9 @@ std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim = -1, boo
 // buffer is used only when momentum != 0; `first_step` initialises it with the gradient.
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
                double dampening, double weight_decay, bool nesterov, bool first_step);
+// torch.optim.Adam/AdamW's update of one parameter in place (optim/adam.h states the rule): param,
+// exp_avg, exp_avg_sq (and max_exp_avg_sq with args.amsgrad) are updated from grad in one pass.
+void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
+                const AdamStepArgs& args);
 
 }  // namespace lockstep::internal

@@ -28,14 +28,21 @@ const char* st_dtype(Dtype d) {
     case Dtype::Float32: return "F32";
     case Dtype::Float64: return "F64";
     case Dtype::Int64: return "I64";
+    case Dtype::Bool: return "BOOL";
+    case Dtype::UInt8: return "U8";
+    case Dtype::BFloat16: return "BF16";
   }
-  return "?";
+  LOCKSTEP_CHECK(false, "save_safetensors: dtype ", d, " has no safetensors name");
+  return "";
 }
 
 bool parse_dtype(const std::string& s, Dtype& d) {
   if (s == "F32") d = kFloat32;
   else if (s == "F64") d = kFloat64;
   else if (s == "I64") d = kInt64;
+  else if (s == "BOOL") d = kBool;
+  else if (s == "U8") d = kUInt8;
+  else if (s == "BF16") d = kBFloat16;
   else return false;
   return true;
 }
@@ -226,7 +233,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     Entry e{name, kFloat32, {}, 0, 0};
     try {
       LOCKSTEP_CHECK(parse_dtype(v.at("dtype").get<std::string>(), e.dtype), "load_safetensors: ", path, ": tensor '",
-                     name, "' has dtype ", v.at("dtype").dump(), " (lockstep reads F32, F64 and I64)");
+                     name, "' has dtype ", v.at("dtype").dump(), " (lockstep reads F32, F64, I64, BOOL, U8 and BF16)");
       e.shape = Shape(v.at("shape").get<std::vector<int64_t>>());
       auto off = v.at("data_offsets").get<std::vector<uint64_t>>();
       LOCKSTEP_CHECK(off.size() == 2, "load_safetensors: ", path, ": tensor '", name, "' has malformed data_offsets");
@@ -254,6 +261,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
     in.seekg(static_cast<std::streamoff>(8 + len + e.begin));
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
     LOCKSTEP_CHECK(in, "load_safetensors: ", path, " is truncated while reading tensor '", e.name, "'");
+    if (e.dtype == kBool) {  // a C++ bool holds 0 or 1 only
+      const auto* b = static_cast<const uint8_t*>(t.data_ptr());
+      for (int64_t i = 0; i < t.numel(); ++i)
+        LOCKSTEP_CHECK(b[i] <= 1, "load_safetensors: ", path, ": BOOL tensor '", e.name, "' holds byte ", int(b[i]),
+                       " at element ", i);
+    }
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;

@@ -34,7 +34,10 @@ static std::string from_hex(const std::string& hex) {
 TEST_CASE("round trip keeps names, order, dtypes, shapes, values and metadata") {
   manual_seed(0);
   TensorList in{{"0.weight", randn({3, 4})}, {"0.bias", randn({4}, kFloat64)}, {"steps", arange(5)},
-                {"scalar", scalar_tensor(2.5)}, {"empty", zeros({0, 3})}};
+                {"scalar", scalar_tensor(2.5)}, {"empty", zeros({0, 3})},
+                {"flag", internal::to_dtype(tensor({1.0, 0.0, 1.0}, {3}), kBool)},
+                {"bytes", internal::to_dtype(tensor({0.0, 7.0, 255.0}, {3}), kUInt8)},
+                {"half", internal::to_dtype(tensor({1.5, -2.0}, {2}), kBFloat16)}};
   std::string path = temp_path("round.safetensors");
   save_safetensors(path, in, {{"epoch", "7"}});
   SafetensorsFile f = load_safetensors(path);

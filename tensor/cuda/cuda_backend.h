@@ -12,6 +12,7 @@
 //   index_select, index_add, gather,          indexing.cu
 //   scatter_add
 //   sort                                      sort.cu
+//   adam_step                                 optim.cu
 #pragma once
 
 #include "tensor/backend.h"
@@ -50,6 +51,8 @@ class CudaBackend final : public Backend {
   void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) override;
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
                 double dampening, double weight_decay, bool nesterov, bool first_step) override;
+  void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
+                 const AdamStepArgs& args) override;
 };
 
 }  // namespace lockstep::cuda::detail
