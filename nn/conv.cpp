@@ -1,0 +1,115 @@
+// Conv2d and F::conv2d / F::pad2d. The convolution is im2col as a view: the padded input seen through
+// as_strided as [N, G, C/G, kH, kW, H_out, W_out] windows, reshaped to columns and multiplied by the
+// weight in one batched matmul. as_strided's backward adds overlapping windows' gradients together.
+#include "nn/conv.h"
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+#include "tensor/factory.h"
+
+namespace lockstep::nn {
+
+namespace functional {
+
+Tensor pad2d(const Tensor& x, int64_t left, int64_t right, int64_t top, int64_t bottom, double value) {
+  LOCKSTEP_CHECK(x.defined() && x.dim() >= 2, "pad2d: expected a tensor of at least 2 dimensions, got ",
+                 x.defined() ? x.shape() : Shape{});
+  LOCKSTEP_CHECK(left >= 0 && right >= 0 && top >= 0 && bottom >= 0, "pad2d: padding must be non-negative, got (",
+                 left, ", ", right, ", ", top, ", ", bottom, ")");
+  const int64_t h = x.dim() - 2, w = x.dim() - 1;
+  auto fill = [&](int64_t d, int64_t n, const Tensor& like) {
+    Shape s = like.shape();
+    s[d] = n;
+    return full(s, value, {like.dtype(), like.device()});
+  };
+  Tensor out = x;
+  if (left || right) {
+    std::vector<Tensor> parts;
+    if (left) parts.push_back(fill(w, left, out));
+    parts.push_back(out);
+    if (right) parts.push_back(fill(w, right, out));
+    out = cat(parts, w);
+  }
+  if (top || bottom) {
+    std::vector<Tensor> parts;
+    if (top) parts.push_back(fill(h, top, out));
+    parts.push_back(out);
+    if (bottom) parts.push_back(fill(h, bottom, out));
+    out = cat(parts, h);
+  }
+  return out;
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, ExpandingArray<2> stride,
+              ExpandingArray<2> padding, ExpandingArray<2> dilation, int64_t groups) {
+  LOCKSTEP_CHECK(input.defined() && weight.defined(), "conv2d: got an undefined tensor");
+  LOCKSTEP_CHECK(weight.dim() == 4, "conv2d: expected weight [C_out, C_in / groups, kH, kW], got ", weight.shape());
+  LOCKSTEP_CHECK(input.dim() == 3 || input.dim() == 4, "conv2d: expected input [N, C, H, W] or [C, H, W], got ",
+                 input.shape());
+  LOCKSTEP_CHECK(groups > 0 && weight.size(0) % groups == 0, "conv2d: ", weight.size(0),
+                 " output channels are not divisible by groups = ", groups);
+  const bool batched = input.dim() == 4;
+  Tensor x = batched ? input : unsqueeze(input, 0);
+  const int64_t N = x.size(0), C = x.size(1), O = weight.size(0), kh = weight.size(2), kw = weight.size(3);
+  LOCKSTEP_CHECK(C == weight.size(1) * groups, "conv2d: input ", input.shape(), " has ", C,
+                 " channels but weight ", weight.shape(), " with groups = ", groups, " expects ",
+                 weight.size(1) * groups);
+  LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == O), "conv2d: expected bias [", O, "], got ",
+                 bias.defined() ? bias.shape() : Shape{});
+  for (int i = 0; i < 2; ++i)
+    LOCKSTEP_CHECK(stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0, "conv2d: stride ", stride, " and dilation ",
+                   dilation, " must be positive and padding ", padding, " non-negative");
+  x = functional::pad2d(x, padding[1], padding[1], padding[0], padding[0]);
+  const int64_t Hp = x.size(2), Wp = x.size(3);
+  const int64_t OH = (Hp - dilation[0] * (kh - 1) - 1) / stride[0] + 1;
+  const int64_t OW = (Wp - dilation[1] * (kw - 1) - 1) / stride[1] + 1;
+  LOCKSTEP_CHECK(Hp >= dilation[0] * (kh - 1) + 1 && Wp >= dilation[1] * (kw - 1) + 1, "conv2d: input ",
+                 input.shape(), " padded to [", Hp, ", ", Wp, "] is smaller than the kernel ", Shape{kh, kw},
+                 " with dilation ", dilation);
+  const int64_t G = groups, Cg = C / G, Og = O / G;
+  // cols: [N, G, Cg, kh, kw, OH, OW] windows over x's row-major [N, C, Hp, Wp] elements.
+  Tensor cols = as_strided(x, {N, G, Cg, kh, kw, OH, OW},
+                           {C * Hp * Wp, Cg * Hp * Wp, Hp * Wp, dilation[0] * Wp, dilation[1], stride[0] * Wp, stride[1]});
+  cols = reshape(cols, {N, G, Cg * kh * kw, OH * OW});
+  Tensor out = matmul(reshape(weight, {G, Og, Cg * kh * kw}), cols);  // [N, G, Og, OH*OW]
+  out = reshape(out, {N, O, OH, OW});
+  if (bias.defined()) out = out + reshape(bias, {1, O, 1, 1});
+  return batched ? out : squeeze(out, 0);
+}
+
+}  // namespace functional
+
+Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
+  LOCKSTEP_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0, "Conv2d: in_channels (",
+                 o.in_channels(), "), out_channels (", o.out_channels(), ") and groups (", o.groups(),
+                 ") must be positive");
+  LOCKSTEP_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0, "Conv2d: in_channels (",
+                 o.in_channels(), ") and out_channels (", o.out_channels(), ") must be divisible by groups (",
+                 o.groups(), ")");
+  LOCKSTEP_CHECK(o.kernel_size()[0] > 0 && o.kernel_size()[1] > 0, "Conv2d: kernel_size must be positive, got ",
+                 o.kernel_size());
+  weight = register_parameter(
+      "weight", empty({o.out_channels(), o.in_channels() / o.groups(), o.kernel_size()[0], o.kernel_size()[1]}));
+  if (o.bias()) bias = register_parameter("bias", empty({o.out_channels()}));
+  reset_parameters();
+}
+
+void Conv2dImpl::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) init::uniform_(bias, -init::fan_in_bound(weight), init::fan_in_bound(weight));
+}
+
+Tensor Conv2dImpl::forward(const Tensor& x) {
+  const Conv2dOptions& o = options;
+  LOCKSTEP_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4) && x.size(-3) == o.in_channels(), "Conv2d(",
+                 o.in_channels(), ", ", o.out_channels(), ", kernel_size=", o.kernel_size(), "): expected input [N, ",
+                 o.in_channels(), ", H, W] or [", o.in_channels(), ", H, W], got ", x.defined() ? x.shape() : Shape{});
+  LOCKSTEP_CHECK(x.dtype() == weight.dtype() && x.device() == weight.device(), "Conv2d: input is ", x.dtype(), " on ",
+                 x.device(), " but the layer is ", weight.dtype(), " on ", weight.device(), " (use .to())");
+  return functional::conv2d(x, weight, bias, o.stride(), o.padding(), o.dilation(), o.groups());
+}
+
+}  // namespace lockstep::nn
