@@ -6,6 +6,8 @@
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/ops.h"
 #include "nn/pooling.h"
 #include "tensor/factory.h"
 
@@ -52,12 +54,44 @@ Tensor pad(const Tensor& x, const Geometry& g, double value) {
 
 }  // namespace
 
+// Max pooling over the kH * kW offsets of the windows: a running maximum of strided [N, C, OH, OW]
+// views of the (-inf padded) input. Backward sends each output's gradient to the first offset that
+// holds the maximum, as PyTorch's index-based backward does.
 Tensor max_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s, ExpandingArray<2> p,
                   ExpandingArray<2> d, bool ceil_mode) {
+  namespace in = internal;
   Geometry g = geometry("max_pool2d", input, k, s, p, d, ceil_mode);
   const bool batched = input.dim() == 4;
   Tensor x = batched ? input : unsqueeze(input, 0);
-  Tensor out = amax(windows(pad(x, g, -std::numeric_limits<double>::infinity()), g), {4, 5});
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Hp = H + 2 * g.p[0] + g.extra[0], Wp = W + 2 * g.p[1] + g.extra[1];
+  auto at = [=](const Tensor& padded, int64_t i, int64_t j) {  // offset (i, j) of every window
+    return in::as_strided(padded, {N, C, g.out[0], g.out[1]}, {C * Hp * Wp, Hp * Wp, g.s[0] * Wp, g.s[1]},
+                          padded.storage_offset() + i * g.d[0] * Wp + j * g.d[1]);
+  };
+  Tensor xp = full({N, C, Hp, Wp}, -std::numeric_limits<double>::infinity(), {x.dtype(), x.device()});
+  {
+    Tensor inner = in::narrow(in::narrow(xp, 2, g.p[0], H), 3, g.p[1], W);
+    in::copy_(inner, x.detach());
+  }
+  Tensor out = in::contiguous(at(xp, 0, 0));
+  for (int64_t i = 0; i < g.k[0]; ++i)
+    for (int64_t j = 0; j < g.k[1]; ++j)
+      if (i || j) out = in::maximum(out, at(xp, i, j));
+  if (autograd::needs_grad({x})) {
+    out = autograd::record("max_pool2d", out, {x}, [=](const Tensor& grad) {
+      Tensor gxp = zeros({N, C, Hp, Wp}, {grad.dtype(), grad.device()});
+      Tensor taken = zeros(out.shape(), {grad.dtype(), grad.device()});  // 1 where an earlier offset won
+      for (int64_t i = 0; i < g.k[0]; ++i)
+        for (int64_t j = 0; j < g.k[1]; ++j) {
+          Tensor hit = in::mul(in::to_dtype(in::eq(at(xp, i, j), out), grad.dtype()), in::add(in::neg(taken), 1.0));
+          Tensor dst = at(gxp, i, j);
+          in::add_(dst, in::mul(grad, hit));
+          in::add_(taken, hit);
+        }
+      return std::vector<Tensor>{in::contiguous(in::narrow(in::narrow(gxp, 2, g.p[0], H), 3, g.p[1], W))};
+    });
+  }
   return batched ? out : squeeze(out, 0);
 }
 
