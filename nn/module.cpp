@@ -93,6 +93,11 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [_, c] : children_) c->apply(fn);
+  fn(*this);
+}
+
 NamedTensors Module::state_dict() const {
   NamedTensors out = named_parameters_all(true);
   for (auto& b : named_buffers()) out.push_back(std::move(b));

@@ -18,6 +18,7 @@
 //   lm_head->weight = lm_head->register_parameter("weight", wte->weight);
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,6 +47,10 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Tensor> buffers(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
+  // Calls fn on every submodule (depth first, children before their parent) and then on this module, as
+  // torch.nn.Module.apply; the usual way to re-initialise a model:
+  //   model->apply([](nn::Module& m) { if (auto* l = m.as<nn::Linear>()) nn::init::normal_(l->weight, 0, 0.02); });
+  void apply(const std::function<void(Module&)>& fn);
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
 
   // Parameters then buffers, with dotted names: what a checkpoint holds.

@@ -335,6 +335,19 @@ TEST_CASE("a module with two inputs and two outputs, containers' names, and a ti
   CHECK(wte.grad().select(0, 9).abs().sum().item<float>() > 0);
 }
 
+TEST_CASE("apply visits children before parents, for re-initialisation") {
+  manual_seed(0);
+  nn::Sequential net(nn::Linear(4, 8), nn::ReLU(), nn::Sequential(nn::Linear(8, 2)));
+  std::vector<std::string> order;
+  net->apply([&](nn::Module& m) {
+    order.push_back(m.name());
+    if (auto* l = m.as<nn::Linear>()) nn::init::zeros_(l->weight);
+  });
+  CHECK(order == std::vector<std::string>{"Linear", "ReLU", "Linear", "Sequential", "Sequential"});
+  for (auto& [name, p] : net->named_parameters())
+    if (name.find("weight") != std::string::npos) CHECK(p.abs().sum().item<float>() == 0);
+}
+
 TEST_CASE("holders: empty, shared copies, Sequential of holders, Functional, Flatten") {
   nn::Linear empty_holder{nullptr};
   CHECK(empty_holder.is_empty());
