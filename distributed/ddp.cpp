@@ -35,8 +35,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   reducer_ = std::make_unique<Reducer>(std::move(params), pg_, ro);
 }
 
-Tensor DistributedDataParallel::forward(const Tensor& input) {
+void DistributedDataParallel::before_forward() {
   if (options_.broadcast_buffers && pg_->size() > 1) broadcast_state(false);
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  before_forward();
   return module_->forward(input);
 }
 

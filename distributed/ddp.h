@@ -3,9 +3,13 @@
 // parameters (names and shapes) and broadcasts rank 0's parameters and buffers; backward averages
 // gradients across ranks through the Reducer's overlapped, bucketed all-reduce.
 //
-//   auto ddp = std::make_shared<dist::DistributedDataParallel>(model);
-//   loss_fn((*ddp)(x), y).backward();   // .grad now holds the average over ranks
+//   auto ddp = std::make_shared<dist::DistributedDataParallel>(model);   // a module or a holder
+//   loss_fn(ddp->forward(x), y).backward();   // .grad now holds the average over ranks
 //   optimizer.step();
+//
+// A module whose forward takes or returns several tensors is called through forward<M>(args...),
+// M being its type (the Impl of a holder):
+//   auto [logits, loss] = ddp->forward<GPTImpl>(idx, targets);
 #pragma once
 
 #include <memory>
@@ -18,7 +22,7 @@
 namespace lockstep::dist {
 
 struct DDPOptions {
-  std::vector<int> device_ids;   // {local_rank} on a GPU; empty on the CPU (as PyTorch)
+  std::vector<int> device_ids = {};  // {local_rank} on a GPU; empty on the CPU (as PyTorch)
   int output_device = -1;        // accepted for PyTorch parity: outputs stay where the module puts them
   double bucket_cap_mb = 25;
   bool broadcast_buffers = true;  // rank 0's buffers are broadcast before every forward
@@ -34,6 +38,15 @@ class DistributedDataParallel : public nn::Module {
                                    std::shared_ptr<ProcessGroup> process_group = nullptr);
 
   Tensor forward(const Tensor& input) override;
+  // The wrapped module's forward with any arguments and results, as PyTorch's ddp(*inputs).
+  template <typename M, typename... Args>
+  decltype(auto) forward(Args&&... args) {
+    auto* m = module_->as<M>();
+    LOCKSTEP_CHECK(m != nullptr, "DistributedDataParallel::forward<M>: the wrapped module is a ", module_->name(),
+                   ", not M");
+    before_forward();
+    return m->forward(std::forward<Args>(args)...);
+  }
   // The wrapped model (for evaluation without collectives, or saving its state_dict without the
   // "module." prefix).
   const std::shared_ptr<nn::Module>& module() const { return module_; }
@@ -56,6 +69,7 @@ class DistributedDataParallel : public nn::Module {
   [[nodiscard]] NoSync no_sync() { return NoSync(*reducer_); }
 
  private:
+  void before_forward();  // broadcasts rank 0's buffers (broadcast_buffers)
   void verify_same_parameters();
   void broadcast_state(bool parameters);
 

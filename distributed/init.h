@@ -39,7 +39,7 @@ struct InitOptions {
   int rank = -1;
   // Bounds the rendezvous and every collective. Unset: LOCKSTEP_TIMEOUT (seconds) when set, else
   // PyTorch's defaults, 30 minutes for gloo and 10 minutes for nccl.
-  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<std::chrono::milliseconds> timeout = std::nullopt;
 };
 
 // Joins the default process group. Throws lockstep::Error on bad options, a missing environment

@@ -49,9 +49,9 @@ struct Workload {
 };
 
 std::shared_ptr<nn::Module> make_model(const Workload& w) {
-  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(w.in, w.hidden1), std::make_shared<nn::ReLU>(),
-                                          std::make_shared<nn::Linear>(w.hidden1, w.hidden2),
-                                          std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(w.hidden2, w.out));
+  return nn::Sequential(nn::Linear(w.in, w.hidden1), nn::ReLU(),
+                                          nn::Linear(w.hidden1, w.hidden2),
+                                          nn::ReLU(), nn::Linear(w.hidden2, w.out));
 }
 
 // Seconds per step: the phases, and the whole step (the mean over every timed step, barriers included).

@@ -32,9 +32,9 @@ struct RandomDataset : data::Dataset {
 
 // The seeds' Model: one Linear whose forward reports the sizes it sees.
 struct Model : nn::Module {
-  std::shared_ptr<nn::Linear> fc;
+  nn::Linear fc{nullptr};
   Model(int64_t input_size, int64_t output_size) : Module("Model") {
-    fc = register_module("fc", std::make_shared<nn::Linear>(input_size, output_size));
+    fc = register_module("fc", nn::Linear(input_size, output_size));
   }
   Tensor forward(const Tensor& input) override {
     Tensor output = fc->forward(input);

@@ -34,9 +34,9 @@ int main(int argc, char** argv) {
     Device dev = Device::parse(device);
     if (*threads_opt) set_num_threads(threads);
     manual_seed(0);
-    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(in, hidden), std::make_shared<nn::ReLU>(),
-                                                  std::make_shared<nn::Linear>(hidden, hidden),
-                                                  std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, out));
+    auto model = nn::Sequential(nn::Linear(in, hidden), nn::ReLU(),
+                                                  nn::Linear(hidden, hidden),
+                                                  nn::ReLU(), nn::Linear(hidden, out));
     model->to(dev);
     optim::SGD sgd(model->parameters(), optim::SGDOptions(0.01).set_momentum(0.9));
     nn::CrossEntropyLoss loss_fn;
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     Tensor y = randint(0, out, {batch}, {kInt64, dev});
     auto step = [&] {
       sgd.zero_grad();
-      loss_fn((*model)(x), y).backward();
+      loss_fn(model(x), y).backward();
       sgd.step();
     };
     Backend& be = backend_for(dev);

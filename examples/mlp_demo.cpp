@@ -15,8 +15,8 @@ int main() {
   Tensor corners = tensor({-2.f, -2.f, 2.f, -2.f, -2.f, 2.f, 2.f, 2.f}, {4, 2});
   Tensor x = add(index_select(corners, labels), mul(randn({n, 2}), 0.7));
 
-  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(2, 32), std::make_shared<nn::ReLU>(),
-                                                std::make_shared<nn::Linear>(32, 4));
+  auto model = nn::Sequential(nn::Linear(2, 32), nn::ReLU(),
+                                                nn::Linear(32, 4));
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.05).set_momentum(0.9));
   nn::CrossEntropyLoss criterion;
 
@@ -28,14 +28,14 @@ int main() {
       Tensor idx = index_select(perm, arange(i, std::min(i + batch, n)));
       Tensor inputs = index_select(x, idx), targets = index_select(labels, idx);
       optimizer.zero_grad();
-      Tensor loss = criterion((*model)(inputs), targets);
+      Tensor loss = criterion(model(inputs), targets);
       loss.backward();
       optimizer.step();
       total += loss.item<float>() * inputs.size(0);
     }
     NoGradGuard no_grad;
     model->eval();
-    int64_t correct = (*model)(x).argmax(1).eq(labels).sum().item<int64_t>();
+    int64_t correct = model(x).argmax(1).eq(labels).sum().item<int64_t>();
     std::printf("epoch %d loss %.4f accuracy %.3f\n", epoch, total / n, double(correct) / n);
   }
   return 0;

@@ -74,9 +74,9 @@ int run(const Flags& f) {
   data::DataLoader test_loader(test_set, {.batch_size = 1000, .sampler = test_sampler, .device = device});
 
   manual_seed(0);
-  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(),
-                                                std::make_shared<nn::Linear>(256, 128), std::make_shared<nn::ReLU>(),
-                                                std::make_shared<nn::Linear>(128, 10));
+  auto model = nn::Sequential(nn::Linear(784, 256), nn::ReLU(),
+                                                nn::Linear(256, 128), nn::ReLU(),
+                                                nn::Linear(128, 10));
   model->to(device);
   optim::SGD sgd(model->parameters(), optim::SGDOptions(f.lr).set_momentum(f.momentum));
   // Cosine decay from lr to 0 over the run, stepped once per epoch.
@@ -146,7 +146,7 @@ int run(const Flags& f) {
     for (auto& batch : test_loader) {
       int64_t valid = std::min<int64_t>(batch.input.size(0), mine - counted);
       if (valid <= 0) break;
-      Tensor hit = eq(argmax((*model)(batch.input), 1), batch.target);
+      Tensor hit = eq(argmax(model(batch.input), 1), batch.target);
       if (valid < hit.numel()) hit = index_select(hit, arange(valid, TensorOptions(kInt64, device)));
       correct += sum(hit).item<int64_t>();
       counted += valid;

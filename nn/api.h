@@ -1,10 +1,20 @@
-// The nn layer in one include.
+// The nn layer in one include: modules and their holders, functions (nn::functional), init, losses.
 #pragma once
 
 #include "autograd/api.h"
 #include "nn/activation.h"
+#include "nn/containers.h"
+#include "nn/conv.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/flatten.h"
 #include "nn/functional.h"
+#include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/module_holder.h"
+#include "nn/normalization.h"
+#include "nn/options.h"
+#include "nn/pooling.h"
 #include "nn/sequential.h"

@@ -5,21 +5,28 @@
 #include <string>
 
 #include "autograd/functions.h"
+#include "nn/init.h"
 #include "tensor/factory.h"
 
 namespace lockstep::nn {
 
-Linear::Linear(int64_t in, int64_t out, bool with_bias, Dtype dtype, Device device)
-    : Module("Linear"), in_features(in), out_features(out) {
-  LOCKSTEP_CHECK(in > 0 && out > 0, "Linear: in_features and out_features must be positive, got ", in, " and ", out);
-  double bound = 1.0 / std::sqrt(static_cast<double>(in));
-  weight = register_parameter("weight", uniform({out, in}, -bound, bound, {dtype, device}));
-  if (with_bias) bias = register_parameter("bias", uniform({out}, -bound, bound, {dtype, device}));
+LinearImpl::LinearImpl(const LinearOptions& o)
+    : Module("Linear"), options(o), in_features(o.in_features()), out_features(o.out_features()) {
+  LOCKSTEP_CHECK(in_features > 0 && out_features > 0, "Linear: in_features and out_features must be positive, got ",
+                 in_features, " and ", out_features);
+  weight = register_parameter("weight", empty({out_features, in_features}));
+  if (o.bias()) bias = register_parameter("bias", empty({out_features}));
+  reset_parameters();
 }
 
-Tensor Linear::forward(const Tensor& x) {
-  LOCKSTEP_CHECK(x.defined() && x.dim() == 2 && x.size(1) == in_features, "Linear(", in_features, ", ", out_features,
-                 "): expected input [N, ", in_features, "], got ", x.defined() ? x.shape() : Shape{});
+void LinearImpl::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) init::uniform_(bias, -init::fan_in_bound(weight), init::fan_in_bound(weight));
+}
+
+Tensor LinearImpl::forward(const Tensor& x) {
+  LOCKSTEP_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear(", in_features, ", ",
+                 out_features, "): expected input [..., ", in_features, "], got ", x.defined() ? x.shape() : Shape{});
   if (x.dtype() != weight.dtype()) {
     // The constant's name: kFloat32, kFloat64, kInt64.
     auto k = [](Dtype d) { return std::string(d == kFloat32 ? "kFloat32" : d == kFloat64 ? "kFloat64" : "kInt64"); };

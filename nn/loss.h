@@ -1,23 +1,31 @@
-// Loss modules, as torch.nn.CrossEntropyLoss and torch.nn.MSELoss (mean reduction).
+// Loss modules, as torch.nn.CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss and MSELoss; options as
+// their torch keyword arguments (nn/functional.h), e.g.
+//   nn::CrossEntropyLoss loss_fn(nn::CrossEntropyLossOptions().ignore_index(-1).label_smoothing(0.1));
+//   Tensor loss = loss_fn(logits, targets);
 #pragma once
 
 #include "nn/functional.h"
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace lockstep::nn {
 
-class CrossEntropyLoss : public Module {
- public:
-  CrossEntropyLoss() : Module("CrossEntropyLoss") {}
-  Tensor forward(const Tensor& input, const Tensor& target) { return functional::cross_entropy(input, target); }
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
-};
+#define LOCKSTEP_LOSS(Name, fn)                                                                  \
+  class Name##Impl : public Module {                                                             \
+   public:                                                                                       \
+    explicit Name##Impl(const Name##Options& options = {}) : Module(#Name), options(options) {}  \
+    Tensor forward(const Tensor& input, const Tensor& target) {                                  \
+      return functional::fn(input, target, options);                                             \
+    }                                                                                            \
+    Name##Options options;                                                                       \
+  };                                                                                             \
+  LOCKSTEP_MODULE(Name)
 
-class MSELoss : public Module {
- public:
-  MSELoss() : Module("MSELoss") {}
-  Tensor forward(const Tensor& input, const Tensor& target) { return functional::mse_loss(input, target); }
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
-};
+LOCKSTEP_LOSS(CrossEntropyLoss, cross_entropy);
+LOCKSTEP_LOSS(NLLLoss, nll_loss);
+LOCKSTEP_LOSS(BCEWithLogitsLoss, binary_cross_entropy_with_logits);
+LOCKSTEP_LOSS(MSELoss, mse_loss);
+
+#undef LOCKSTEP_LOSS
 
 }  // namespace lockstep::nn

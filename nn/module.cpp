@@ -2,6 +2,7 @@
 #include "nn/module.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/grad_mode.h"
 #include "tensor/ops.h"
@@ -25,11 +26,13 @@ void Module::check_new_name(const std::string& name) const {
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
-  check_new_name(name);
   LOCKSTEP_CHECK(t.defined(), name_, ": register_parameter('", name, "'): undefined tensor");
   LOCKSTEP_CHECK(t.is_leaf(), name_, ": register_parameter('", name, "'): a parameter must be a leaf tensor "
                  "(create it under NoGradGuard or detach() it)");
   t.set_requires_grad(requires_grad);
+  for (auto& [n, p] : params_)
+    if (n == name) return p = std::move(t);
+  check_new_name(name);
   params_.emplace_back(name, std::move(t));
   return params_.back().second;
 }
@@ -54,9 +57,17 @@ void Module::collect(NamedTensors Module::*list, const std::string& prefix, bool
   for (const auto& [n, child] : children_) child->collect(list, prefix + n + ".", true, out);
 }
 
-NamedTensors Module::named_parameters(bool recurse) const {
+NamedTensors Module::named_parameters_all(bool recurse) const {
   NamedTensors out;
   collect(&Module::params_, "", recurse, out);
+  return out;
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& [n, t] : named_parameters_all(recurse))
+    if (seen.insert(t.impl()).second) out.emplace_back(std::move(n), std::move(t));
   return out;
 }
 
@@ -82,8 +93,13 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [_, c] : children_) c->apply(fn);
+  fn(*this);
+}
+
 NamedTensors Module::state_dict() const {
-  NamedTensors out = named_parameters();
+  NamedTensors out = named_parameters_all(true);
   for (auto& b : named_buffers()) out.push_back(std::move(b));
   return out;
 }

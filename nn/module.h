@@ -2,11 +2,23 @@
 // live in ordered, named lists, so parameters() has one order on every rank (the order DDP's
 // buckets rely on) and named_parameters() gives PyTorch's dotted names ("fc.weight", "0.bias").
 //
-// Modules are held by std::shared_ptr; a child registered with register_module is shared with the
-// field the model keeps for it. Parameters are Tensor handles: to(device) rewrites their data in
-// place (Tensor::set_data), so handles kept in fields stay valid.
+// Modules are held by std::shared_ptr, usually through a ModuleHolder (nn/module_holder.h: `nn::Linear`
+// holds a `LinearImpl`); a child registered with register_module is shared with the field the model
+// keeps for it. Parameters are Tensor handles: to(device) rewrites their data in place
+// (Tensor::set_data), so handles kept in fields stay valid.
+//
+// forward: single-input modules override the virtual forward(const Tensor&), which Sequential and DDP
+// call. A module may instead (or also) declare a forward with any other signature, e.g.
+//   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);
+// its holder's operator() calls whichever forward the arguments select.
+//
+// Weight tying: parameters() and named_parameters() yield each tensor once (the first name it was
+// registered under), as PyTorch's; state_dict() keeps every name. Tie with register_parameter, which
+// replaces a parameter of the same name:
+//   lm_head->weight = lm_head->register_parameter("weight", wte->weight);
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,11 +41,16 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual Tensor forward(const Tensor& input);
   Tensor operator()(const Tensor& input) { return forward(input); }
 
+  // Each tensor once, in registration order (tied weights are yielded under their first name).
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
+  // Calls fn on every submodule (depth first, children before their parent) and then on this module, as
+  // torch.nn.Module.apply; the usual way to re-initialise a model:
+  //   model->apply([](nn::Module& m) { if (auto* l = m.as<nn::Linear>()) nn::init::normal_(l->weight, 0, 0.02); });
+  void apply(const std::function<void(Module&)>& fn);
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
 
   // Parameters then buffers, with dotted names: what a checkpoint holds.
@@ -51,8 +68,15 @@ class Module : public std::enable_shared_from_this<Module> {
   void zero_grad(bool set_to_none = true);
 
   const std::string& name() const { return name_; }
+  // This module as T (a Module subclass or a holder's type, as LibTorch's as<T>()); null when it is not.
+  template <typename T>
+  auto* as() {
+    if constexpr (requires { typename T::ContainedType; }) return dynamic_cast<typename T::ContainedType*>(this);
+    else return dynamic_cast<T*>(this);
+  }
 
- protected:
+  // Registering a name that is already a parameter replaces that parameter in place (same position):
+  // how a weight is tied to another module's.
   Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor t);
   template <typename M>
@@ -60,11 +84,19 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(name, m);
     return m;
   }
+  // A holder (nn::Linear, nn::Sequential, ...): fc = register_module("fc", nn::Linear(784, 10)).
+  template <typename H>
+    requires requires(const H& h) { h.ptr(); }
+  H register_module(const std::string& name, H holder) {
+    add_child(name, holder.ptr());
+    return holder;
+  }
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
   void check_new_name(const std::string& name) const;
   void collect(NamedTensors Module::*list, const std::string& prefix, bool recurse, NamedTensors& out) const;
+  NamedTensors named_parameters_all(bool recurse) const;  // with duplicates, as state_dict holds them
 
   std::string name_;
   bool training_ = true;

@@ -1,25 +1,39 @@
 // Sequential: children run in order; they are named "0", "1", ... so that state_dict keys match the
 // equivalent torch.nn.Sequential ("0.weight", "2.bias").
+//
+//   nn::Sequential net(nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10));
+//   Tensor y = net(x);
 #pragma once
 
-#include <initializer_list>
+#include <memory>
+#include <string>
 
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace lockstep::nn {
 
-class Sequential : public Module {
+// A module, a holder of one, or a shared pointer to one, as the shared pointer containers keep.
+template <typename M>
+std::shared_ptr<Module> as_module_ptr(M&& m) {
+  if constexpr (requires { m.ptr(); }) return m.ptr();
+  else return std::shared_ptr<Module>(std::forward<M>(m));
+}
+
+class SequentialImpl : public Module {
  public:
-  Sequential() : Module("Sequential") {}
-  Sequential(std::initializer_list<std::shared_ptr<Module>> modules) : Module("Sequential") {
-    for (auto& m : modules) push_back(m);
-  }
-  // std::make_shared<Sequential>(std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), ...)
+  SequentialImpl() : Module("Sequential") {}
   template <typename... M>
-  explicit Sequential(std::shared_ptr<M>... modules) : Module("Sequential") {
-    (push_back(std::move(modules)), ...);
+    requires(sizeof...(M) > 0)
+  explicit SequentialImpl(M&&... modules) : Module("Sequential") {
+    (push_back(as_module_ptr(std::forward<M>(modules))), ...);
   }
   void push_back(std::shared_ptr<Module> m) { register_module(std::to_string(size_), std::move(m)), ++size_; }
+  template <typename H>
+    requires requires(const H& h) { h.ptr(); }
+  void push_back(const H& holder) {
+    push_back(std::shared_ptr<Module>(holder.ptr()));
+  }
   size_t size() const { return size_; }
   std::shared_ptr<Module> operator[](size_t i) const {
     LOCKSTEP_CHECK(i < size_, "Sequential: index ", i, " out of range for ", size_, " modules");
@@ -34,5 +48,6 @@ class Sequential : public Module {
  private:
   size_t size_ = 0;
 };
+LOCKSTEP_MODULE(Sequential);
 
 }  // namespace lockstep::nn

@@ -89,7 +89,7 @@ TEST_CASE("Linear rejects an input of the wrong dtype or rank, naming the layer"
         "with .to(kFloat64))");
   CHECK(error_of([&] { fc(arange(8).reshape({2, 4})); }) ==
         "Linear(4, 3): expected a float32 input, got int64 (convert the input with .to(kFloat32))");
-  CHECK(error_of([&] { fc(zeros({4})); }) == "Linear(4, 3): expected input [N, 4], got [4]");
+  CHECK(error_of([&] { fc(zeros({2, 5})); }) == "Linear(4, 3): expected input [..., 4], got [2, 5]");
   CHECK(error_of([&] { linear(zeros({2, 4}), zeros({3, 4}, kFloat64)); }) ==
         "linear: input is float32 but weight is float64 (convert one with .to(dtype))");
 }
@@ -104,7 +104,7 @@ TEST_CASE("losses reject inputs of the wrong dtype with their own name") {
 
 TEST_CASE("Sequential rejects a null module") {
   nn::Sequential seq;
-  CHECK(error_of([&] { seq.push_back(nullptr); }) == "Sequential: register_module('0'): null module");
+  CHECK(error_of([&] { seq->push_back(nullptr); }) == "Sequential: register_module('0'): null module");
 }
 
 // --- optim -----------------------------------------------------------------------------------------

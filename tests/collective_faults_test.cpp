@@ -162,8 +162,8 @@ TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws,
         o.timeout = kTimeout;
         dist::init_process_group(o);
         manual_seed(0);
-        auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(8, 16), std::make_shared<nn::ReLU>(),
-                                                      std::make_shared<nn::Linear>(16, 4));
+        auto model = nn::Sequential(nn::Linear(8, 16), nn::ReLU(),
+                                                      nn::Linear(16, 4));
         dist::DistributedDataParallel ddp(model);
         optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1));
         nn::CrossEntropyLoss ce;

@@ -19,11 +19,11 @@ const bool kHaveDevice = [] {
   return have;
 }();
 
-std::shared_ptr<nn::Sequential> mlp(uint64_t seed) {
+nn::Sequential mlp(uint64_t seed) {
   manual_seed(seed);
-  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(),
-                                          std::make_shared<nn::Linear>(128, 128), std::make_shared<nn::ReLU>(),
-                                          std::make_shared<nn::Linear>(128, 10));
+  return nn::Sequential(nn::Linear(64, 128), nn::ReLU(),
+                                          nn::Linear(128, 128), nn::ReLU(),
+                                          nn::Linear(128, 10));
 }
 
 }  // namespace

@@ -13,10 +13,10 @@ namespace lockstep::testing {
 
 constexpr int64_t kIn = 6, kHidden = 8, kClasses = 3, kBatch = 12, kSteps = 5;
 
-inline std::shared_ptr<nn::Sequential> make_model(uint64_t seed) {
+inline nn::Sequential make_model(uint64_t seed) {
   manual_seed(seed);
-  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(kIn, kHidden), std::make_shared<nn::ReLU>(),
-                                          std::make_shared<nn::Linear>(kHidden, kClasses));
+  return nn::Sequential(nn::Linear(kIn, kHidden), nn::ReLU(),
+                                          nn::Linear(kHidden, kClasses));
 }
 
 struct Data {

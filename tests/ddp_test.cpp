@@ -158,10 +158,10 @@ TEST_CASE("no_sync over k micro-batches equals one batch k times larger") {
 namespace {
 // Holds a layer that forward never uses.
 struct WithUnused : nn::Module {
-  std::shared_ptr<nn::Linear> used, unused;
+  nn::Linear used{nullptr}, unused{nullptr};
   WithUnused() : Module("WithUnused") {
-    used = register_module("used", std::make_shared<nn::Linear>(4, 2));
-    unused = register_module("unused", std::make_shared<nn::Linear>(4, 2));
+    used = register_module("used", nn::Linear(4, 2));
+    unused = register_module("unused", nn::Linear(4, 2));
   }
   Tensor forward(const Tensor& x) override { return used->forward(x); }
 };
@@ -200,7 +200,7 @@ TEST_CASE("models that differ across ranks are an error on every rank") {
   uint16_t port = testing::free_port();
   auto results = run_ranks(2, [&](int rank) {
     init(2, rank, port);
-    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, rank == 0 ? 3 : 5));
+    auto model = nn::Sequential(nn::Linear(4, rank == 0 ? 3 : 5));
     std::string error;
     try {
       dist::DistributedDataParallel ddp(model);

@@ -12,9 +12,9 @@ using namespace lockstep;
 
 // The seeds' Model: a Module holding one Linear whose forward reports sizes.
 struct Model : nn::Module {
-  std::shared_ptr<nn::Linear> fc;
+  nn::Linear fc{nullptr};
   std::vector<std::string> log;
-  Model(int64_t in, int64_t out) : Module("Model") { fc = register_module("fc", std::make_shared<nn::Linear>(in, out)); }
+  Model(int64_t in, int64_t out) : Module("Model") { fc = register_module("fc", nn::Linear(in, out)); }
   Tensor forward(const Tensor& input) override {
     Tensor output = fc->forward(input);
     std::ostringstream os;
@@ -28,11 +28,11 @@ struct WithBuffer : nn::Module {
   WithBuffer() : Module("WithBuffer") {
     register_parameter("scale", ones({2}));
     register_buffer("running", zeros({2}));
-    inner = register_module("inner", std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(2, 3),
-                                                                       std::make_shared<nn::ReLU>(),
-                                                                       std::make_shared<nn::Linear>(3, 1, false)));
+    inner = register_module("inner", nn::Sequential(nn::Linear(2, 3),
+                                                                       nn::ReLU(),
+                                                                       nn::Linear(nn::LinearOptions(3, 1).bias(false))));
   }
-  std::shared_ptr<nn::Sequential> inner;
+  nn::Sequential inner{nullptr};
 };
 
 static std::vector<std::string> names(const nn::NamedTensors& v) {
@@ -50,7 +50,7 @@ TEST_CASE("parameters come in registration order with PyTorch's dotted names") {
   CHECK(names(w.state_dict()) ==
         std::vector<std::string>{"scale", "inner.0.weight", "inner.0.bias", "inner.2.weight", "running"});
   CHECK(w.parameters().size() == 4);
-  CHECK(w.parameters()[1].is_same(std::dynamic_pointer_cast<nn::Linear>((*w.inner)[0])->weight));
+  CHECK(w.parameters()[1].is_same(std::dynamic_pointer_cast<nn::LinearImpl>((*w.inner)[0])->weight));
   CHECK(w.parameters(false).size() == 1);
   for (auto& p : w.parameters()) CHECK(p.requires_grad());
 }
@@ -61,24 +61,24 @@ TEST_CASE("the seeds' Model runs and reports sizes") {
   Tensor out = m(randn({30, 5}));
   CHECK(out.shape() == Shape{30, 2});
   CHECK(m.log.back() == "In Model: input size [30, 5] output size [30, 2]");
-  CHECK_THROWS_WITH_AS(m(randn({30, 4})), "Linear(5, 2): expected input [N, 5], got [30, 4]", Error);
+  CHECK_THROWS_WITH_AS(m(randn({30, 4})), "Linear(5, 2): expected input [..., 5], got [30, 4]", Error);
 }
 
 TEST_CASE("Linear uses PyTorch's default initialisation bounds") {
   manual_seed(3);
   nn::Linear l(400, 300);
   double bound = 1.0 / std::sqrt(400.0);
-  auto w = l.weight.to_vector<float>();
+  auto w = l->weight.to_vector<float>();
   float lo = *std::min_element(w.begin(), w.end()), hi = *std::max_element(w.begin(), w.end());
   CHECK(lo >= -bound);
   CHECK(hi <= bound);
   CHECK(lo < -0.99 * bound);  // the whole range is used
   CHECK(hi > 0.99 * bound);
-  auto b = l.bias.to_vector<float>();
+  auto b = l->bias.to_vector<float>();
   CHECK(*std::max_element(b.begin(), b.end()) <= bound);
-  CHECK(l.weight.shape() == Shape{300, 400});
-  CHECK(l.bias.shape() == Shape{300});
-  CHECK(!nn::Linear(3, 2, false).bias.defined());
+  CHECK(l->weight.shape() == Shape{300, 400});
+  CHECK(l->bias.shape() == Shape{300});
+  CHECK(!nn::Linear(nn::LinearOptions(3, 2).bias(false))->bias.defined());
   CHECK_THROWS_WITH_AS(nn::Linear(0, 2), doctest::Contains("must be positive"), Error);
 }
 
@@ -111,7 +111,7 @@ TEST_CASE("registration errors") {
   struct Bad : nn::Module {
     void twice() {
       register_parameter("w", zeros({1}));
-      register_parameter("w", zeros({1}));
+      register_buffer("w", zeros({1}));
     }
     void dotted() { register_parameter("a.b", zeros({1})); }
   } bad;
@@ -150,11 +150,11 @@ TEST_CASE("cross entropy matches the definition; bad targets are clear errors") 
   CHECK(ce(tensor({1000.0, 0.0}, {1, 2}), tensor(std::vector<int64_t>{0})).item<double>() == doctest::Approx(0.0));
   manual_seed(5);
   lockstep::testing::gradcheck([&](const std::vector<Tensor>& x) { return ce(x[0], target); }, {randn({2, 3}, kFloat64)});
-  CHECK_THROWS_WITH_AS(ce(logits, tensor(std::vector<int64_t>{3, 0})), "cross_entropy: target 3 at position 0 is out of range for 3 classes", Error);
+  CHECK_THROWS_WITH_AS(ce(logits, tensor(std::vector<int64_t>{3, 0})), "cross_entropy: target 3 at position 0 is out of range for 3 classes (input [2, 3], ignore_index -100)", Error);
   CHECK_THROWS_WITH_AS(ce(logits, tensor(std::vector<int64_t>{-1, 0})), doctest::Contains("target -1 at position 0"), Error);
-  CHECK_THROWS_WITH_AS(ce(logits, tensor({2.0, 0.0})), "cross_entropy: expected int64 class targets, got float64", Error);
-  CHECK_THROWS_WITH_AS(ce(logits, tensor(std::vector<int64_t>{1})), doctest::Contains("target [1] does not match input [2, 3]"), Error);
-  CHECK_THROWS_WITH_AS(ce(tensor({1.0, 2.0}), tensor(std::vector<int64_t>{1})), doctest::Contains("expected input [N, C], got [2]"), Error);
+  CHECK_THROWS_WITH_AS(ce(logits, tensor({2.0, 0.0})), "cross_entropy: target [2] float64 is neither int64 class indices [2] nor probabilities of the input's shape [2, 3]", Error);
+  CHECK_THROWS_WITH_AS(ce(logits, tensor(std::vector<int64_t>{1})), "cross_entropy: input [2, 3] needs target [2], got [1]", Error);
+  CHECK_THROWS_WITH_AS(ce(tensor({1.0, 2.0}), tensor(std::vector<int64_t>{1})), "cross_entropy: input [2] needs target [], got [1]", Error);
 }
 
 TEST_CASE("MSELoss") {

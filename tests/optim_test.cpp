@@ -81,8 +81,8 @@ TEST_CASE("an MLP learns a separable problem to more than 95% accuracy") {
     pts[2 * i + 1] = (lab[i] & 2 ? 2.f : -2.f) + 0.5f * noise[2 * i + 1];
   }
   Tensor x = tensor(pts, {n, 2});
-  auto model = std::make_shared<nn::Sequential>(
-      std::make_shared<nn::Linear>(2, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 4));
+  auto model = nn::Sequential(
+      nn::Linear(2, 16), nn::ReLU(), nn::Linear(16, 4));
   optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
   nn::CrossEntropyLoss ce;
   double first = 0, last = 0;

@@ -1,0 +1,183 @@
+// Losses composed from log_softmax, gather and reductions, with PyTorch's reduction rules: 'mean'
+// over class-index targets divides by the summed weight of the non-ignored targets; over probability
+// targets and elementwise losses, by the element count.
+#include <vector>
+
+#include "autograd/functions.h"
+#include "nn/functional.h"
+#include "tensor/factory.h"
+
+namespace lockstep::nn::functional {
+
+namespace {
+
+Tensor reduce(const Tensor& per_element, Reduction r) {
+  switch (r) {
+    case Reduction::None: return per_element;
+    case Reduction::Sum: return sum(per_element);
+    case Reduction::Mean: return mean(per_element);
+  }
+  return per_element;
+}
+
+// [N, C, d...] -> [N * d..., C] (classes last), the shape gather works on.
+Tensor classes_last(const Tensor& x) {
+  if (x.dim() == 2) return x;
+  std::vector<int64_t> order{0};
+  for (int64_t d = 2; d < x.dim(); ++d) order.push_back(d);
+  order.push_back(1);
+  return reshape(permute(x, order), {-1, x.size(1)});
+}
+
+// Class-index targets (on the caller's input, batched or not): the checks shared by cross_entropy and
+// nll_loss.
+void check_index_target(const char* fn, const Tensor& input, const Tensor& target, const Tensor& weight) {
+  Shape expected = input.shape();
+  expected.erase(expected.begin() + (input.dim() == 1 ? 0 : 1));
+  const int64_t C = input.size(input.dim() == 1 ? 0 : 1);
+  LOCKSTEP_CHECK(target.dtype() == kInt64, fn, ": expected int64 class indices ", expected, ", got ", target.dtype(),
+                 " target ", target.shape());
+  LOCKSTEP_CHECK(target.shape() == expected, fn, ": input ", input.shape(), " needs target ", expected, ", got ",
+                 target.shape());
+  LOCKSTEP_CHECK(!weight.defined() || weight.shape() == Shape{C}, fn, ": weight ", weight.shape(),
+                 " must have one entry per class (", C, ")");
+  LOCKSTEP_CHECK(input.device() == target.device(), fn, ": devices differ: input on ", input.device(),
+                 ", target on ", target.device());
+}
+
+// logp [N, C, d...] and int64 target [N, d...]: PyTorch's nll_loss (weight, ignore_index, reduction)
+// plus cross_entropy's label smoothing term.
+Tensor nll(const char* fn, const Tensor& logp, const Tensor& target, const Tensor& weight, int64_t ignore_index,
+           Reduction reduction, double smoothing) {
+  const int64_t C = logp.size(1);
+  Tensor lp = classes_last(logp);      // [M, C]
+  Tensor t = reshape(target, {-1});     // [M]
+  Tensor valid = ne(t, scalar_tensor(static_cast<double>(ignore_index), {kInt64, t.device()}));
+  Tensor safe = mul(t, to(valid, kInt64));  // ignored targets read class 0, then weigh 0
+  if (!safe.is_cuda()) {
+    std::vector<int64_t> v = safe.to_vector<int64_t>();
+    for (size_t i = 0; i < v.size(); ++i)
+      LOCKSTEP_CHECK(v[i] >= 0 && v[i] < C, fn, ": target ", v[i], " at position ", i, " is out of range for ", C,
+                     " classes (input ", logp.shape(), ", ignore_index ", ignore_index, ")");
+  }
+  Tensor w = to(valid, lp.dtype());
+  if (weight.defined()) w = w * index_select(to(weight, lp.dtype()), 0, safe);
+  Tensor loss = -squeeze(gather(lp, 1, unsqueeze(safe, 1)), 1) * w;  // [M]
+  Tensor smooth;
+  if (smoothing > 0) {
+    Tensor weighted = weight.defined() ? lp * reshape(to(weight, lp.dtype()), {1, C}) : lp;
+    smooth = -sum(weighted, 1) * to(valid, lp.dtype());  // [M]
+  }
+  Tensor out, smooth_out;
+  switch (reduction) {
+    case Reduction::None: {
+      out = reshape(loss, target.shape());
+      if (smoothing > 0) smooth_out = reshape(smooth, target.shape());
+      break;
+    }
+    case Reduction::Sum: {
+      out = sum(loss);
+      if (smoothing > 0) smooth_out = sum(smooth);
+      break;
+    }
+    case Reduction::Mean: {
+      Tensor total = sum(w);
+      out = sum(loss) / total;
+      if (smoothing > 0) smooth_out = sum(smooth) / total;
+      break;
+    }
+  }
+  return smoothing > 0 ? out * (1 - smoothing) + smooth_out * (smoothing / static_cast<double>(C)) : out;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const CrossEntropyLossOptions& o) {
+  LOCKSTEP_CHECK(input_in.defined() && target_in.defined(), "cross_entropy: got an undefined tensor");
+  LOCKSTEP_CHECK(is_floating_point(input_in.dtype()), "cross_entropy: expected floating-point logits, got ",
+                 input_in.dtype());
+  LOCKSTEP_CHECK(input_in.dim() >= 1, "cross_entropy: expected input [N, C] or [N, C, d...], got ", input_in.shape());
+  LOCKSTEP_CHECK(input_in.device() == target_in.device(), "cross_entropy: devices differ: input on ",
+                 input_in.device(), ", target on ", target_in.device());
+  const double ls = o.label_smoothing();
+  LOCKSTEP_CHECK(ls >= 0 && ls <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ", ls);
+  const bool unbatched = input_in.dim() == 1;
+  const bool probabilities = is_floating_point(target_in.dtype());
+  if (probabilities) {
+    Shape indices = input_in.shape();
+    indices.erase(indices.begin() + (unbatched ? 0 : 1));
+    LOCKSTEP_CHECK(target_in.shape() == input_in.shape(), "cross_entropy: target ", target_in.shape(), " ",
+                   target_in.dtype(), " is neither int64 class indices ", indices,
+                   " nor probabilities of the input's shape ", input_in.shape());
+  } else {
+    check_index_target("cross_entropy", input_in, target_in, o.weight());
+  }
+  Tensor input = unbatched ? unsqueeze(input_in, 0) : input_in;
+  Tensor target = unbatched ? unsqueeze(target_in, 0) : target_in;
+  const int64_t C = input.size(1);
+  Tensor logp = lockstep::log_softmax(input, 1);
+  if (probabilities) {
+    LOCKSTEP_CHECK(!o.weight().defined() || o.weight().shape() == Shape{C}, "cross_entropy: weight ",
+                   o.weight().shape(), " must have one entry per class (", C, ")");
+    Tensor p = ls > 0 ? target * (1 - ls) + ls / static_cast<double>(C) : target;
+    Tensor prod = logp * p;
+    if (o.weight().defined()) {
+      Shape s(input.dim(), 1);
+      s[1] = C;
+      prod = prod * reshape(to(o.weight(), prod.dtype()), s);
+    }
+    Tensor per = -sum(prod, 1);  // [N, d...]
+    if (o.reduction() == Reduction::Mean) return sum(per) / static_cast<double>(per.numel());
+    if (o.reduction() == Reduction::Sum) return sum(per);
+    return unbatched ? squeeze(per, 0) : per;
+  }
+  Tensor out = nll("cross_entropy", logp, target, o.weight(), o.ignore_index(), o.reduction(), ls);
+  return unbatched && o.reduction() == Reduction::None ? squeeze(out, 0) : out;
+}
+
+Tensor nll_loss(const Tensor& input_in, const Tensor& target_in, const NLLLossOptions& o) {
+  LOCKSTEP_CHECK(input_in.defined() && target_in.defined(), "nll_loss: got an undefined tensor");
+  LOCKSTEP_CHECK(input_in.dim() >= 1 && is_floating_point(input_in.dtype()),
+                 "nll_loss: expected floating-point log-probabilities [N, C] or [N, C, d...], got ",
+                 input_in.dtype(), " ", input_in.shape());
+  check_index_target("nll_loss", input_in, target_in, o.weight());
+  const bool unbatched = input_in.dim() == 1;
+  Tensor input = unbatched ? unsqueeze(input_in, 0) : input_in;
+  Tensor target = unbatched ? unsqueeze(target_in, 0) : target_in;
+  Tensor out = nll("nll_loss", input, target, o.weight(), o.ignore_index(), o.reduction(), 0);
+  return unbatched && o.reduction() == Reduction::None ? squeeze(out, 0) : out;
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const BCEWithLogitsLossOptions& o) {
+  LOCKSTEP_CHECK(x.defined() && y.defined(), "binary_cross_entropy_with_logits: got an undefined tensor");
+  LOCKSTEP_CHECK(x.shape() == y.shape(), "binary_cross_entropy_with_logits: target ", y.shape(),
+                 " must have the input's shape ", x.shape());
+  LOCKSTEP_CHECK(is_floating_point(x.dtype()) && is_floating_point(y.dtype()),
+                 "binary_cross_entropy_with_logits: expected floating-point input and target, got ", x.dtype(),
+                 " and ", y.dtype());
+  // -log sigmoid(x) = log(1 + exp(-|x|)) - min(x, 0), stable for any x.
+  Tensor neg_log_sigmoid = log(1.0 + exp(-abs(x))) - clamp(x, std::nullopt, 0.0);
+  Tensor loss;
+  if (o.pos_weight().defined()) {
+    Tensor log_weight = (o.pos_weight() - 1.0) * y + 1.0;
+    loss = (1.0 - y) * x + log_weight * neg_log_sigmoid;
+  } else {
+    loss = (1.0 - y) * x + neg_log_sigmoid;
+  }
+  if (o.weight().defined()) loss = loss * o.weight();
+  return reduce(loss, o.reduction());
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions& o) {
+  LOCKSTEP_CHECK(input.defined() && target.defined(), "mse_loss: got an undefined tensor");
+  LOCKSTEP_CHECK(input.shape() == target.shape(), "mse_loss: input ", input.shape(), " and target ", target.shape(),
+                 " differ in shape");
+  LOCKSTEP_CHECK(input.dtype() == target.dtype(), "mse_loss: input is ", input.dtype(), " but target is ",
+                 target.dtype());
+  LOCKSTEP_CHECK(input.device() == target.device(), "mse_loss: devices differ: input on ", input.device(),
+                 ", target on ", target.device());
+  Tensor d = input - target;
+  return reduce(d * d, o.reduction());
+}
+
+}  // namespace lockstep::nn::functional

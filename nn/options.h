@@ -1,0 +1,64 @@
+// The one options style of nn/, as LibTorch's TORCH_ARG: each option is a private field with a
+// chaining setter and a getter of the same name, so options read
+//   Conv2dOptions(1, 32, 3).stride(1).padding(1)      // setters return *this
+//   opts.stride()                                      // getters
+// Required arguments go to the options' constructor; everything else has PyTorch's default.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+
+#include "common/check.h"
+
+// Declares option `name` of type T with default `...` (the default may contain commas).
+#define LOCKSTEP_ARG(T, name, ...)                         \
+ public:                                                   \
+  auto name(const T& new_##name)->decltype(*this) {        \
+    this->name##_ = new_##name;                            \
+    return *this;                                          \
+  }                                                        \
+  const T& name() const noexcept { return this->name##_; } \
+                                                           \
+ private:                                                  \
+  T name##_ = __VA_ARGS__
+
+namespace lockstep::nn {
+
+// D sizes given as one number for all (3) or one per dimension ({3, 5}), as LibTorch's ExpandingArray.
+template <size_t D>
+class ExpandingArray {
+ public:
+  ExpandingArray(int64_t v) { values_.fill(v); }  // NOLINT: implicit, as kernel_size = 3
+  ExpandingArray(std::initializer_list<int64_t> list) {
+    LOCKSTEP_CHECK(list.size() == D, "expected ", D, " sizes, got ", list.size());
+    size_t i = 0;
+    for (int64_t v : list) values_[i++] = v;
+  }
+  ExpandingArray(const std::array<int64_t, D>& a) : values_(a) {}
+  int64_t operator[](size_t i) const { return values_[i]; }
+  const std::array<int64_t, D>& values() const { return values_; }
+  bool operator==(const ExpandingArray&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const ExpandingArray& a) {
+    if (D == 1) return os << a.values_[0];
+    os << '(';
+    for (size_t i = 0; i < D; ++i) os << (i ? ", " : "") << a.values_[i];
+    return os << ')';
+  }
+
+ private:
+  std::array<int64_t, D> values_{};
+};
+
+// How a loss reduces its per-element values: torch's reduction='none' | 'mean' | 'sum'.
+enum class Reduction { None, Mean, Sum };
+
+}  // namespace lockstep::nn
+
+namespace lockstep::nn {
+inline constexpr Reduction kNone = Reduction::None;
+inline constexpr Reduction kMean = Reduction::Mean;
+inline constexpr Reduction kSum = Reduction::Sum;
+}  // namespace lockstep::nn

@@ -1,0 +1,140 @@
+// Pooling as views: the (padded) input seen through as_strided as [N, C, H_out, W_out, kH, kW]
+// windows, reduced with amax (max pooling; the gradient goes to the maximum) or sum (average pooling).
+// Adaptive average pooling is separable: P_h x P_w^T with constant averaging matrices.
+#include <cmath>
+#include <limits>
+
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/ops.h"
+#include "nn/pooling.h"
+#include "tensor/factory.h"
+
+namespace lockstep::nn::functional {
+
+namespace {
+
+struct Geometry {
+  int64_t k[2], s[2], p[2], d[2], out[2], extra[2];  // extra: right/bottom padding ceil_mode needs
+};
+
+// PyTorch's pooling output size, including ceil_mode's rule that the last window starts inside the
+// input or its left padding.
+Geometry geometry(const char* fn, const Tensor& x, ExpandingArray<2> k, ExpandingArray<2> s, ExpandingArray<2> p,
+                  ExpandingArray<2> d, bool ceil_mode) {
+  LOCKSTEP_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), fn, ": expected input [N, C, H, W] or [C, H, W], got ",
+                 x.defined() ? x.shape() : Shape{});
+  Geometry g{};
+  for (int i = 0; i < 2; ++i) {
+    g.k[i] = k[i], g.s[i] = s[i] == 0 ? k[i] : s[i], g.p[i] = p[i], g.d[i] = d[i];
+    LOCKSTEP_CHECK(g.k[i] > 0 && g.s[i] > 0 && g.d[i] > 0, fn, ": kernel_size ", k, ", stride ", s, " and dilation ",
+                   d, " must be positive");
+    LOCKSTEP_CHECK(g.p[i] >= 0 && 2 * g.p[i] <= g.d[i] * (g.k[i] - 1) + 1, fn, ": padding ", p,
+                   " must be non-negative and at most half the kernel size ", k);
+    const int64_t n = x.size(x.dim() - 2 + i), span = n + 2 * g.p[i] - g.d[i] * (g.k[i] - 1) - 1;
+    LOCKSTEP_CHECK(span >= 0, fn, ": input ", x.shape(), " is smaller than the kernel ", k, " (padding ", p, ")");
+    g.out[i] = (ceil_mode ? (span + g.s[i] - 1) / g.s[i] : span / g.s[i]) + 1;
+    if (ceil_mode && (g.out[i] - 1) * g.s[i] >= n + g.p[i]) --g.out[i];
+    g.extra[i] = std::max<int64_t>(0, (g.out[i] - 1) * g.s[i] + g.d[i] * (g.k[i] - 1) + 1 - (n + 2 * g.p[i]));
+  }
+  return g;
+}
+
+// x [N, C, Hp, Wp] (already padded) -> windows [N, C, OH, OW, kH, kW].
+Tensor windows(const Tensor& x, const Geometry& g) {
+  const int64_t N = x.size(0), C = x.size(1), Hp = x.size(2), Wp = x.size(3);
+  return as_strided(x, {N, C, g.out[0], g.out[1], g.k[0], g.k[1]},
+                    {C * Hp * Wp, Hp * Wp, g.s[0] * Wp, g.s[1], g.d[0] * Wp, g.d[1]});
+}
+
+Tensor pad(const Tensor& x, const Geometry& g, double value) {
+  return pad2d(x, g.p[1], g.p[1] + g.extra[1], g.p[0], g.p[0] + g.extra[0], value);
+}
+
+}  // namespace
+
+// Max pooling over the kH * kW offsets of the windows: a running maximum of strided [N, C, OH, OW]
+// views of the (-inf padded) input. Backward sends each output's gradient to the first offset that
+// holds the maximum, as PyTorch's index-based backward does.
+Tensor max_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s, ExpandingArray<2> p,
+                  ExpandingArray<2> d, bool ceil_mode) {
+  namespace in = internal;
+  Geometry g = geometry("max_pool2d", input, k, s, p, d, ceil_mode);
+  const bool batched = input.dim() == 4;
+  Tensor x = batched ? input : unsqueeze(input, 0);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Hp = H + 2 * g.p[0] + g.extra[0], Wp = W + 2 * g.p[1] + g.extra[1];
+  auto at = [=](const Tensor& padded, int64_t i, int64_t j) {  // offset (i, j) of every window
+    return in::as_strided(padded, {N, C, g.out[0], g.out[1]}, {C * Hp * Wp, Hp * Wp, g.s[0] * Wp, g.s[1]},
+                          padded.storage_offset() + i * g.d[0] * Wp + j * g.d[1]);
+  };
+  Tensor xp = full({N, C, Hp, Wp}, -std::numeric_limits<double>::infinity(), {x.dtype(), x.device()});
+  {
+    Tensor inner = in::narrow(in::narrow(xp, 2, g.p[0], H), 3, g.p[1], W);
+    in::copy_(inner, x.detach());
+  }
+  Tensor out = in::contiguous(at(xp, 0, 0));
+  for (int64_t i = 0; i < g.k[0]; ++i)
+    for (int64_t j = 0; j < g.k[1]; ++j)
+      if (i || j) out = in::maximum(out, at(xp, i, j));
+  if (autograd::needs_grad({x})) {
+    out = autograd::record("max_pool2d", out, {x}, [=](const Tensor& grad) {
+      Tensor gxp = zeros({N, C, Hp, Wp}, {grad.dtype(), grad.device()});
+      Tensor taken = zeros(out.shape(), {grad.dtype(), grad.device()});  // 1 where an earlier offset won
+      for (int64_t i = 0; i < g.k[0]; ++i)
+        for (int64_t j = 0; j < g.k[1]; ++j) {
+          Tensor hit = in::mul(in::to_dtype(in::eq(at(xp, i, j), out), grad.dtype()), in::add(in::neg(taken), 1.0));
+          Tensor dst = at(gxp, i, j);
+          in::add_(dst, in::mul(grad, hit));
+          in::add_(taken, hit);
+        }
+      return std::vector<Tensor>{in::contiguous(in::narrow(in::narrow(gxp, 2, g.p[0], H), 3, g.p[1], W))};
+    });
+  }
+  return batched ? out : squeeze(out, 0);
+}
+
+Tensor avg_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s, ExpandingArray<2> p, bool ceil_mode,
+                  bool count_include_pad) {
+  Geometry g = geometry("avg_pool2d", input, k, s, p, 1, ceil_mode);
+  const bool batched = input.dim() == 4;
+  Tensor x = batched ? input : unsqueeze(input, 0);
+  Tensor total = sum(windows(pad(x, g, 0), g), {4, 5});
+  // The divisor of each window: how many of its cells are input (or, with count_include_pad, input or
+  // left/right padding, but not ceil_mode's extra cells), as PyTorch.
+  Tensor divisor;
+  {
+    NoGradGuard no_grad;
+    const int64_t H = x.size(2), W = x.size(3);
+    Tensor cells = ones({1, 1, H, W}, {x.dtype(), x.device()});
+    if (count_include_pad) cells = pad2d(cells, g.p[1], g.p[1], g.p[0], g.p[0], 1);
+    Geometry gd = g;
+    if (count_include_pad) gd.p[0] = gd.p[1] = 0;
+    divisor = sum(windows(pad(cells, gd, 0), g), {4, 5});
+  }
+  Tensor out = total / divisor;
+  return batched ? out : squeeze(out, 0);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, ExpandingArray<2> output_size) {
+  LOCKSTEP_CHECK(input.defined() && (input.dim() == 3 || input.dim() == 4),
+                 "adaptive_avg_pool2d: expected input [N, C, H, W] or [C, H, W], got ",
+                 input.defined() ? input.shape() : Shape{});
+  const int64_t H = input.size(-2), W = input.size(-1);
+  LOCKSTEP_CHECK(output_size[0] > 0 && output_size[1] > 0 && H > 0 && W > 0, "adaptive_avg_pool2d: output_size ",
+                 output_size, " and the input's spatial size ", Shape{H, W}, " must be positive");
+  // P [out, n]: row i averages cells [floor(i n / out), ceil((i + 1) n / out)).
+  auto averaging = [&](int64_t out, int64_t n) {
+    std::vector<double> m(out * n, 0.0);
+    for (int64_t i = 0; i < out; ++i) {
+      int64_t a = i * n / out, b = ((i + 1) * n + out - 1) / out;
+      for (int64_t j = a; j < b; ++j) m[i * n + j] = 1.0 / static_cast<double>(b - a);
+    }
+    return to(to(tensor(m, {out, n}), input.dtype()), input.device());
+  };
+  Tensor ph = averaging(output_size[0], H), pw = averaging(output_size[1], W);
+  return matmul(matmul(ph, input), transpose(pw, 0, 1));  // [.., out_h, H] [.., H, W] [W, out_w]
+}
+
+}  // namespace lockstep::nn::functional
