@@ -45,12 +45,12 @@
 #ifdef LOCKSTEP_WITH_NCCL
 #include <cuda_runtime_api.h>
 
-#include "distributed/nccl_util.h"
+#include "distributed/nccl/nccl_util.h"
 #endif
 
 #include "distributed/api.h"
-#include "distributed/gloo_store_adapter.h"
-#include "distributed/socket.h"
+#include "distributed/gloo/gloo_store_adapter.h"
+#include "distributed/net/socket.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -91,7 +91,7 @@ class ProcessGroupCollective : public Collective {
 
 std::string env_or_fail(const char* name) {
   const char* v = std::getenv(name);
-  LOCKSTEP_CHECK(v && *v, "allreduce_bench: ", name, " is not set (run under bazel-bin/distributed/launch)");
+  LOCKSTEP_CHECK(v && *v, "allreduce_bench: ", name, " is not set (run under bazel-bin/distributed/launch/launch)");
   return v;
 }
 

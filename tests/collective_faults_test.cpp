@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "distributed/ddp.h"
-#include "distributed/file_store.h"
+#include "distributed/store/file_store.h"
 #include "distributed/init.h"
-#include "distributed/process_group_gloo.h"
+#include "distributed/gloo/process_group_gloo.h"
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tests/multiprocess.h"

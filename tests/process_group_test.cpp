@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/direct_mesh.h"
-#include "distributed/file_store.h"
-#include "distributed/process_group_gloo.h"
+#include "distributed/gloo/direct_mesh.h"
+#include "distributed/store/file_store.h"
+#include "distributed/gloo/process_group_gloo.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tests/multiprocess.h"

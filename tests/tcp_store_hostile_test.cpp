@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/socket.h"
-#include "distributed/tcp_store.h"
-#include "distributed/tcp_store_server.h"
+#include "distributed/net/socket.h"
+#include "distributed/store/tcp_store.h"
+#include "distributed/store/tcp_store_server.h"
 #include "tests/test_util.h"
 
 using namespace lockstep::dist;

@@ -16,6 +16,7 @@
 // rank (Linux: found through /proc/self/fd when connecting) and looks at which ones broke. Writes to a
 // dead peer raise an error, not SIGPIPE: gloo's threads block that signal. Destruction waits for the
 // queued collectives, then closes every connection and thread.
+
 #pragma once
 
 #include <chrono>
@@ -29,8 +30,9 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/gloo/peer_sockets.h"
 #include "distributed/process_group.h"
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 
 namespace gloo {
 class Context;
@@ -121,18 +123,6 @@ class ProcessGroupGloo : public ProcessGroup {
   // gloo's error text, with the ranks whose connections broke named and a timeout spelled out.
   std::string explain(const std::string& gloo_error) const;
 
-  // A connected TCP socket of this process, known by its inode (0 when unknown); the group never
-  // touches gloo's descriptors of its sockets, which gloo's own threads may close at any time.
-  struct TcpSocket {
-    uint64_t inode = 0;
-    std::string local, peer;  // "127.0.0.1:45959"
-  };
-  static std::vector<TcpSocket> tcp_sockets();
-  // Finds this rank's socket to every other rank (peer_sockets_) among those created since `before`.
-  void identify_peer_sockets(Store& store, const std::vector<TcpSocket>& before);
-  // The ranks whose connection to this rank is closed or no longer established (Linux: the state of
-  // each peer's socket in /proc/net/tcp and tcp6).
-  std::vector<int> lost_peers() const;
   // all_reduce's algorithm for n elements of element_bytes each (GlooOptions).
   Options::Algorithm allreduce_algorithm(size_t n, size_t element_bytes) const;
   // A buffer of at least `nbytes` for the executing collective, reused across collectives.
@@ -140,7 +130,7 @@ class ProcessGroupGloo : public ProcessGroup {
 
   Options options_;
   std::string address_;
-  std::vector<TcpSocket> peer_sockets_;  // [r]: this rank's connection to rank r
+  PeerSockets peer_sockets_;  // names the ranks whose connection broke
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<DirectMesh> mesh_;  // small all-reduces and barriers (direct_mesh.h)

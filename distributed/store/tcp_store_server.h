@@ -31,8 +31,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "distributed/socket.h"
-#include "distributed/tcp_store_protocol.h"
+#include "distributed/net/socket.h"
+#include "distributed/store/tcp_store_protocol.h"
 
 namespace lockstep::dist::detail {
 

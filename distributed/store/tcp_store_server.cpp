@@ -1,5 +1,5 @@
 // TCPStoreServer: the poll() loop, connection limits, request handling and parking of blocking get/wait.
-#include "distributed/tcp_store_server.h"
+#include "distributed/store/tcp_store_server.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 
 namespace lockstep::dist::detail {
 namespace {
