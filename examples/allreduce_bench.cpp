@@ -82,7 +82,11 @@ class ProcessGroupCollective : public Collective {
   }
   int rank() const override { return pg_->rank(); }
   int size() const override { return pg_->size(); }
-  std::string name() const override { return "lockstep-" + pg_->backend_name(); }
+  // "lockstep-gloo/shm": the backend and, where it has a choice, the transport that ran.
+  std::string name() const override {
+    const std::string transport = pg_->transport();
+    return "lockstep-" + pg_->backend_name() + (transport == pg_->backend_name() ? "" : "/" + transport);
+  }
 
  private:
   std::shared_ptr<dist::ProcessGroup> pg_;

@@ -44,8 +44,8 @@ struct TempDir : testing::TempDir {
   TempDir() : testing::TempDir("lockstep_faults") {}
 };
 
-// Runs fn(pg, rank) as `world_size` ranks over one FileStore; `debug` is LOCKSTEP_DISTRIBUTED_DEBUG
-// for the ranks ("" unsets it).
+// Runs fn(pg, rank) as `world_size` ranks over one FileStore, over TCP; `debug` is
+// LOCKSTEP_DISTRIBUTED_DEBUG for the ranks ("" unsets it).
 std::vector<testing::RankResult> run_group(int world_size, const std::string& debug, milliseconds pg_timeout,
                                            const std::function<void(ProcessGroupGloo& pg, int rank)>& fn) {
   TempDir dir;
@@ -55,7 +55,10 @@ std::vector<testing::RankResult> run_group(int world_size, const std::string& de
         if (debug.empty()) ::unsetenv("LOCKSTEP_DISTRIBUTED_DEBUG");
         else ::setenv("LOCKSTEP_DISTRIBUTED_DEBUG", debug.c_str(), 1);
         auto store = std::make_shared<dist::FileStore>(dir.path + "/store", world_size, kTimeout);
-        ProcessGroupGloo pg(store, rank, world_size, pg_timeout);
+        ProcessGroupGloo::Options options;
+        options.timeout = pg_timeout;
+        options.shared_memory = false;  // the TCP paths' faults; tests/shm_test.cpp has shared memory's
+        ProcessGroupGloo pg(store, rank, world_size, options);
         fn(pg, rank);
       },
       kRanksTimeout);
@@ -143,10 +146,13 @@ TEST_CASE("a rank SIGKILLed in the middle of a large all_reduce: the survivor fa
 }
 
 TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws, naming it") {
+  for (const bool shm : {false, true}) {
+  CAPTURE(shm);
   const uint16_t port = testing::free_port();
   auto results = testing::run_ranks(
       2,
       [&](int rank) {
+        ::setenv("LOCKSTEP_SHM", shm ? "1" : "0", 1);
         dist::InitOptions o;
         o.backend = "gloo";
         o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
@@ -171,7 +177,9 @@ TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws,
           } catch (const Error& e) {
             RANK_CHECK(step == 5, "failed at step ", step, ": ", e.what());
             RANK_CHECK(contains(e.what(), "ProcessGroupGloo: all_reduce (float32, "), e.what());
-            RANK_CHECK(contains(e.what(), "failed on rank 0 of 2: lost connection to rank 1 ("), e.what());
+            RANK_CHECK(contains(e.what(), shm ? "failed on rank 0 of 2: shared memory: rank 1 (pid "
+                                              : "failed on rank 0 of 2: lost connection to rank 1 ("),
+                       e.what());
             return;  // no destroy_process_group: the child leaves with _exit
           }
           sgd.step();
@@ -181,6 +189,7 @@ TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws,
       kRanksTimeout);
   CHECK_MESSAGE(results[0].ok(), results[0].message);
   check_killed(results[1]);
+  }
 }
 
 TEST_CASE("a rank that never joins a collective: the others time out, and the error says it timed out") {

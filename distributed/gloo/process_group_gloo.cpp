@@ -23,6 +23,9 @@
 #include "distributed/gloo/gloo_store_adapter.h"
 #include "distributed/store/prefix_store.h"
 #include "distributed/net/socket.h"
+#include "distributed/shm/host.h"
+#include "distributed/shm/shm_group.h"
+#include "common/env.h"
 
 namespace lockstep::dist {
 
@@ -75,6 +78,15 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
                                    : a == "gloo_bcube" ? Options::Algorithm::kGlooBcube
                                                        : Options::Algorithm::kAuto;
   }
+  if (auto shm = env_string("LOCKSTEP_SHM")) {
+    LOCKSTEP_CHECK(*shm == "0" || *shm == "1", "ProcessGroupGloo: LOCKSTEP_SHM is \"", *shm,
+                   "\"; expected 0 (TCP only) or 1 (shared memory between the ranks of a host, the default)");
+    if (*shm == "0") options_.shared_memory = false;
+  }
+  options_.shm_slot_bytes = static_cast<size_t>(
+      env_int("LOCKSTEP_SHM_SLOT_BYTES", static_cast<long long>(options_.shm_slot_bytes), 4096, 1LL << 30));
+  LOCKSTEP_CHECK(options_.shm_slot_bytes % 4096 == 0, "ProcessGroupGloo: shm_slot_bytes must be a multiple of 4096, got ",
+                 options_.shm_slot_bytes);
   auto prefixed = std::make_shared<PrefixStore>("gloo/" + std::to_string(g_instances++), std::move(store));
   enable_debug_checks(prefixed, options_.timeout);  // before connecting: a bad LOCKSTEP_DISTRIBUTED_DEBUG fails fast
 
@@ -105,6 +117,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     const std::string mesh_host = attr.hostname.empty() ? interface_address(attr.iface) : attr.hostname;
     LOCKSTEP_CHECK(!mesh_host.empty(), "interface ", attr.iface, " has no IPv4 or global IPv6 address");
     mesh_ = std::make_unique<DirectMesh>(*prefixed, rank, size, mesh_host, options_.timeout);
+    if (size > 1) setup_shared_memory(*prefixed, mesh_host);
     // Once any rank returns, every rank has connected: a peer that is destroyed right away cannot
     // cut a connection another rank is still setting up.
     if (size > 1) {
@@ -131,6 +144,106 @@ ProcessGroupGloo::~ProcessGroupGloo() {
   if (worker_.joinable()) worker_.join();
   context_.reset();  // closes the pairs' sockets
   device_.reset();   // stops gloo's event loop thread
+}
+
+void ProcessGroupGloo::setup_shared_memory(Store& store, const std::string& mesh_host) {
+  // Every rank takes part, so that one rank's LOCKSTEP_SHM=0 turns shared memory off on all of them.
+  shm::HostLayout layout = shm::exchange_host_layout(store, rank(), size(), options_.timeout, options_.shared_memory);
+  if (!layout.enabled) return;
+  const int host = layout.host_of[rank()];
+  const std::vector<int>& mine = layout.ranks_on[host];
+  const bool any_shared = std::any_of(layout.ranks_on.begin(), layout.ranks_on.end(),
+                                      [](const std::vector<int>& r) { return r.size() > 1; });
+  if (!any_shared) return;  // one rank per host: TCP alone
+  if (mine.size() > 1) {
+    PrefixStore host_store("shm/" + std::to_string(host), std::shared_ptr<Store>(&store, [](Store*) {}));
+    const int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank()) - mine.begin());
+    shm_ = std::make_unique<shm::ShmGroup>(host_store, mine, local,
+                                           shm::ShmOptions{options_.shm_slot_bytes, options_.timeout});
+  }
+  const int hosts = static_cast<int>(layout.ranks_on.size());
+  if (hosts > 1 && mine[0] == rank()) {
+    PrefixStore leader_store("leaders/", std::shared_ptr<Store>(&store, [](Store*) {}));
+    leaders_ = std::make_unique<DirectMesh>(leader_store, host, hosts, mesh_host, options_.timeout);
+  }
+  host_of_ = std::move(layout.host_of);
+  ranks_on_ = std::move(layout.ranks_on);
+  transport_ = hosts > 1 ? "shm+tcp" : "shm";
+}
+
+namespace {
+
+// DirectMesh's errors on the leaders' mesh name leader indices: say which ranks those are.
+[[noreturn]] void rethrow_between_leaders(const PeerError& e, const std::vector<std::vector<int>>& ranks_on) {
+  std::string who;
+  for (size_t h = 0; h < ranks_on.size(); ++h) {
+    who += lockstep::detail::str_cat(h ? ", " : "", "rank ", h, " there is rank ", ranks_on[h][0]);
+  }
+  throw PeerError(lockstep::detail::str_cat("between the hosts' leaders (", who, "): ", e.what()));
+}
+
+}  // namespace
+
+template <typename T>
+void ProcessGroupGloo::two_level_all_reduce(T* data, size_t n, ReduceOp op, uint32_t tag) {
+  // Sums within each host, across the leaders, then the leader's result to its host; AVG divides at
+  // the end, on bits every rank has alike.
+  const ReduceOp partial = op == ReduceOp::AVG ? ReduceOp::SUM : op;
+  const auto reduce = detail::reduce_fn<T>(partial);
+  if (shm_) shm_->all_reduce(data, n, dtype_of<T>::value, partial, 1);
+  if (leaders_) {
+    try {
+      const size_t bytes = n * sizeof(T);
+      const int H = leaders_->size();
+      if (bytes * (H - 1) <= options_.allreduce_exchange_max_bytes) {
+        detail::exchange_all_reduce<T>(*leaders_, data, n, reduce, tag, static_cast<T*>(scratch(bytes * (H - 1))));
+      } else {
+        detail::ring_all_reduce<T>(*leaders_, data, n, reduce, tag, static_cast<T*>(scratch((n / H + 1) * sizeof(T))));
+      }
+    } catch (const PeerError& e) {
+      rethrow_between_leaders(e, ranks_on_);
+    }
+  }
+  if (shm_) shm_->broadcast(data, n * sizeof(T), 0);
+  if (op == ReduceOp::AVG) detail::divide(data, n, size());
+}
+
+void ProcessGroupGloo::two_level_broadcast(void* data, size_t bytes, int root, uint32_t tag) {
+  const int root_host = host_of_[root], host = host_of_[rank()];
+  const std::vector<int>& on_root_host = ranks_on_[root_host];
+  // The root's host first, so that its leader holds the data; then the leaders; then the other hosts.
+  if (shm_ && host == root_host) {
+    shm_->broadcast(data, bytes, static_cast<int>(std::find(on_root_host.begin(), on_root_host.end(), root) -
+                                                  on_root_host.begin()));
+  }
+  if (leaders_) {
+    try {
+      std::vector<DirectMesh::Message> messages;
+      if (host == root_host) {
+        for (int h = 0; h < leaders_->size(); ++h) {
+          if (h != host) messages.push_back({h, data, bytes, nullptr, 0, true, false});
+        }
+      } else {
+        messages.push_back({root_host, nullptr, 0, data, bytes, false, true});
+      }
+      leaders_->transfer(messages, tag);
+    } catch (const PeerError& e) {
+      rethrow_between_leaders(e, ranks_on_);
+    }
+  }
+  if (shm_ && host != root_host) shm_->broadcast(data, bytes, 0);
+}
+
+void ProcessGroupGloo::two_level_barrier(uint32_t tag) {
+  if (shm_) shm_->barrier();
+  if (leaders_) {
+    try {
+      leaders_->exchange(nullptr, nullptr, 0, tag);
+    } catch (const PeerError& e) {
+      rethrow_between_leaders(e, ranks_on_);
+    }
+  }
+  if (shm_) shm_->barrier();
 }
 
 void ProcessGroupGloo::check_tensor(const Tensor& t, const char* op) const {
@@ -206,7 +319,8 @@ void ProcessGroupGloo::execute(Task& task) {
       task.run(task.tag);
     } catch (const std::exception& e) {
       // DirectMesh's errors already name the rank at fault; gloo's get explained.
-      const std::string why = dynamic_cast<const PeerError*>(&e) ? std::string(e.what()) : explain(e.what());
+      const bool named = dynamic_cast<const PeerError*>(&e) || dynamic_cast<const shm::ShmError*>(&e);
+      const std::string why = named ? std::string(e.what()) : explain(e.what());
       failure_ = lockstep::detail::str_cat(describe(task.what), ": ", why);
       error = std::make_exception_ptr(Error(lockstep::detail::str_cat(
           "ProcessGroupGloo: ", describe(task.what), " failed on rank ", rank(), " of ", size(), ": ", why)));
@@ -273,6 +387,14 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp o
       const size_t n = static_cast<size_t>(tensor.numel());
       // In place on the tensor's memory (see GlooOptions for the algorithm).
       const auto reduce = detail::reduce_fn<T>(op);
+      if (transport_ == "shm") {
+        shm_->all_reduce(data, n, tensor.dtype(), op, size());
+        return;
+      }
+      if (transport_ == "shm+tcp") {
+        two_level_all_reduce<T>(data, n, op, tag);
+        return;
+      }
       const Options::Algorithm algorithm = allreduce_algorithm(n, sizeof(T));
       if (algorithm == Options::Algorithm::kExchange) {
         detail::exchange_all_reduce<T>(*mesh_, data, n, reduce, tag, static_cast<T*>(scratch(n * sizeof(T) * (size() - 1))));
@@ -295,6 +417,8 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp o
 std::shared_ptr<Work> ProcessGroupGloo::do_broadcast(Tensor& tensor, int root, bool async_op) {
   if (tensor.numel() == 0 || size() == 1) return completed_work("broadcast");
   return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root](uint32_t tag) {
+    if (transport_ == "shm") return shm_->broadcast(tensor.data_ptr(), tensor.nbytes(), root);
+    if (transport_ == "shm+tcp") return two_level_broadcast(tensor.data_ptr(), tensor.nbytes(), root, tag);
     dispatch(tensor.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
       gloo::BroadcastOptions opts(context_);
@@ -312,6 +436,11 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_gather(std::vector<Tensor>& outpu
   if (input.numel() == 0) return completed_work("all_gather");
   return enqueue({"all_gather", input.dtype(), input.numel()}, [this, outputs, input](uint32_t tag) {
     const size_t nbytes = input.nbytes();
+    if (transport_ == "shm") {
+      std::vector<void*> out(outputs.size());
+      for (size_t r = 0; r < outputs.size(); ++r) out[r] = outputs[r].data_ptr();
+      return shm_->all_gather(input.data_ptr(), out, nbytes);
+    }
     char* flat = static_cast<char*>(detail::contiguous_base(outputs));
     char* gathered = flat ? flat : static_cast<char*>(scratch(nbytes * size()));
     char* mine = gathered + nbytes * rank();
@@ -346,6 +475,11 @@ std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const 
       if (output.data_ptr() != inputs[0].data_ptr()) std::memcpy(output.data_ptr(), inputs[0].data_ptr(), nbytes);
       return;
     }
+    if (transport_ == "shm") {
+      std::vector<const void*> in(inputs.size());
+      for (size_t r = 0; r < inputs.size(); ++r) in[r] = inputs[r].data_ptr();
+      return shm_->reduce_scatter(in, output.data_ptr(), static_cast<size_t>(output.numel()), output.dtype(), op, size());
+    }
     dispatch(output.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
       const size_t n = static_cast<size_t>(output.numel());
@@ -358,7 +492,11 @@ std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const 
 
 std::shared_ptr<Work> ProcessGroupGloo::do_barrier(bool async_op) {
   // Every rank sends every other an empty message and waits for theirs: one message latency.
-  return enqueue({"barrier"}, [this](uint32_t tag) { mesh_->exchange(nullptr, nullptr, 0, tag); }, async_op);
+  return enqueue({"barrier"}, [this](uint32_t tag) {
+    if (transport_ == "shm") return shm_->barrier();
+    if (transport_ == "shm+tcp") return two_level_barrier(tag);
+    mesh_->exchange(nullptr, nullptr, 0, tag);
+  }, async_op);
 }
 
 }  // namespace lockstep::dist
