@@ -85,6 +85,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   }
   options_.shm_slot_bytes = static_cast<size_t>(
       env_int("LOCKSTEP_SHM_SLOT_BYTES", static_cast<long long>(options_.shm_slot_bytes), 4096, 1LL << 30));
+  options_.shm_spin = std::chrono::microseconds(
+      env_int("LOCKSTEP_SHM_SPIN_US", static_cast<long long>(options_.shm_spin.count()), 0, 10'000'000));
   LOCKSTEP_CHECK(options_.shm_slot_bytes % 4096 == 0, "ProcessGroupGloo: shm_slot_bytes must be a multiple of 4096, got ",
                  options_.shm_slot_bytes);
   auto prefixed = std::make_shared<PrefixStore>("gloo/" + std::to_string(g_instances++), std::move(store));
@@ -159,7 +161,7 @@ void ProcessGroupGloo::setup_shared_memory(Store& store, const std::string& mesh
     PrefixStore host_store("shm/" + std::to_string(host), std::shared_ptr<Store>(&store, [](Store*) {}));
     const int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank()) - mine.begin());
     shm_ = std::make_unique<shm::ShmGroup>(host_store, mine, local,
-                                           shm::ShmOptions{options_.shm_slot_bytes, options_.timeout});
+                                           shm::ShmOptions{options_.shm_slot_bytes, options_.timeout, options_.shm_spin});
   }
   const int hosts = static_cast<int>(layout.ranks_on.size());
   if (hosts > 1 && mine[0] == rank()) {

@@ -89,6 +89,8 @@ struct GlooOptions {
   bool shared_memory = true;
   // Bytes each rank stages per step in the segment (ShmOptions::slot_bytes); LOCKSTEP_SHM_SLOT_BYTES.
   size_t shm_slot_bytes = size_t{1} << 20;
+  // How long a rank waiting for another spins before it sleeps (ShmOptions::spin); LOCKSTEP_SHM_SPIN_US.
+  std::chrono::microseconds shm_spin{50};
 };
 
 class ProcessGroupGloo : public ProcessGroup {

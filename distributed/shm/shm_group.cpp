@@ -4,6 +4,7 @@
 #include <immintrin.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,8 +34,7 @@ struct alignas(128) ShmGroup::Control {
 namespace {
 
 constexpr size_t kControlBytes = 128;
-// How long a waiter spins before sleeping, and how often a sleeping waiter looks at the peer and clock.
-constexpr std::chrono::microseconds kSpin{30};
+// How often a sleeping waiter looks at the peer and the clock.
 constexpr milliseconds kPollPeriod{20};
 // Elements folded per block: the partial result stays in L1.
 constexpr size_t kFoldBlock = 2048;
@@ -191,11 +191,17 @@ void ShmGroup::sync(const char* op, uint64_t step_what) {
 void ShmGroup::wait_for(int k, uint32_t target, const char* op) {
   Control& c = control(k);
   auto reached = [&](uint32_t seen) { return static_cast<int32_t>(seen - target) >= 0; };
-  const auto spin_until = Clock::now() + kSpin;
-  for (int i = 0;; ++i) {
+  // A few pauses (the peer is usually a moment away), then yields until `spin` has passed:
+  // where the peer waits for this rank's core (an oversubscribed host), a pause loop would keep it off
+  // for the whole spin, a yield lets it run at once.
+  for (int i = 0; i < 32; ++i) {
     if (reached(c.arrived.load(std::memory_order_acquire))) return;
     _mm_pause();
-    if ((i & 63) == 63 && Clock::now() >= spin_until) break;
+  }
+  const auto spin_until = Clock::now() + options_.spin;
+  while (Clock::now() < spin_until) {
+    if (reached(c.arrived.load(std::memory_order_acquire))) return;
+    ::sched_yield();
   }
   const timespec period{0, std::chrono::duration_cast<std::chrono::nanoseconds>(kPollPeriod).count()};
   for (;;) {

@@ -46,6 +46,8 @@ struct ShmOptions {
   // Bytes each rank stages per step (each of its two buffers). Larger steps synchronize less often.
   size_t slot_bytes = size_t{1} << 20;
   std::chrono::milliseconds timeout{30 * 60 * 1000};
+  // How long a waiting rank spins before it sleeps on a futex.
+  std::chrono::microseconds spin{50};
 };
 
 class ShmGroup {
