@@ -4,15 +4,15 @@
 #pragma once
 
 #include "distributed/ddp.h"
-#include "distributed/file_store.h"
+#include "distributed/store/file_store.h"
 #include "distributed/init.h"
-#include "distributed/prefix_store.h"
+#include "distributed/store/prefix_store.h"
 #include "distributed/process_group.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/store.h"
-#include "distributed/tcp_store.h"
+#include "distributed/gloo/process_group_gloo.h"
+#include "distributed/store/store.h"
+#include "distributed/store/tcp_store.h"
 #include "distributed/work.h"
 
 #ifdef LOCKSTEP_WITH_NCCL
-#include "distributed/process_group_nccl.h"
+#include "distributed/nccl/process_group_nccl.h"
 #endif

@@ -20,7 +20,7 @@
 #include <mutex>
 #include <string>
 
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::dist {

@@ -43,6 +43,9 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
+  // How the collectives move data: "nccl"; for gloo "tcp", "shm" (every rank on one host) or "shm+tcp"
+  // (shared memory within each host, TCP between hosts). See ProcessGroupGloo.
+  virtual std::string transport() const { return backend_name(); }
 
   // tensor = op(tensor of every rank), in place on every rank.
   std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM, bool async_op = true);

@@ -1,7 +1,7 @@
 // Work: the completion flag behind every collective's handle.
 #include "distributed/work.h"
 
-#include "distributed/store.h"  // TimeoutError, detail::format_seconds
+#include "distributed/store/store.h"  // TimeoutError, detail::format_seconds
 
 namespace lockstep::dist {
 

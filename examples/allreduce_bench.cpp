@@ -45,12 +45,12 @@
 #ifdef LOCKSTEP_WITH_NCCL
 #include <cuda_runtime_api.h>
 
-#include "distributed/nccl_util.h"
+#include "distributed/nccl/nccl_util.h"
 #endif
 
 #include "distributed/api.h"
-#include "distributed/gloo_store_adapter.h"
-#include "distributed/socket.h"
+#include "distributed/gloo/gloo_store_adapter.h"
+#include "distributed/net/socket.h"
 #include "tensor/cuda/cuda.h"
 #include "autograd/functions.h"
 #include "tensor/factory.h"
@@ -83,7 +83,11 @@ class ProcessGroupCollective : public Collective {
   }
   int rank() const override { return pg_->rank(); }
   int size() const override { return pg_->size(); }
-  std::string name() const override { return "lockstep-" + pg_->backend_name(); }
+  // "lockstep-gloo/shm": the backend and, where it has a choice, the transport that ran.
+  std::string name() const override {
+    const std::string transport = pg_->transport();
+    return "lockstep-" + pg_->backend_name() + (transport == pg_->backend_name() ? "" : "/" + transport);
+  }
 
  private:
   std::shared_ptr<dist::ProcessGroup> pg_;
@@ -92,7 +96,7 @@ class ProcessGroupCollective : public Collective {
 
 std::string env_or_fail(const char* name) {
   const char* v = std::getenv(name);
-  LOCKSTEP_CHECK(v && *v, "allreduce_bench: ", name, " is not set (run under bazel-bin/distributed/launch)");
+  LOCKSTEP_CHECK(v && *v, "allreduce_bench: ", name, " is not set (run under bazel-bin/distributed/launch/launch)");
   return v;
 }
 

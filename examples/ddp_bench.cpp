@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
       std::printf("lockstep ddp_bench: %s %ld-%ld-%ld-%ld, world %d, global batch %ld (%ld per rank), %s, %s\n",
                   w.name.c_str(), long(w.in), long(w.hidden1), long(w.hidden2), long(w.out), world, long(global_batch),
                   long(batch), device.is_cuda() ? "one GPU per rank" : "cpu",
-                  world > 1 ? ("DDP over " + dist::get_backend()).c_str() : "no DDP");
+                  world > 1 ? ("DDP over " + dist::get_backend() + " (" + dist::default_pg()->transport() + ")").c_str() : "no DDP");
       std::printf("step %.3f ms (median of %d rounds x %d steps; min %.3f, max %.3f), %.0f samples/s\n", step_ms,
                   rounds, steps, sorted.front(), sorted.back(), global_batch / step_ms * 1e3);
       if (baseline_ms > 0)

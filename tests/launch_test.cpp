@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/socket.h"
+#include "distributed/net/socket.h"
 #include "tests/test_util.h"
 
 extern char** environ;

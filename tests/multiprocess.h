@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "common/deadline.h"
-#include "distributed/socket.h"
+#include "distributed/net/socket.h"
 #include "common/check.h"
 #include "tests/test_util.h"
 

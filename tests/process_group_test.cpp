@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/direct_mesh.h"
-#include "distributed/file_store.h"
-#include "distributed/process_group_gloo.h"
+#include "distributed/gloo/direct_mesh.h"
+#include "distributed/store/file_store.h"
+#include "distributed/gloo/process_group_gloo.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tests/multiprocess.h"
@@ -71,6 +71,21 @@ void run_group(int world_size, const std::function<void(ProcessGroupGloo& pg, in
   ProcessGroupGloo::Options options;
   options.timeout = pg_timeout;
   run_group(world_size, fn, options);
+}
+
+// The collectives' values are checked over both transports between ranks of one host: shared
+// memory (the default) and TCP.
+void run_group_both(int world_size, const std::function<void(ProcessGroupGloo& pg, int rank)>& fn) {
+  for (bool shm : {true, false}) {
+    ProcessGroupGloo::Options options;
+    options.timeout = kTimeout;
+    options.shared_memory = shm;
+    run_group(world_size, [&](ProcessGroupGloo& pg, int rank) {
+      const std::string expected = shm && world_size > 1 ? "shm" : "tcp";
+      RANK_CHECK(pg.transport() == expected, "transport ", pg.transport(), ", expected ", expected);
+      fn(pg, rank);
+    }, options);
+  }
 }
 
 template <typename F>
@@ -158,7 +173,7 @@ std::string thread_names() {
 
 TEST_CASE("all_reduce: every op and dtype, world sizes 1 to 4, 0 to 2^20+3 elements") {
   for (int W = 1; W <= 4; ++W) {
-    run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+    run_group_both(W, [&](ProcessGroupGloo& pg, int rank) {
       RANK_CHECK(pg.rank() == rank && pg.size() == W && pg.backend_name() == "gloo");
       for (Dtype dtype : kDtypes) {
         for (int64_t n : kSizes) {
@@ -188,6 +203,7 @@ TEST_CASE("all_reduce: every algorithm leaves the same bits on every rank; the e
       ProcessGroupGloo::Options options;
       options.timeout = kTimeout;
       options.allreduce_algorithm = algorithm;
+      options.shared_memory = false;  // the TCP algorithms (shm_test checks shared memory's bits)
       run_group(W, [&](ProcessGroupGloo& pg, int rank) {
         // Magnitudes from 1e-6 to 1e6 of both signs: float addition's result depends on the order.
         auto value = [](int r, int64_t i) {
@@ -220,7 +236,7 @@ TEST_CASE("all_reduce: every algorithm leaves the same bits on every rank; the e
 
 TEST_CASE("broadcast: every root and dtype") {
   for (int W = 1; W <= 4; ++W) {
-    run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+    run_group_both(W, [&](ProcessGroupGloo& pg, int rank) {
       for (Dtype dtype : kDtypes) {
         for (int64_t n : kSizes) {
           for (int root = 0; root < W; ++root) {
@@ -237,7 +253,7 @@ TEST_CASE("broadcast: every root and dtype") {
 
 TEST_CASE("all_gather: separate outputs, chunks of one tensor, and in place") {
   for (int W = 1; W <= 4; ++W) {
-    run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+    run_group_both(W, [&](ProcessGroupGloo& pg, int rank) {
       for (Dtype dtype : kDtypes) {
         for (int64_t n : kSizes) {
           auto value = [](int r, int64_t i) { return r * 100000.0 + i % 50000; };
@@ -271,7 +287,7 @@ TEST_CASE("all_gather: separate outputs, chunks of one tensor, and in place") {
 
 TEST_CASE("reduce_scatter: every op and dtype") {
   for (int W = 1; W <= 4; ++W) {
-    run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+    run_group_both(W, [&](ProcessGroupGloo& pg, int rank) {
       for (Dtype dtype : kDtypes) {
         for (int64_t n : kSizes) {
           // inputs[j] on rank r holds (r + 1) * s(i + j): rank j receives the reduction of its own

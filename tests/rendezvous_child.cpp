@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "distributed/init.h"
-#include "distributed/socket.h"
+#include "distributed/net/socket.h"
 #include "tensor/factory.h"
 
 using namespace lockstep;

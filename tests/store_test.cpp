@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/file_store.h"
-#include "distributed/prefix_store.h"
-#include "distributed/socket.h"
-#include "distributed/tcp_store.h"
+#include "distributed/store/file_store.h"
+#include "distributed/store/prefix_store.h"
+#include "distributed/net/socket.h"
+#include "distributed/store/tcp_store.h"
 #include "tests/test_util.h"
 
 using namespace lockstep::dist;

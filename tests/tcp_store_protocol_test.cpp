@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/tcp_store_protocol.h"
+#include "distributed/store/tcp_store_protocol.h"
 #include "tests/fuzz/tcp_store_parse_check.h"
 
 using namespace lockstep::dist::detail;

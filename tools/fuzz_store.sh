@@ -17,7 +17,7 @@ cp tests/fuzz/corpus/* "$out/corpus/"
 
 "$cxx" -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined -I. \
-  tests/fuzz/tcp_store_fuzz.cpp distributed/tcp_store_protocol.cpp -o "$out/tcp_store_fuzz"
+  tests/fuzz/tcp_store_fuzz.cpp distributed/store/tcp_store_protocol.cpp -o "$out/tcp_store_fuzz"
 
 cd "$out"
 # -max_len: the seed corpus's longest input plus room; frames larger than this are covered by the

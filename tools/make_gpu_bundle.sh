@@ -24,7 +24,7 @@ TARGETS=(
   "test //tests:bad_input_test"
   "bench //tensor/cuda:cuda_bench"
   "bench //examples:mlp_bench --device cuda --in 4096 --hidden 4096 --batch 1024 --steps 50 --rounds 3"
-  "tool //distributed:launch"
+  "tool //distributed/launch:launch"
   "ranks //examples:allreduce_bench --backend nccl -b 1M -e 256M -f 4 -n 20"
   "ranks //examples:allreduce_bench --raw-nccl -b 1M -e 256M -f 4 -n 20"
 )

@@ -43,8 +43,8 @@ ANCHORS=../shared/anchors
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/lockstep_bench.XXXXXX)
 mkdir -p "$OUT/bin"
 
-tools/bazel build //examples:allreduce_bench //examples:ddp_bench //distributed:launch >&2
-cp -f bazel-bin/examples/allreduce_bench bazel-bin/examples/ddp_bench bazel-bin/distributed/launch "$OUT/bin/"
+tools/bazel build //examples:allreduce_bench //examples:ddp_bench //distributed/launch >&2
+cp -f bazel-bin/examples/allreduce_bench bazel-bin/examples/ddp_bench bazel-bin/distributed/launch/launch "$OUT/bin/"
 LAUNCH=$OUT/bin/launch
 AR=$OUT/bin/allreduce_bench
 DDPB=$OUT/bin/ddp_bench

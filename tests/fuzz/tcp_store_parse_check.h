@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/tcp_store_protocol.h"
+#include "distributed/store/tcp_store_protocol.h"
 
 namespace lockstep::dist::testing {
 

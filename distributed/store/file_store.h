@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 
 namespace lockstep::dist {
 

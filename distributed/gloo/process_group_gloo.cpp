@@ -1,8 +1,6 @@
 // ProcessGroupGloo: gloo's TCP full mesh, one worker thread, and the collectives on raw data pointers.
-#include "distributed/process_group_gloo.h"
+#include "distributed/gloo/process_group_gloo.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -10,324 +8,26 @@
 #include <gloo/types.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <optional>
-#include <sstream>
-#include <unordered_map>
 
-#include "distributed/direct_mesh.h"
-#include "distributed/gloo_store_adapter.h"
-#include "distributed/prefix_store.h"
-#include "distributed/socket.h"
+#include "distributed/gloo/algorithms.h"
+#include "distributed/gloo/direct_mesh.h"
+#include "distributed/gloo/gloo_store_adapter.h"
+#include "distributed/store/prefix_store.h"
+#include "distributed/net/socket.h"
+#include "distributed/shm/host.h"
+#include "distributed/shm/shm_group.h"
+#include "common/env.h"
 
 namespace lockstep::dist {
-
-namespace {
-
-// Elementwise c = a (op) b, the shape of gloo's reduction callback; c may be a.
-template <typename T>
-void sum(void* c, const void* a, const void* b, size_t n) {
-  auto *x = static_cast<T*>(c);
-  auto *p = static_cast<const T*>(a), *q = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) x[i] = p[i] + q[i];
-}
-template <typename T>
-void product(void* c, const void* a, const void* b, size_t n) {
-  auto *x = static_cast<T*>(c);
-  auto *p = static_cast<const T*>(a), *q = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) x[i] = p[i] * q[i];
-}
-template <typename T>
-void min(void* c, const void* a, const void* b, size_t n) {
-  auto *x = static_cast<T*>(c);
-  auto *p = static_cast<const T*>(a), *q = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) x[i] = std::min(p[i], q[i]);
-}
-template <typename T>
-void max(void* c, const void* a, const void* b, size_t n) {
-  auto *x = static_cast<T*>(c);
-  auto *p = static_cast<const T*>(a), *q = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) x[i] = std::max(p[i], q[i]);
-}
-
-// AVG reduces with SUM, then divides.
-template <typename T>
-gloo::AllreduceOptions::Func allreduce_fn(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::SUM:
-    case ReduceOp::AVG: return &sum<T>;
-    case ReduceOp::PRODUCT: return &product<T>;
-    case ReduceOp::MIN: return &min<T>;
-    case ReduceOp::MAX: return &max<T>;
-  }
-  fail("ProcessGroupGloo: unknown reduce op ", int(op));
-}
-
-// gloo's own collectives use slot prefixes 0x01-0x08.
-constexpr uint8_t kReduceScatterSlotPrefix = 0x40;
-
-template <typename T>
-void divide(T* p, size_t n, int by) {
-  const T d = static_cast<T>(by);
-  for (size_t i = 0; i < n; ++i) p[i] /= d;
-}
-
-// Ring reduce-scatter over the caller's W inputs of n elements: chunk c starts at rank c + 1, which
-// sends its inputs[c] to the right; every rank on the way adds its own inputs[c] and passes the sum on,
-// until rank c adds the last one into `out`. W - 1 steps of n elements each way; the inputs are only
-// read. `tmp` holds 3n elements: the chunk being received and two partial sums (one being sent while
-// the next is computed).
-template <typename T>
-void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& context, const std::vector<Tensor>& inputs, T* out,
-                         size_t n, gloo::AllreduceOptions::Func reduce, uint32_t tag, std::chrono::milliseconds timeout,
-                         T* tmp) {
-  const int W = context->size, rank = context->rank;
-  const size_t bytes = n * sizeof(T);
-  const int right = (rank + 1) % W, left = (rank + W - 1) % W;
-  const auto slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
-  T* received = tmp;
-  T* partial[2] = {tmp + n, tmp + 2 * n};
-  auto recv_buffer = context->createUnboundBuffer(received, bytes);
-  const T* sending = static_cast<const T*>(inputs[left].data_ptr());
-  for (int step = 0; step < W - 1; ++step) {
-    const int chunk = (rank + 2 * W - step - 2) % W;  // the chunk arriving from the left
-    auto send_buffer = context->createUnboundBuffer(const_cast<T*>(sending), bytes);
-    recv_buffer->recv(left, slot, 0, bytes);
-    send_buffer->send(right, slot, 0, bytes);
-    LOCKSTEP_CHECK(recv_buffer->waitRecv(timeout), "reduce_scatter: receive aborted");
-    // The send is done before the sum is written: `out` may be any of the inputs.
-    LOCKSTEP_CHECK(send_buffer->waitSend(timeout), "reduce_scatter: send aborted");
-    T* sum = step == W - 2 ? out : partial[step % 2];
-    reduce(sum, inputs[chunk].data_ptr(), received, n);
-    sending = sum;
-  }
-}
-
-// All-reduce by direct exchange (DirectMesh): every rank sends its n elements to every other rank,
-// then folds all W tensors in rank order, x0 op x1 op ... op x(W-1), the same order on every rank, so
-// that every rank ends with the same bits. `tmp` holds the W - 1 received tensors.
-template <typename T>
-void exchange_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOptions::Func reduce, uint32_t tag,
-                         T* tmp) {
-  const int W = mesh.size(), rank = mesh.rank();
-  mesh.exchange(data, tmp, n * sizeof(T), tag);
-  auto from = [&](int r) -> const T* { return r == rank ? data : tmp + mesh.slot(r) * n; };
-  // Rank 0 folds into its own tensor; the others into rank 0's received copy, the last step into
-  // `data` (the reduce functions allow the output to be either input).
-  T* acc = rank == 0 ? data : tmp;
-  for (int r = 1; r < W; ++r) reduce(r == W - 1 ? data : acc, acc, from(r), n);
-}
-
-// Ring all-reduce over DirectMesh (gloo's ring, driven by the calling thread): W - 1 reduce-scatter
-// steps, each sending one of W chunks to the right neighbour and adding the chunk that arrives from
-// the left, then W - 1 all-gather steps passing the finished chunks on. Each chunk is reduced once,
-// along the ring, and copied to the others, so every rank ends with the same bits. `tmp` holds one
-// chunk (n / W rounded up).
-template <typename T>
-void ring_all_reduce(DirectMesh& mesh, T* data, size_t n, gloo::AllreduceOptions::Func reduce, uint32_t tag,
-                     T* tmp) {
-  const int W = mesh.size(), rank = mesh.rank();
-  const int right = (rank + 1) % W, left = (rank + W - 1) % W;
-  auto begin = [&](int c) { return static_cast<size_t>(c) * n / static_cast<size_t>(W); };
-  auto length = [&](int c) { return begin(c + 1) - begin(c); };
-  auto step = [&](int send_chunk, int recv_chunk, T* recv_to) {
-    const void* send = data + begin(send_chunk);
-    const size_t send_bytes = length(send_chunk) * sizeof(T), recv_bytes = length(recv_chunk) * sizeof(T);
-    // On the stack: a span, not a vector, per step.
-    const DirectMesh::Message both[] = {{right, send, send_bytes, recv_to, recv_bytes}};
-    const DirectMesh::Message apart[] = {{right, send, send_bytes, nullptr, 0, true, false},
-                                         {left, nullptr, 0, recv_to, recv_bytes, false, true}};
-    if (left == right) {
-      mesh.transfer(both, tag);
-    } else {
-      mesh.transfer(apart, tag);
-    }
-  };
-  for (int s = 0; s < W - 1; ++s) {
-    const int send_chunk = (rank - s + W) % W, recv_chunk = (rank - s - 1 + 2 * W) % W;
-    step(send_chunk, recv_chunk, tmp);
-    reduce(data + begin(recv_chunk), data + begin(recv_chunk), tmp, length(recv_chunk));
-  }
-  // This rank now holds the whole reduction of chunk rank + 1.
-  for (int s = 0; s < W - 1; ++s) {
-    const int send_chunk = (rank + 1 - s + W) % W, recv_chunk = (rank - s + W) % W;
-    step(send_chunk, recv_chunk, data + begin(recv_chunk));
-  }
-}
-
-// "127.0.0.1:45959", "[::1]:45959"; "" for other families.
-std::string format_address(const sockaddr_storage& ss) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    if (!::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf))) return "";
-    return lockstep::detail::str_cat(buf, ":", ntohs(a->sin_port));
-  }
-  if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    if (!::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf))) return "";
-    return lockstep::detail::str_cat("[", buf, "]:", ntohs(a->sin6_port));
-  }
-  return "";
-}
-
-}  // namespace
-
-namespace {
-
-// A socket as the kernel's TCP table shows it.
-struct KernelTcpSocket {
-  int state = 0;  // TCP_ESTABLISHED, TCP_CLOSE_WAIT, ... (netinet/tcp.h)
-  std::string local, peer;
-};
-
-// "0100007F:B38F" (/proc/net/tcp: the address's bytes as the kernel stores them, printed as 32-bit
-// words; the port in host order) to "127.0.0.1:45967"; "" when malformed.
-std::string proc_net_address(const std::string& field, bool v6) {
-  const size_t colon = field.find(':');
-  const size_t hex_digits = v6 ? 32 : 8;
-  if (colon != hex_digits || field.size() < colon + 2) return "";
-  uint32_t words[4] = {};
-  for (size_t w = 0; w < hex_digits / 8; ++w) {
-    words[w] = static_cast<uint32_t>(std::stoul(field.substr(w * 8, 8), nullptr, 16));
-  }
-  const auto port = static_cast<uint16_t>(std::stoul(field.substr(colon + 1), nullptr, 16));
-  sockaddr_storage ss{};
-  if (v6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    a->sin6_family = AF_INET6;
-    std::memcpy(&a->sin6_addr, words, sizeof(a->sin6_addr));
-    a->sin6_port = htons(port);
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    a->sin_family = AF_INET;
-    std::memcpy(&a->sin_addr, words, sizeof(a->sin_addr));
-    a->sin_port = htons(port);
-  }
-  return format_address(ss);
-}
-
-// This network namespace's TCP sockets that belong to a process, by inode (/proc/net/tcp and tcp6);
-// nullopt when the table cannot be read. Reading it touches no file descriptor, so it cannot race
-// with gloo's threads closing theirs (nor inspect a descriptor number that was closed and reused).
-std::optional<std::unordered_map<uint64_t, KernelTcpSocket>> kernel_tcp_table() {
-  std::unordered_map<uint64_t, KernelTcpSocket> table;
-  bool read_any = false;
-  for (bool v6 : {false, true}) {
-    std::ifstream in(v6 ? "/proc/net/tcp6" : "/proc/net/tcp");
-    if (!in) continue;
-    read_any = true;
-    std::string line;
-    std::getline(in, line);  // the column titles
-    while (std::getline(in, line)) {
-      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-      std::istringstream fields(line);
-      std::string slot, local, peer, state, queues, timer, retransmits, uid, timeout;
-      uint64_t inode = 0;
-      if (!(fields >> slot >> local >> peer >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode)) {
-        continue;
-      }
-      if (inode == 0) continue;  // orphaned: closed by its process, still winding down
-      try {
-        KernelTcpSocket s{static_cast<int>(std::stoul(state, nullptr, 16)), proc_net_address(local, v6),
-                          proc_net_address(peer, v6)};
-        if (!s.local.empty() && !s.peer.empty()) table[inode] = std::move(s);
-      } catch (const std::exception&) {
-        // a line in a format this code does not know: skipped
-      }
-    }
-  }
-  if (!read_any) return std::nullopt;
-  return table;
-}
-
-}  // namespace
-
-// This process's connected TCP sockets: the socket inodes its descriptors name (readlink of
-// /proc/self/fd/N, "socket:[INODE]", which does not touch the descriptor itself), looked up in the
-// kernel's TCP table.
-std::vector<ProcessGroupGloo::TcpSocket> ProcessGroupGloo::tcp_sockets() {
-  std::vector<TcpSocket> out;
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (!dir) return out;
-  std::vector<uint64_t> inodes;
-  while (dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    char target[64] = {};
-    const std::string link = std::string("/proc/self/fd/") + e->d_name;
-    const ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
-    unsigned long long inode = 0;
-    if (n > 0 && std::sscanf(target, "socket:[%llu]", &inode) == 1) inodes.push_back(inode);
-  }
-  ::closedir(dir);
-  const auto table = kernel_tcp_table();
-  if (!table) return out;
-  for (uint64_t inode : inodes) {
-    auto it = table->find(inode);
-    if (it == table->end() || it->second.state == TCP_LISTEN) continue;  // not TCP, or not connected
-    out.push_back({inode, it->second.local, it->second.peer});
-  }
-  return out;
-}
-
-void ProcessGroupGloo::identify_peer_sockets(Store& store, const std::vector<TcpSocket>& before) {
-  // gloo's connections are the sockets that connecting created. Rank r's end of this rank's
-  // connection to it has this end's addresses swapped: each rank publishes its new sockets and looks
-  // for its own among the others' lists. A socket that matches no rank, or a rank matched twice,
-  // stays unknown (inode 0): errors then quote gloo alone.
-  std::vector<TcpSocket> mine;
-  for (const TcpSocket& s : tcp_sockets()) {
-    bool old = std::any_of(before.begin(), before.end(), [&](const TcpSocket& b) { return b.inode == s.inode; });
-    if (!old) mine.push_back(s);
-  }
-  std::string list;
-  for (const TcpSocket& s : mine) list += s.local + " " + s.peer + "\n";
-  store.set("sockets/" + std::to_string(rank()), list);
-  peer_sockets_.assign(size(), TcpSocket{});
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank()) continue;
-    const std::string theirs = "\n" + store.get_string("sockets/" + std::to_string(r));
-    int matches = 0;
-    for (const TcpSocket& s : mine) {
-      if (theirs.find("\n" + s.peer + " " + s.local + "\n") != std::string::npos) {
-        ++matches;
-        peer_sockets_[r] = s;
-      }
-    }
-    if (matches != 1) peer_sockets_[r] = TcpSocket{};
-  }
-}
-
-std::vector<int> ProcessGroupGloo::lost_peers() const {
-  // By inode in the kernel's table, never through gloo's descriptors: gloo's event loop closes a
-  // pair's descriptor as soon as its connection fails, on its own thread. A socket gloo closed is
-  // orphaned (inode 0 in the table) or gone, so it is lost too.
-  std::vector<int> lost;
-  const auto table = kernel_tcp_table();
-  if (!table) return lost;  // cannot tell: the error quotes gloo alone
-  for (int r = 0; r < size(); ++r) {
-    const TcpSocket& s = peer_sockets_[r];
-    if (s.inode == 0) continue;
-    auto it = table->find(s.inode);
-    if (it == table->end() || it->second.state != TCP_ESTABLISHED) lost.push_back(r);
-  }
-  return lost;
-}
 
 namespace {
 
@@ -378,6 +78,17 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
                                    : a == "gloo_bcube" ? Options::Algorithm::kGlooBcube
                                                        : Options::Algorithm::kAuto;
   }
+  if (auto shm = env_string("LOCKSTEP_SHM")) {
+    LOCKSTEP_CHECK(*shm == "0" || *shm == "1", "ProcessGroupGloo: LOCKSTEP_SHM is \"", *shm,
+                   "\"; expected 0 (TCP only) or 1 (shared memory between the ranks of a host, the default)");
+    if (*shm == "0") options_.shared_memory = false;
+  }
+  options_.shm_slot_bytes = static_cast<size_t>(
+      env_int("LOCKSTEP_SHM_SLOT_BYTES", static_cast<long long>(options_.shm_slot_bytes), 4096, 1LL << 30));
+  options_.shm_spin = std::chrono::microseconds(
+      env_int("LOCKSTEP_SHM_SPIN_US", static_cast<long long>(options_.shm_spin.count()), 0, 10'000'000));
+  LOCKSTEP_CHECK(options_.shm_slot_bytes % 4096 == 0, "ProcessGroupGloo: shm_slot_bytes must be a multiple of 4096, got ",
+                 options_.shm_slot_bytes);
   auto prefixed = std::make_shared<PrefixStore>("gloo/" + std::to_string(g_instances++), std::move(store));
   enable_debug_checks(prefixed, options_.timeout);  // before connecting: a bad LOCKSTEP_DISTRIBUTED_DEBUG fails fast
 
@@ -401,13 +112,14 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->setTimeout(options_.timeout);
     GlooStoreAdapter adapter(prefixed);
-    const std::vector<TcpSocket> sockets_before = tcp_sockets();
+    const std::vector<PeerSockets::Socket> sockets_before = PeerSockets::snapshot();
     context->connectFullMesh(adapter, device_);
     context_ = std::move(context);
-    identify_peer_sockets(*prefixed, sockets_before);
+    peer_sockets_.identify(*prefixed, rank, size, sockets_before);
     const std::string mesh_host = attr.hostname.empty() ? interface_address(attr.iface) : attr.hostname;
     LOCKSTEP_CHECK(!mesh_host.empty(), "interface ", attr.iface, " has no IPv4 or global IPv6 address");
     mesh_ = std::make_unique<DirectMesh>(*prefixed, rank, size, mesh_host, options_.timeout);
+    if (size > 1) setup_shared_memory(*prefixed, mesh_host);
     // Once any rank returns, every rank has connected: a peer that is destroyed right away cannot
     // cut a connection another rank is still setting up.
     if (size > 1) {
@@ -434,6 +146,106 @@ ProcessGroupGloo::~ProcessGroupGloo() {
   if (worker_.joinable()) worker_.join();
   context_.reset();  // closes the pairs' sockets
   device_.reset();   // stops gloo's event loop thread
+}
+
+void ProcessGroupGloo::setup_shared_memory(Store& store, const std::string& mesh_host) {
+  // Every rank takes part, so that one rank's LOCKSTEP_SHM=0 turns shared memory off on all of them.
+  shm::HostLayout layout = shm::exchange_host_layout(store, rank(), size(), options_.timeout, options_.shared_memory);
+  if (!layout.enabled) return;
+  const int host = layout.host_of[rank()];
+  const std::vector<int>& mine = layout.ranks_on[host];
+  const bool any_shared = std::any_of(layout.ranks_on.begin(), layout.ranks_on.end(),
+                                      [](const std::vector<int>& r) { return r.size() > 1; });
+  if (!any_shared) return;  // one rank per host: TCP alone
+  if (mine.size() > 1) {
+    PrefixStore host_store("shm/" + std::to_string(host), std::shared_ptr<Store>(&store, [](Store*) {}));
+    const int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank()) - mine.begin());
+    shm_ = std::make_unique<shm::ShmGroup>(host_store, mine, local,
+                                           shm::ShmOptions{options_.shm_slot_bytes, options_.timeout, options_.shm_spin});
+  }
+  const int hosts = static_cast<int>(layout.ranks_on.size());
+  if (hosts > 1 && mine[0] == rank()) {
+    PrefixStore leader_store("leaders/", std::shared_ptr<Store>(&store, [](Store*) {}));
+    leaders_ = std::make_unique<DirectMesh>(leader_store, host, hosts, mesh_host, options_.timeout);
+  }
+  host_of_ = std::move(layout.host_of);
+  ranks_on_ = std::move(layout.ranks_on);
+  transport_ = hosts > 1 ? "shm+tcp" : "shm";
+}
+
+namespace {
+
+// DirectMesh's errors on the leaders' mesh name leader indices: say which ranks those are.
+[[noreturn]] void rethrow_between_leaders(const PeerError& e, const std::vector<std::vector<int>>& ranks_on) {
+  std::string who;
+  for (size_t h = 0; h < ranks_on.size(); ++h) {
+    who += lockstep::detail::str_cat(h ? ", " : "", "rank ", h, " there is rank ", ranks_on[h][0]);
+  }
+  throw PeerError(lockstep::detail::str_cat("between the hosts' leaders (", who, "): ", e.what()));
+}
+
+}  // namespace
+
+template <typename T>
+void ProcessGroupGloo::two_level_all_reduce(T* data, size_t n, ReduceOp op, uint32_t tag) {
+  // Sums within each host, across the leaders, then the leader's result to its host; AVG divides at
+  // the end, on bits every rank has alike.
+  const ReduceOp partial = op == ReduceOp::AVG ? ReduceOp::SUM : op;
+  const auto reduce = detail::reduce_fn<T>(partial);
+  if (shm_) shm_->all_reduce(data, n, dtype_of<T>::value, partial, 1);
+  if (leaders_) {
+    try {
+      const size_t bytes = n * sizeof(T);
+      const int H = leaders_->size();
+      if (bytes * (H - 1) <= options_.allreduce_exchange_max_bytes) {
+        detail::exchange_all_reduce<T>(*leaders_, data, n, reduce, tag, static_cast<T*>(scratch(bytes * (H - 1))));
+      } else {
+        detail::ring_all_reduce<T>(*leaders_, data, n, reduce, tag, static_cast<T*>(scratch((n / H + 1) * sizeof(T))));
+      }
+    } catch (const PeerError& e) {
+      rethrow_between_leaders(e, ranks_on_);
+    }
+  }
+  if (shm_) shm_->broadcast(data, n * sizeof(T), 0);
+  if (op == ReduceOp::AVG) detail::divide(data, n, size());
+}
+
+void ProcessGroupGloo::two_level_broadcast(void* data, size_t bytes, int root, uint32_t tag) {
+  const int root_host = host_of_[root], host = host_of_[rank()];
+  const std::vector<int>& on_root_host = ranks_on_[root_host];
+  // The root's host first, so that its leader holds the data; then the leaders; then the other hosts.
+  if (shm_ && host == root_host) {
+    shm_->broadcast(data, bytes, static_cast<int>(std::find(on_root_host.begin(), on_root_host.end(), root) -
+                                                  on_root_host.begin()));
+  }
+  if (leaders_) {
+    try {
+      std::vector<DirectMesh::Message> messages;
+      if (host == root_host) {
+        for (int h = 0; h < leaders_->size(); ++h) {
+          if (h != host) messages.push_back({h, data, bytes, nullptr, 0, true, false});
+        }
+      } else {
+        messages.push_back({root_host, nullptr, 0, data, bytes, false, true});
+      }
+      leaders_->transfer(messages, tag);
+    } catch (const PeerError& e) {
+      rethrow_between_leaders(e, ranks_on_);
+    }
+  }
+  if (shm_ && host != root_host) shm_->broadcast(data, bytes, 0);
+}
+
+void ProcessGroupGloo::two_level_barrier(uint32_t tag) {
+  if (shm_) shm_->barrier();
+  if (leaders_) {
+    try {
+      leaders_->exchange(nullptr, nullptr, 0, tag);
+    } catch (const PeerError& e) {
+      rethrow_between_leaders(e, ranks_on_);
+    }
+  }
+  if (shm_) shm_->barrier();
 }
 
 void ProcessGroupGloo::check_tensor(const Tensor& t, const char* op) const {
@@ -509,7 +321,8 @@ void ProcessGroupGloo::execute(Task& task) {
       task.run(task.tag);
     } catch (const std::exception& e) {
       // DirectMesh's errors already name the rank at fault; gloo's get explained.
-      const std::string why = dynamic_cast<const PeerError*>(&e) ? std::string(e.what()) : explain(e.what());
+      const bool named = dynamic_cast<const PeerError*>(&e) || dynamic_cast<const shm::ShmError*>(&e);
+      const std::string why = named ? std::string(e.what()) : explain(e.what());
       failure_ = lockstep::detail::str_cat(describe(task.what), ": ", why);
       error = std::make_exception_ptr(Error(lockstep::detail::str_cat(
           "ProcessGroupGloo: ", describe(task.what), " failed on rank ", rank(), " of ", size(), ": ", why)));
@@ -538,7 +351,7 @@ std::string ProcessGroupGloo::explain(const std::string& gloo_error) const {
                                      "collective; LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL names it) [gloo: ",
                                      gloo_error, "]");
   }
-  const std::vector<int> lost = lost_peers();
+  const std::vector<int> lost = peer_sockets_.lost();
   if (lost.empty()) return gloo_error;
   std::string ranks;
   for (int r : lost) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
@@ -575,12 +388,20 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp o
       T* data = static_cast<T*>(tensor.data_ptr());
       const size_t n = static_cast<size_t>(tensor.numel());
       // In place on the tensor's memory (see GlooOptions for the algorithm).
-      const auto reduce = allreduce_fn<T>(op);
+      const auto reduce = detail::reduce_fn<T>(op);
+      if (transport_ == "shm") {
+        shm_->all_reduce(data, n, tensor.dtype(), op, size());
+        return;
+      }
+      if (transport_ == "shm+tcp") {
+        two_level_all_reduce<T>(data, n, op, tag);
+        return;
+      }
       const Options::Algorithm algorithm = allreduce_algorithm(n, sizeof(T));
       if (algorithm == Options::Algorithm::kExchange) {
-        exchange_all_reduce<T>(*mesh_, data, n, reduce, tag, static_cast<T*>(scratch(n * sizeof(T) * (size() - 1))));
+        detail::exchange_all_reduce<T>(*mesh_, data, n, reduce, tag, static_cast<T*>(scratch(n * sizeof(T) * (size() - 1))));
       } else if (algorithm == Options::Algorithm::kRing) {
-        ring_all_reduce<T>(*mesh_, data, n, reduce, tag, static_cast<T*>(scratch((n / size() + 1) * sizeof(T))));
+        detail::ring_all_reduce<T>(*mesh_, data, n, reduce, tag, static_cast<T*>(scratch((n / size() + 1) * sizeof(T))));
       } else {
         gloo::AllreduceOptions opts(context_);
         opts.setOutput<T>(data, n);
@@ -590,7 +411,7 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp o
         if (algorithm == Options::Algorithm::kGlooBcube) opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
         gloo::allreduce(opts);
       }
-      if (op == ReduceOp::AVG) divide(data, n, size());
+      if (op == ReduceOp::AVG) detail::divide(data, n, size());
     });
   }, async_op);
 }
@@ -598,6 +419,8 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp o
 std::shared_ptr<Work> ProcessGroupGloo::do_broadcast(Tensor& tensor, int root, bool async_op) {
   if (tensor.numel() == 0 || size() == 1) return completed_work("broadcast");
   return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root](uint32_t tag) {
+    if (transport_ == "shm") return shm_->broadcast(tensor.data_ptr(), tensor.nbytes(), root);
+    if (transport_ == "shm+tcp") return two_level_broadcast(tensor.data_ptr(), tensor.nbytes(), root, tag);
     dispatch_compute(tensor.dtype(), "ProcessGroupGloo", [&](auto t) {
       using T = typename decltype(t)::type;
       gloo::BroadcastOptions opts(context_);
@@ -615,6 +438,11 @@ std::shared_ptr<Work> ProcessGroupGloo::do_all_gather(std::vector<Tensor>& outpu
   if (input.numel() == 0) return completed_work("all_gather");
   return enqueue({"all_gather", input.dtype(), input.numel()}, [this, outputs, input](uint32_t tag) {
     const size_t nbytes = input.nbytes();
+    if (transport_ == "shm") {
+      std::vector<void*> out(outputs.size());
+      for (size_t r = 0; r < outputs.size(); ++r) out[r] = outputs[r].data_ptr();
+      return shm_->all_gather(input.data_ptr(), out, nbytes);
+    }
     char* flat = static_cast<char*>(detail::contiguous_base(outputs));
     char* gathered = flat ? flat : static_cast<char*>(scratch(nbytes * size()));
     char* mine = gathered + nbytes * rank();
@@ -649,19 +477,28 @@ std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const 
       if (output.data_ptr() != inputs[0].data_ptr()) std::memcpy(output.data_ptr(), inputs[0].data_ptr(), nbytes);
       return;
     }
+    if (transport_ == "shm") {
+      std::vector<const void*> in(inputs.size());
+      for (size_t r = 0; r < inputs.size(); ++r) in[r] = inputs[r].data_ptr();
+      return shm_->reduce_scatter(in, output.data_ptr(), static_cast<size_t>(output.numel()), output.dtype(), op, size());
+    }
     dispatch_compute(output.dtype(), "ProcessGroupGloo", [&](auto t) {
       using T = typename decltype(t)::type;
       const size_t n = static_cast<size_t>(output.numel());
-      ring_reduce_scatter<T>(context_, inputs, static_cast<T*>(output.data_ptr()), n, allreduce_fn<T>(op), tag,
+      detail::ring_reduce_scatter<T>(context_, inputs, static_cast<T*>(output.data_ptr()), n, detail::reduce_fn<T>(op), tag,
                              options_.timeout, static_cast<T*>(scratch(3 * nbytes)));
-      if (op == ReduceOp::AVG) divide(static_cast<T*>(output.data_ptr()), n, size());
+      if (op == ReduceOp::AVG) detail::divide(static_cast<T*>(output.data_ptr()), n, size());
     });
   }, async_op);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::do_barrier(bool async_op) {
   // Every rank sends every other an empty message and waits for theirs: one message latency.
-  return enqueue({"barrier"}, [this](uint32_t tag) { mesh_->exchange(nullptr, nullptr, 0, tag); }, async_op);
+  return enqueue({"barrier"}, [this](uint32_t tag) {
+    if (transport_ == "shm") return shm_->barrier();
+    if (transport_ == "shm+tcp") return two_level_barrier(tag);
+    mesh_->exchange(nullptr, nullptr, 0, tag);
+  }, async_op);
 }
 
 }  // namespace lockstep::dist

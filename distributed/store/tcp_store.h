@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "distributed/socket.h"
-#include "distributed/store.h"
+#include "distributed/net/socket.h"
+#include "distributed/store/store.h"
 
 namespace lockstep::dist {
 

@@ -38,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-#include "distributed/socket.h"
+#include "distributed/net/socket.h"
 #include "common/check.h"
 
 extern char** environ;

@@ -1,5 +1,5 @@
 // DirectMesh: connecting the mesh, and the poll loop that exchanges one message with every peer.
-#include "distributed/direct_mesh.h"
+#include "distributed/gloo/direct_mesh.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

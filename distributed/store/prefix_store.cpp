@@ -1,5 +1,5 @@
 // PrefixStore: forwards every call to the underlying store with "prefix/" in front of each key.
-#include "distributed/prefix_store.h"
+#include "distributed/store/prefix_store.h"
 
 #include "common/check.h"
 

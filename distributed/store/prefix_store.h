@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 
 namespace lockstep::dist {
 

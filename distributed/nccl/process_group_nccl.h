@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "distributed/process_group.h"
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 
 namespace lockstep::dist {
 

@@ -1,5 +1,5 @@
 // Socket: resolution, listen/connect/accept and deadline-bounded send/recv over BSD sockets.
-#include "distributed/socket.h"
+#include "distributed/net/socket.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

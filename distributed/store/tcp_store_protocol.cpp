@@ -1,5 +1,5 @@
 // TCPStore requests: the frame decoder the server runs on untrusted bytes, and the client's encoder.
-#include "distributed/tcp_store_protocol.h"
+#include "distributed/store/tcp_store_protocol.h"
 
 #include <exception>
 

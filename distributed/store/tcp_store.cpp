@@ -1,12 +1,12 @@
 // TCPStore client: connection with retry, one request/reply per call, and the workers rendezvous.
-#include "distributed/tcp_store.h"
+#include "distributed/store/tcp_store.h"
 
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
-#include "distributed/tcp_store_protocol.h"
-#include "distributed/tcp_store_server.h"
+#include "distributed/store/tcp_store_protocol.h"
+#include "distributed/store/tcp_store_server.h"
 
 namespace lockstep::dist {
 

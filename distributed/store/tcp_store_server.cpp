@@ -1,5 +1,5 @@
 // TCPStoreServer: the poll() loop, connection limits, request handling and parking of blocking get/wait.
-#include "distributed/tcp_store_server.h"
+#include "distributed/store/tcp_store_server.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 
 namespace lockstep::dist::detail {
 namespace {
@@ -122,9 +122,14 @@ bool TCPStoreServer::may_read(Connection& c, Clock::time_point now) {
     if (frame > 0 && (admitted_total_ == 0 || admitted_total_ + frame <= options_.max_buffered_bytes)) {
       c.admitted = frame;
       admitted_total_ += frame;
+      ++admitted_frames_;
+      std::lock_guard lock(stats_mu_);
+      ++stats_.frames_admitted;
+      stats_.most_admitted_at_once = std::max(stats_.most_admitted_at_once, admitted_frames_);
     } else {
       ok = false;  // complete frames queued behind a parked request, or no budget for this frame yet
     }
+    set_waiting(c, frame > 0 && c.admitted == 0);
   }
   if (!ok) {
     int waiting = 0;
@@ -259,6 +264,7 @@ bool TCPStoreServer::process_input(uint64_t id, Connection& c) {
   if (off > 0 && c.admitted) {  // the admitted frame, the first in `in`, has been handled
     admitted_total_ -= c.admitted;
     c.admitted = 0;
+    --admitted_frames_;
   }
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(off));
   release_if_large(c.in);
@@ -419,8 +425,26 @@ void TCPStoreServer::close_connection(uint64_t id) {
     }
   }
   admitted_total_ -= it->second.admitted;
+  if (it->second.admitted) --admitted_frames_;
+  set_waiting(it->second, false);
   silent_.erase(id);
   connections_.erase(it);
+}
+
+void TCPStoreServer::set_waiting(Connection& c, bool waiting) {
+  if (c.waiting == waiting) return;
+  c.waiting = waiting;
+  std::lock_guard lock(stats_mu_);
+  if (waiting) {
+    ++stats_.frames_waiting;
+  } else {
+    --stats_.frames_waiting;
+  }
+}
+
+TCPStoreServerStats TCPStoreServer::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
 }
 
 bool TCPStoreServer::has_all(const std::vector<std::string>& keys) const {

@@ -16,6 +16,16 @@
 // rank (Linux: found through /proc/self/fd when connecting) and looks at which ones broke. Writes to a
 // dead peer raise an error, not SIGPIPE: gloo's threads block that signal. Destruction waits for the
 // queued collectives, then closes every connection and thread.
+//
+// Ranks that share a host (distributed/shm/host.h: found through the store, never assumed) run the
+// collectives through shared memory (distributed/shm/shm_group.h) instead of loopback TCP:
+//   - every rank on one host ("shm"): all five collectives;
+//   - several hosts, some with more than one rank ("shm+tcp"): all_reduce, broadcast and barrier in
+//     two levels, shared memory within each host and TCP (DirectMesh) between one leader per host, the
+//     lowest rank of each host; all_gather and reduce_scatter over TCP;
+//   - otherwise ("tcp"), or with GlooOptions::shared_memory false or LOCKSTEP_SHM=0 on any rank: TCP.
+// transport() says which. Results are the same bits on every rank either way (a fixed order of
+// reduction), though not always the same bits as another transport would give.
 #pragma once
 
 #include <chrono>
@@ -29,8 +39,9 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/gloo/peer_sockets.h"
 #include "distributed/process_group.h"
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 
 namespace gloo {
 class Context;
@@ -42,6 +53,9 @@ class Device;
 namespace lockstep::dist {
 
 class DirectMesh;
+namespace shm {
+class ShmGroup;
+}
 
 struct GlooOptions {
   // PyTorch's default collective timeout for gloo.
@@ -70,6 +84,13 @@ struct GlooOptions {
   enum class Algorithm { kAuto, kExchange, kRing, kGlooRing, kGlooBcube };
   Algorithm allreduce_algorithm = Algorithm::kAuto;
   size_t allreduce_exchange_max_bytes = size_t{256} << 10;
+  // Shared memory between the ranks of a host (see ProcessGroupGloo). LOCKSTEP_SHM=0 in the environment
+  // turns it off too; off on one rank is off on all of them.
+  bool shared_memory = true;
+  // Bytes each rank stages per step in the segment (ShmOptions::slot_bytes); LOCKSTEP_SHM_SLOT_BYTES.
+  size_t shm_slot_bytes = size_t{1} << 20;
+  // How long a rank waiting for another spins before it sleeps (ShmOptions::spin); LOCKSTEP_SHM_SPIN_US.
+  std::chrono::microseconds shm_spin{50};
 };
 
 class ProcessGroupGloo : public ProcessGroup {
@@ -82,6 +103,7 @@ class ProcessGroupGloo : public ProcessGroup {
   ~ProcessGroupGloo() override;
 
   std::string backend_name() const override { return "gloo"; }
+  std::string transport() const override { return transport_; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   // The local address gloo listens on (its device), for messages and tests.
   const std::string& address() const { return address_; }
@@ -121,18 +143,14 @@ class ProcessGroupGloo : public ProcessGroup {
   // gloo's error text, with the ranks whose connections broke named and a timeout spelled out.
   std::string explain(const std::string& gloo_error) const;
 
-  // A connected TCP socket of this process, known by its inode (0 when unknown); the group never
-  // touches gloo's descriptors of its sockets, which gloo's own threads may close at any time.
-  struct TcpSocket {
-    uint64_t inode = 0;
-    std::string local, peer;  // "127.0.0.1:45959"
-  };
-  static std::vector<TcpSocket> tcp_sockets();
-  // Finds this rank's socket to every other rank (peer_sockets_) among those created since `before`.
-  void identify_peer_sockets(Store& store, const std::vector<TcpSocket>& before);
-  // The ranks whose connection to this rank is closed or no longer established (Linux: the state of
-  // each peer's socket in /proc/net/tcp and tcp6).
-  std::vector<int> lost_peers() const;
+  // Finds the ranks that share this rank's host and sets up the shared-memory group and the leaders'
+  // mesh (collective); sets transport_.
+  void setup_shared_memory(Store& store, const std::string& mesh_host);
+  // In two levels: shared memory within the host, TCP between the hosts' leaders.
+  template <typename T>
+  void two_level_all_reduce(T* data, size_t n, ReduceOp op, uint32_t tag);
+  void two_level_broadcast(void* data, size_t bytes, int root, uint32_t tag);
+  void two_level_barrier(uint32_t tag);
   // all_reduce's algorithm for n elements of element_bytes each (GlooOptions).
   Options::Algorithm allreduce_algorithm(size_t n, size_t element_bytes) const;
   // A buffer of at least `nbytes` for the executing collective, reused across collectives.
@@ -140,10 +158,15 @@ class ProcessGroupGloo : public ProcessGroup {
 
   Options options_;
   std::string address_;
-  std::vector<TcpSocket> peer_sockets_;  // [r]: this rank's connection to rank r
+  PeerSockets peer_sockets_;  // names the ranks whose connection broke
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<DirectMesh> mesh_;  // small all-reduces and barriers (direct_mesh.h)
+  std::string transport_ = "tcp";
+  std::vector<int> host_of_;               // [rank]: its host's index (shared memory on)
+  std::vector<std::vector<int>> ranks_on_;  // [host]: its ranks, ascending; the first is the leader
+  std::unique_ptr<shm::ShmGroup> shm_;     // this host's ranks, when more than one
+  std::unique_ptr<DirectMesh> leaders_;    // the hosts' leaders ("shm+tcp"); on leaders only
 
   std::mutex mu_;
   std::condition_variable cv_;

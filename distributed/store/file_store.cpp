@@ -3,7 +3,7 @@
 // Record layout (native little-endian): u8 kind (1 set, 2 delete), u32 key length, key, u32 value
 // length, value. A record is written with one write() while the lock is held, so readers see whole
 // records; a trailing partial record can only come from a writer that died mid-write and is cut off.
-#include "distributed/file_store.h"
+#include "distributed/store/file_store.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

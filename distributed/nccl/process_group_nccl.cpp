@@ -1,7 +1,7 @@
 // ProcessGroupNCCL: every NCCL call lockstep makes, on the group's own stream, ordered after the
 // compute stream by events.
 #include "common/env.h"
-#include "distributed/process_group_nccl.h"
+#include "distributed/nccl/process_group_nccl.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -15,8 +15,8 @@
 #include <mutex>
 #include <thread>
 
-#include "distributed/nccl_util.h"
-#include "distributed/prefix_store.h"
+#include "distributed/nccl/nccl_util.h"
+#include "distributed/store/prefix_store.h"
 #include "common/check.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"

@@ -1,5 +1,5 @@
 // GlooStoreAdapter: gloo's rendezvous store interface over a lockstep Store.
-#include "distributed/gloo_store_adapter.h"
+#include "distributed/gloo/gloo_store_adapter.h"
 
 namespace lockstep::dist {
 

@@ -1,0 +1,105 @@
+// ShmGroup: collectives among the ranks of one host through one shared-memory segment (segment.h).
+//
+// Layout: after the segment header, one control line per rank (its arrival counter and pid), then two
+// buffers of `slot_bytes` per rank. A step of a collective is: every rank writes into its own slot of
+// the current buffer, announces its arrival (bumping its counter, waking sleepers by futex), waits for
+// every other rank's arrival, then reads the others' slots. Buffers alternate from one step to the
+// next, so a rank may write the next step's slot while slower ranks still read the last one: one
+// synchronization per step, none to release a buffer.
+//
+// all_reduce of more than kSmallBytes: reduce-scatter then all-gather through the segment. Each rank
+// copies its chunk in; rank i folds slice i of every rank's copy, in rank order, in place in its own
+// slot; after a second synchronization every rank copies all the reduced slices out. The ranks reduce
+// disjoint slices in parallel, every element is reduced once in a fixed order, so every rank ends with
+// the same bits. Smaller ones: one synchronization, then every rank folds everything, in rank order.
+//
+// Waiting: a short spin, then futex waits of kPollPeriod, between which a waiter looks whether the
+// rank it waits for is still alive (pidfd) and whether the timeout has passed. Errors (ShmError) name
+// the rank: "rank 1 (pid 4242) exited ..." or "timed out after 30s waiting for rank 1".
+//
+// Not thread-safe: the process group calls it from one thread at a time, in the same order on every
+// local rank.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "common/deadline.h"
+#include "distributed/shm/segment.h"
+#include "distributed/store/store.h"
+#include "distributed/work.h"
+#include "tensor/dtype.h"
+
+namespace lockstep::dist::shm {
+
+// A fault of a peer or the timeout, with the message naming the rank: reported as is.
+class ShmError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct ShmOptions {
+  // Bytes each rank stages per step (each of its two buffers). Larger steps synchronize less often.
+  size_t slot_bytes = size_t{1} << 20;
+  std::chrono::milliseconds timeout{30 * 60 * 1000};
+  // How long a waiting rank spins before it sleeps on a futex.
+  std::chrono::microseconds spin{50};
+};
+
+class ShmGroup {
+ public:
+  // all_reduce up to this size folds everything on every rank (one synchronization).
+  static constexpr size_t kSmallBytes = 16 << 10;
+
+  // Collective among `ranks` (global rank numbers, ascending; this process is ranks[local]) through
+  // `store` (a prefix of this group alone): ranks[0] creates the segment, the others attach. Throws
+  // naming the step that failed; no segment name is left behind.
+  ShmGroup(Store& store, std::vector<int> ranks, int local, ShmOptions options);
+  ~ShmGroup();
+  ShmGroup(const ShmGroup&) = delete;
+  ShmGroup& operator=(const ShmGroup&) = delete;
+
+  int size() const { return static_cast<int>(ranks_.size()); }
+  int local_rank() const { return local_; }
+  const std::string& segment_name() const { return segment_.name(); }
+
+  // data[0..n) = op over the local ranks, in place. AVG sums, then divides by `avg_divisor`.
+  void all_reduce(void* data, size_t n, Dtype dtype, ReduceOp op, int avg_divisor);
+  // data[0..bytes) = local rank `root`'s.
+  void broadcast(void* data, size_t bytes, int root);
+  // outputs[r][0..bytes) = local rank r's input.
+  void all_gather(const void* input, const std::vector<void*>& outputs, size_t bytes);
+  // output[0..n) = op over local ranks of their inputs[local_rank()]; `inputs` has size() pointers.
+  void reduce_scatter(const std::vector<const void*>& inputs, void* output, size_t n, Dtype dtype, ReduceOp op,
+                      int avg_divisor);
+  void barrier();
+
+ private:
+  struct Control;
+  Control& control(int local) const;
+  char* slot(int local, int buffer) const;
+  // Announces this rank's arrival at the next step and waits for every other rank's.
+  // `what` (the collective and its byte count) must match every other rank's for this step.
+  void sync(const char* op, uint64_t what);
+  void wait_for(int local, uint32_t target, const char* op);
+  bool alive(int local) const;
+  // The buffer of the next step (alternating).
+  int next_buffer() { return static_cast<int>(step_++ & 1); }
+
+  std::vector<int> ranks_;
+  int local_;
+  ShmOptions options_;
+  ShmSegment segment_;
+  std::vector<int> pidfds_;  // [local rank]: -1 for this rank, or where pidfd_open is not available
+  std::vector<int> pids_;
+  std::vector<char> fold_tmp_;  // a block of partial results, when the output is one of the inputs
+  uint32_t arrivals_ = 0;  // this rank's arrival counter, as published
+  uint64_t step_ = 0;
+  Deadline deadline_{};  // of the collective in progress
+};
+
+}  // namespace lockstep::dist::shm
