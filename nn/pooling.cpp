@@ -1,5 +1,7 @@
-// Pooling as views: the (padded) input seen through as_strided as [N, C, H_out, W_out, kH, kW]
-// windows, reduced with amax (max pooling; the gradient goes to the maximum) or sum (average pooling).
+// Pooling over the kH * kW offsets of the windows: each offset of every window is a strided view
+// [N, C, H_out, W_out] of the padded input, combined with maximum (max pooling; the gradient goes to
+// the first maximal offset, as PyTorch) or added up (average pooling). Backward is written beside
+// each, as strided adds into the padded gradient.
 // Adaptive average pooling is separable: P_h x P_w^T with constant averaging matrices.
 #include <cmath>
 #include <limits>
@@ -41,11 +43,25 @@ Geometry geometry(const char* fn, const Tensor& x, ExpandingArray<2> k, Expandin
   return g;
 }
 
-// x [N, C, Hp, Wp] (already padded) -> windows [N, C, OH, OW, kH, kW].
-Tensor windows(const Tensor& x, const Geometry& g) {
-  const int64_t N = x.size(0), C = x.size(1), Hp = x.size(2), Wp = x.size(3);
-  return as_strided(x, {N, C, g.out[0], g.out[1], g.k[0], g.k[1]},
-                    {C * Hp * Wp, Hp * Wp, g.s[0] * Wp, g.s[1], g.d[0] * Wp, g.d[1]});
+// Offset (i, j) of every window of the padded [N, C, Hp, Wp]: a strided view [N, C, OH, OW].
+Tensor offset(const Tensor& padded, const Geometry& g, int64_t i, int64_t j) {
+  const int64_t N = padded.size(0), C = padded.size(1), Hp = padded.size(2), Wp = padded.size(3);
+  return internal::as_strided(padded, {N, C, g.out[0], g.out[1]}, {C * Hp * Wp, Hp * Wp, g.s[0] * Wp, g.s[1]},
+                              padded.storage_offset() + i * g.d[0] * Wp + j * g.d[1]);
+}
+
+// The sum over each window (unrecorded): kH * kW adds of strided views.
+Tensor window_sum(const Tensor& padded, const Geometry& g) {
+  Tensor total = internal::clone(offset(padded, g, 0, 0));
+  for (int64_t i = 0; i < g.k[0]; ++i)
+    for (int64_t j = 0; j < g.k[1]; ++j)
+      if (i || j) internal::add_(total, offset(padded, g, i, j));
+  return total;
+}
+
+// The input's part of a padded gradient [N, C, Hp, Wp].
+Tensor unpad(const Tensor& padded, const Geometry& g, int64_t H, int64_t W) {
+  return internal::contiguous(internal::narrow(internal::narrow(padded, 2, g.p[0], H), 3, g.p[1], W));
 }
 
 Tensor pad(const Tensor& x, const Geometry& g, double value) {
@@ -63,33 +79,24 @@ Tensor max_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
   Geometry g = geometry("max_pool2d", input, k, s, p, d, ceil_mode);
   const bool batched = input.dim() == 4;
   Tensor x = batched ? input : unsqueeze(input, 0);
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t Hp = H + 2 * g.p[0] + g.extra[0], Wp = W + 2 * g.p[1] + g.extra[1];
-  auto at = [=](const Tensor& padded, int64_t i, int64_t j) {  // offset (i, j) of every window
-    return in::as_strided(padded, {N, C, g.out[0], g.out[1]}, {C * Hp * Wp, Hp * Wp, g.s[0] * Wp, g.s[1]},
-                          padded.storage_offset() + i * g.d[0] * Wp + j * g.d[1]);
-  };
-  Tensor xp = full({N, C, Hp, Wp}, -std::numeric_limits<double>::infinity(), {x.dtype(), x.device()});
-  {
-    Tensor inner = in::narrow(in::narrow(xp, 2, g.p[0], H), 3, g.p[1], W);
-    in::copy_(inner, x.detach());
-  }
-  Tensor out = in::contiguous(at(xp, 0, 0));
+  const int64_t H = x.size(2), W = x.size(3);
+  Tensor xp = in::contiguous(pad(x.detach(), g, -std::numeric_limits<double>::infinity()));  // unrecorded
+  Tensor out = in::contiguous(offset(xp, g, 0, 0));
   for (int64_t i = 0; i < g.k[0]; ++i)
     for (int64_t j = 0; j < g.k[1]; ++j)
-      if (i || j) out = in::maximum(out, at(xp, i, j));
+      if (i || j) out = in::maximum(out, offset(xp, g, i, j));
   if (autograd::needs_grad({x})) {
     out = autograd::record("max_pool2d", out, {x}, [=](const Tensor& grad) {
-      Tensor gxp = zeros({N, C, Hp, Wp}, {grad.dtype(), grad.device()});
+      Tensor gxp = zeros(xp.shape(), {grad.dtype(), grad.device()});
       Tensor taken = zeros(out.shape(), {grad.dtype(), grad.device()});  // 1 where an earlier offset won
       for (int64_t i = 0; i < g.k[0]; ++i)
         for (int64_t j = 0; j < g.k[1]; ++j) {
-          Tensor hit = in::mul(in::to_dtype(in::eq(at(xp, i, j), out), grad.dtype()), in::add(in::neg(taken), 1.0));
-          Tensor dst = at(gxp, i, j);
+          Tensor hit = in::mul(in::to_dtype(in::eq(offset(xp, g, i, j), out), grad.dtype()), in::add(in::neg(taken), 1.0));
+          Tensor dst = offset(gxp, g, i, j);
           in::add_(dst, in::mul(grad, hit));
           in::add_(taken, hit);
         }
-      return std::vector<Tensor>{in::contiguous(in::narrow(in::narrow(gxp, 2, g.p[0], H), 3, g.p[1], W))};
+      return std::vector<Tensor>{unpad(gxp, g, H, W)};
     });
   }
   return batched ? out : squeeze(out, 0);
@@ -97,23 +104,32 @@ Tensor max_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
 
 Tensor avg_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s, ExpandingArray<2> p, bool ceil_mode,
                   bool count_include_pad) {
+  namespace in = internal;
   Geometry g = geometry("avg_pool2d", input, k, s, p, 1, ceil_mode);
   const bool batched = input.dim() == 4;
   Tensor x = batched ? input : unsqueeze(input, 0);
-  Tensor total = sum(windows(pad(x, g, 0), g), {4, 5});
+  const int64_t H = x.size(2), W = x.size(3);
+  Tensor xp = in::contiguous(pad(x.detach(), g, 0));  // nothing here requires a gradient: unrecorded
   // The divisor of each window: how many of its cells are input (or, with count_include_pad, input or
-  // left/right padding, but not ceil_mode's extra cells), as PyTorch.
-  Tensor divisor;
-  {
-    NoGradGuard no_grad;
-    const int64_t H = x.size(2), W = x.size(3);
-    Tensor cells = ones({1, 1, H, W}, {x.dtype(), x.device()});
-    if (count_include_pad) cells = pad2d(cells, g.p[1], g.p[1], g.p[0], g.p[0], 1);
-    Geometry gd = g;
-    if (count_include_pad) gd.p[0] = gd.p[1] = 0;
-    divisor = sum(windows(pad(cells, gd, 0), g), {4, 5});
+  // left/right padding, but not ceil_mode's extra cells), as PyTorch. [1, 1, OH, OW]
+  Tensor cells = ones({1, 1, H, W}, {x.dtype(), x.device()});
+  if (count_include_pad) cells = pad2d(cells, g.p[1], g.p[1], g.p[0], g.p[0], 1);
+  Geometry gd = g;
+  if (count_include_pad) gd.p[0] = gd.p[1] = 0;
+  Tensor divisor = window_sum(pad(cells, gd, 0), g);
+  Tensor out = in::div(window_sum(xp, g), divisor);
+  if (autograd::needs_grad({x})) {
+    out = autograd::record("avg_pool2d", out, {x}, [=, shape = xp.shape()](const Tensor& grad) {
+      Tensor share = in::div(grad, divisor);  // each window's gradient, spread evenly over its cells
+      Tensor gxp = zeros(shape, {grad.dtype(), grad.device()});
+      for (int64_t i = 0; i < g.k[0]; ++i)
+        for (int64_t j = 0; j < g.k[1]; ++j) {
+          Tensor dst = offset(gxp, g, i, j);
+          in::add_(dst, share);
+        }
+      return std::vector<Tensor>{unpad(gxp, g, H, W)};
+    });
   }
-  Tensor out = total / divisor;
   return batched ? out : squeeze(out, 0);
 }
 

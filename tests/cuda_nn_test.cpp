@@ -112,3 +112,41 @@ TEST_CASE("training steps in the steady state take no new device memory (the cac
   CHECK(cuda::memory_allocated(0) == allocated);
   CHECK(last < first);  // and the steps did train
 }
+
+TEST_CASE("the layers and losses of nn/ on the GPU equal the CPU: values and gradients") {
+  if (!kHaveDevice) {
+    MESSAGE("no CUDA device visible: skipped");
+    return;
+  }
+  namespace F = nn::functional;
+  const Device gpu = Device::cuda(0);
+  manual_seed(2);
+  Tensor x = randn({4, 3, 9, 8}), w = randn({6, 3, 3, 3}) * 0.3, b = randn({6});
+  Tensor bn_w = randn({6}), ln_w = randn({12}), table = randn({10, 12});
+  Tensor idx = randint(0, 10, {4, 5}), target = randint(0, 5, {4}), tokens = randint(0, 5, {4});
+  // The same computation on each device; returns the loss and the leaves whose gradients to compare.
+  auto run = [&](Device d, std::vector<Tensor>& leaves) {
+    leaves.clear();
+    for (const Tensor& t : {x, w, b, bn_w, ln_w, table}) leaves.push_back(t.to(d).set_requires_grad());
+    Tensor h = F::conv2d(leaves[0], leaves[1], leaves[2], {2, 1}, 1, {1, 2});
+    h = F::batch_norm(h, Tensor(), Tensor(), leaves[3], Tensor(), true);
+    h = F::max_pool2d(F::gelu(h), 3, 1, 1) + F::avg_pool2d(h, 3, 1, 1, false, false);
+    h = F::adaptive_avg_pool2d(h, {1, 2}).flatten(1);                 // [4, 12]
+    h = F::layer_norm(h, {12}, leaves[4]);
+    Tensor logits = h.narrow(1, 0, 5);
+    Tensor emb = F::embedding(idx.to(d), leaves[5], 0);            // [4, 5, 12]
+    Tensor lm = matmul(emb, h.unsqueeze(2)).squeeze(2);             // [4, 5] logits over 5 "classes"
+    Tensor loss = F::cross_entropy(logits, target.to(d), nn::CrossEntropyLossOptions().label_smoothing(0.1)) +
+                  F::cross_entropy(lm, tokens.to(d), nn::CrossEntropyLossOptions().ignore_index(3)) +
+                  F::binary_cross_entropy_with_logits(lm, sigmoid(lm.detach()));
+    loss.backward();
+    return loss;
+  };
+  std::vector<Tensor> cpu, gpu_leaves;
+  Tensor cpu_loss = run(Device::cpu(), cpu), gpu_loss = run(gpu, gpu_leaves);
+  CHECK(gpu_loss.item<float>() == doctest::Approx(cpu_loss.item<float>()).epsilon(1e-4));
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    INFO("leaf ", i);
+    CHECK(internal::allclose(gpu_leaves[i].grad().cpu(), cpu[i].grad(), 1e-3, 1e-4));
+  }
+}

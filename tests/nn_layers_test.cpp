@@ -93,6 +93,12 @@ TEST_CASE("pooling matches PyTorch") {
   check_case("avgpool_nopad", {"x"},
              [](auto& v) { return F::avg_pool2d(v[0], {3, 2}, {2, 1}, 1, false, /*count_include_pad=*/false); });
   check_case("avgpool_ceil", {"x"}, [](auto& v) { return F::avg_pool2d(v[0], 2, 2, 1, /*ceil_mode=*/true); });
+  // A non-contiguous input (a transposed view) pools like its contiguous copy.
+  Tensor xt = fx("avgpool.x").transpose(2, 3);
+  check_close(F::avg_pool2d(xt, 2), F::avg_pool2d(xt.contiguous(), 2), "avg_pool2d on a view");
+  check_close(F::max_pool2d(xt, 2), F::max_pool2d(xt.contiguous(), 2), "max_pool2d on a view");
+  check_close(F::conv2d(xt, fx("conv_basic.weight")), F::conv2d(xt.contiguous(), fx("conv_basic.weight")),
+              "conv2d on a view");
   check_case("adaptive", {"x"}, [](auto& v) { return nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({3, 4}))(v[0]); });
 }
 
