@@ -4,7 +4,8 @@
 // arrive here converted to the parameter's type, as PyTorch's CPU kernels convert Python scalars.
 #pragma once
 
-#include "tensor/elementwise_ops.h"
+#include <math.h>
+
 #include "tensor/host_device.h"
 
 namespace lockstep {
@@ -20,6 +21,9 @@ struct AdamStepArgs {
 };
 
 namespace detail {
+
+LOCKSTEP_HOST_DEVICE inline float adam_sqrt(float x) { return ::sqrtf(x); }
+LOCKSTEP_HOST_DEVICE inline double adam_sqrt(double x) { return ::sqrt(x); }
 
 // AdamStepArgs in the element type T.
 template <typename T>
@@ -63,7 +67,7 @@ LOCKSTEP_HOST_DEVICE inline void adam_update(T& p, T g, T& m, T& v, T& vmax, con
     vmax = (vmax != vmax || vmax >= v) ? vmax : v;  // torch.maximum (NaN propagates)
     second = vmax;
   }
-  const T denom = math::sqrt(second) / s.bias_correction2_sqrt + s.eps;
+  const T denom = adam_sqrt(second) / s.bias_correction2_sqrt + s.eps;
   p = p + s.neg_step_size * m / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
 }
 

@@ -20,6 +20,7 @@ TARGETS=(
   "test //tests:tensor_test"
   "test //tests:cuda_test"
   "test //tests:cuda_nn_test"
+  "test //tests:cuda_optim_test"
   "test //tests:nccl_test"
   "test //tests:bad_input_test"
   "bench //tensor/cuda:cuda_bench"

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "tensor/backend.h"
+#include "tensor/cpu/adam.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/elementwise.h"
 #include "tensor/parallel.h"
@@ -58,37 +59,6 @@ void sgd_kernel(const SgdArgs<T>& a) {
     }
     p[i] -= a.lr * d;
   }
-}
-
-// torch.optim.Adam/AdamW over one parameter: adam_update (tensor/optim_step.h) per element, with the
-// options fixed at compile time and the arrays unaliased so the loop vectorizes.
-template <typename T, bool kAmsgrad, bool kWeightDecay, bool kDecoupled, bool kMaximize>
-void adam_kernel(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
-                 int64_t n, detail::AdamScalars<T> s) {
-  s.amsgrad = kAmsgrad;
-  s.weight_decay = kWeightDecay;
-  s.decoupled = kDecoupled;
-  s.maximize = kMaximize;
-  T unused = 0;
-  for (int64_t i = 0; i < n; ++i) detail::adam_update(p[i], g[i], m[i], v[i], kAmsgrad ? vmax[i] : unused, s);
-}
-
-// The kernel for one combination of the runtime flags.
-template <typename T>
-void adam_dispatch(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const detail::AdamScalars<T>& s) {
-  auto run = [&](auto ams, auto wd, auto dec, auto max) {
-    adam_kernel<T, decltype(ams)::value, decltype(wd)::value, decltype(dec)::value, decltype(max)::value>(
-        p, g, m, v, vmax, n, s);
-  };
-  using F = std::false_type;
-  using Tr = std::true_type;
-  auto with_max = [&](auto ams, auto wd, auto dec) { s.maximize ? run(ams, wd, dec, Tr{}) : run(ams, wd, dec, F{}); };
-  auto with_wd = [&](auto ams) {
-    if (!s.weight_decay) with_max(ams, F{}, F{});
-    else if (s.decoupled) with_max(ams, Tr{}, Tr{});
-    else with_max(ams, Tr{}, F{});
-  };
-  s.amsgrad ? with_wd(Tr{}) : with_wd(F{});
 }
 
 void check_index(int64_t v, int64_t n, int64_t pos, const char* op) {
@@ -387,9 +357,8 @@ class CpuBackend final : public Backend {
                  const AdamStepArgs& args) override {
     dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      adam_dispatch<T>(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
-                       args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(),
-                       detail::AdamScalars<T>(args));
+      cpu::adam_step(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
+                     args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);
     });
   }
 };
