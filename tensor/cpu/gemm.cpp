@@ -43,8 +43,10 @@ using Kernel = void (*)(bool, bool, int64_t, int64_t, int64_t, T, const T*, int6
 Kernel<float> kernel_for(float*) { return use_avx512() ? avx512::gemm_f32 : avx2::gemm_f32; }
 Kernel<double> kernel_for(double*) { return use_avx512() ? avx512::gemm_f64 : avx2::gemm_f64; }
 
-// Products with fewer multiply-adds than this per thread stay on one thread: below it the hand-off
-// to a worker (a futex wake, ~10-30 us here) costs more than the split saves.
+// Products with fewer multiply-adds than this per thread stay on one thread. 2^21 multiply-adds
+// take ~45 us on one AVX-512 core (gemm_bench: ~95 GFLOP/s for the MLP's large products), several
+// times what waking a sleeping worker costs; the MLP's 655K-multiply-add products (~25-35 us each)
+// stay on the caller. Not tuned further: the 2-core machine was saturated by other builds.
 constexpr int64_t kMinWorkPerThread = int64_t(1) << 21;
 
 template <typename T>
@@ -67,9 +69,10 @@ void gemm_checked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, co
   }
   Kernel<T> kernel = kernel_for(static_cast<T*>(nullptr));
   // Split C into blocks of whole rows when op(A) has at least as many rows as op(B) has columns,
-  // else into blocks of columns, so each thread runs one ordinary (smaller) product. Row blocks
-  // (multiples of 8 rows) share B and read their own rows of A; column blocks (multiples of 16
-  // columns, a whole number of AVX-512 vectors) share A.
+  // else into blocks of columns, so each thread runs one ordinary (smaller) product on the longer
+  // side. Row blocks (multiples of 8 rows) share B and read their own rows of A; column blocks
+  // (multiples of 16 columns, a whole number of AVX-512 vectors) share A. Each thread packs the
+  // shared operand itself: for the MLP's shapes that duplicates 1/64 or less of the work.
   const bool by_rows = m >= n;
   const int64_t unit = by_rows ? 8 : 16;
   const int64_t units = ((by_rows ? m : n) + unit - 1) / unit;
