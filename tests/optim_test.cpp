@@ -211,15 +211,14 @@ namespace {
 // A small model, AdamW with decay/no-decay groups, warmup + cosine and clipping: the GPT example's
 // training loop in miniature. Returns the loss after each step in [from, to).
 struct Run {
-  std::shared_ptr<nn::Sequential> model;
+  nn::Sequential model{nullptr};
   std::unique_ptr<optim::AdamW> opt;
   std::shared_ptr<optim::SequentialLR> sched;
   Tensor x, y;
 
   Run() {
     manual_seed(3);
-    model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(),
-                                             std::make_shared<nn::Linear>(8, 3));
+    model = nn::Sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 3));
     std::vector<Tensor> decay, no_decay;
     for (auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
     opt = std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
