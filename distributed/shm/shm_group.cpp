@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -147,6 +148,14 @@ ShmGroup::ShmGroup(Store& store, std::vector<int> ranks, int local, ShmOptions o
 }
 
 ShmGroup::~ShmGroup() {
+  if (const char* v = std::getenv("LOCKSTEP_SHM_STATS"); v && std::string(v) == "1") {
+    std::fprintf(stderr,
+                 "shm stats, rank %d: waits %llu at once, %llu while yielding, %llu after sleeping (%.3f s asleep, "
+                 "%llu sleeps timed out)\n",
+                 ranks_[local_], static_cast<unsigned long long>(stats_.at_once),
+                 static_cast<unsigned long long>(stats_.after_yield), static_cast<unsigned long long>(stats_.after_sleep),
+                 stats_.slept_s, static_cast<unsigned long long>(stats_.sleep_timeouts));
+  }
   for (int fd : pidfds_) {
     if (fd >= 0) ::close(fd);
   }
@@ -195,21 +204,34 @@ void ShmGroup::wait_for(int k, uint32_t target, const char* op) {
   // where the peer waits for this rank's core (an oversubscribed host), a pause loop would keep it off
   // for the whole spin, a yield lets it run at once.
   for (int i = 0; i < 32; ++i) {
-    if (reached(c.arrived.load(std::memory_order_acquire))) return;
+    if (reached(c.arrived.load(std::memory_order_acquire))) {
+      ++stats_.at_once;
+      return;
+    }
     _mm_pause();
   }
   const auto spin_until = Clock::now() + options_.spin;
   while (Clock::now() < spin_until) {
-    if (reached(c.arrived.load(std::memory_order_acquire))) return;
+    if (reached(c.arrived.load(std::memory_order_acquire))) {
+      ++stats_.after_yield;
+      return;
+    }
     ::sched_yield();
   }
   const timespec period{0, std::chrono::duration_cast<std::chrono::nanoseconds>(kPollPeriod).count()};
   for (;;) {
     c.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = c.arrived.load(std::memory_order_seq_cst);
-    if (!reached(seen)) futex(&c.arrived, FUTEX_WAIT, seen, &period);
+    if (!reached(seen)) {
+      const auto slept = Clock::now();
+      if (futex(&c.arrived, FUTEX_WAIT, seen, &period) != 0 && errno == ETIMEDOUT) ++stats_.sleep_timeouts;
+      stats_.slept_s += std::chrono::duration<double>(Clock::now() - slept).count();
+    }
     c.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (reached(c.arrived.load(std::memory_order_acquire))) return;
+    if (reached(c.arrived.load(std::memory_order_acquire))) {
+      ++stats_.after_sleep;
+      return;
+    }
     if (!alive(k)) {
       throw ShmError(lockstep::detail::str_cat("shared memory: rank ", ranks_[k], " (pid ", pids_[k],
                                                ") exited during ", op, " (its process died or failed)"));
@@ -232,18 +254,25 @@ void ShmGroup::all_reduce(void* data, size_t n, Dtype dtype, ReduceOp op, int av
     const detail::ReduceFn fn = detail::reduce_fn<T>(op);
     const size_t bytes = n * sizeof(T);
     std::vector<const T*> src(W);
-    if (bytes <= kSmallBytes && bytes <= options_.slot_bytes) {
-      const int b = next_buffer();
-      std::memcpy(slot(local_, b), x, bytes);
-      sync("all_reduce", what(kAllReduce, bytes));
-      for (int k = 0; k < W; ++k) src[k] = reinterpret_cast<const T*>(slot(k, b));
-      fold<T>(x, src, n, fn, nullptr);
-      if (op == ReduceOp::AVG) detail::divide(x, n, avg_divisor);
+    const size_t per_step = options_.slot_bytes / sizeof(T);
+    if (bytes <= kSmallBytes || W == 2) {
+      // Every rank folds the whole step itself: one synchronization a step. For two ranks this moves
+      // no more memory than the reduce-scatter and all-gather (each rank reads both copies and writes
+      // its own, against reading one, writing half and copying all out) and saves the second
+      // synchronization, a wake-up of the peer on a busy host.
+      for (size_t off = 0; off < n; off += per_step) {
+        const size_t m = std::min(per_step, n - off);
+        const int b = next_buffer();
+        std::memcpy(slot(local_, b), x + off, m * sizeof(T));
+        sync("all_reduce", what(kAllReduce, bytes));
+        for (int k = 0; k < W; ++k) src[k] = reinterpret_cast<const T*>(slot(k, b));
+        fold<T>(x + off, src, m, fn, nullptr);
+        if (op == ReduceOp::AVG) detail::divide(x + off, m, avg_divisor);
+      }
       return;
     }
     // Reduce-scatter then all-gather, a step of up to slot_bytes at a time. Slices start on 64-byte
     // boundaries, so that no two ranks write one cache line.
-    const size_t per_step = options_.slot_bytes / sizeof(T);
     constexpr size_t kAlign = 64 / sizeof(T);
     fold_tmp_.resize(kFoldBlock * sizeof(T));
     for (size_t off = 0; off < n; off += per_step) {

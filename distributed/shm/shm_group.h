@@ -11,7 +11,9 @@
 // copies its chunk in; rank i folds slice i of every rank's copy, in rank order, in place in its own
 // slot; after a second synchronization every rank copies all the reduced slices out. The ranks reduce
 // disjoint slices in parallel, every element is reduced once in a fixed order, so every rank ends with
-// the same bits. Smaller ones: one synchronization, then every rank folds everything, in rank order.
+// the same bits. Smaller ones, and every size between two ranks: one synchronization a step, then
+// every rank folds the whole step, in rank order (for two ranks no more memory traffic, one wake-up
+// fewer).
 //
 // Waiting: a short spin, then futex waits of kPollPeriod, between which a waiter looks whether the
 // rank it waits for is still alive (pidfd) and whether the timeout has passed. Errors (ShmError) name
@@ -78,6 +80,17 @@ class ShmGroup {
                       int avg_divisor);
   void barrier();
 
+  // How this rank's waits for the others ended, for profiles (LOCKSTEP_SHM_STATS=1 prints them to
+  // stderr when the group is destroyed).
+  struct WaitStats {
+    uint64_t at_once = 0;        // the peer had arrived already, or within the pause loop
+    uint64_t after_yield = 0;    // within the spin, while yielding
+    uint64_t after_sleep = 0;    // after one or more futex sleeps
+    uint64_t sleep_timeouts = 0; // futex sleeps that ran out (kPollPeriod) instead of being woken
+    double slept_s = 0;          // time in futex sleeps
+  };
+  const WaitStats& wait_stats() const { return stats_; }
+
  private:
   struct Control;
   Control& control(int local) const;
@@ -100,6 +113,7 @@ class ShmGroup {
   uint32_t arrivals_ = 0;  // this rank's arrival counter, as published
   uint64_t step_ = 0;
   Deadline deadline_{};  // of the collective in progress
+  WaitStats stats_;
 };
 
 }  // namespace lockstep::dist::shm
