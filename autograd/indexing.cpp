@@ -70,7 +70,11 @@ std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending) {
   return {values, indices};
 }
 
-Tensor argsort(const Tensor& a, int64_t dim, bool descending) { return in::sort(a, dim, descending).second; }
+Tensor argsort(const Tensor& a, int64_t dim, bool descending) {
+  LOCKSTEP_CHECK(a.defined(), "argsort: got an undefined tensor");
+  in::wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "argsort");
+  return in::sort(a, dim, descending).second;
+}
 
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest) {
   auto [values, indices] = in::topk(a, k, dim, largest);

@@ -94,6 +94,7 @@ Tensor mean(const Tensor& a, int64_t dim, bool keepdim) { return mean(a, std::ve
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, bool unbiased, bool keepdim) {
   LOCKSTEP_CHECK(a.defined(), "var: got an undefined tensor");
+  LOCKSTEP_CHECK(a.is_floating_point(), "var: expected a floating-point tensor, got ", a.dtype());
   std::vector<int64_t> dims = in::reduction_dims(dims_in, a.dim(), "var");
   const int64_t n = count_of(a, dims);
   Tensor centered = sub(a, mean(a, dims, true));
@@ -101,6 +102,8 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims_in, bool unbiased, 
 }
 
 Tensor std(const Tensor& a, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
+  LOCKSTEP_CHECK(a.defined(), "std: got an undefined tensor");
+  in::reduction_dims(dims, a.dim(), "std");
   return sqrt(var(a, dims, unbiased, keepdim));
 }
 
@@ -125,6 +128,7 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
 // -inf give -inf.
 Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   LOCKSTEP_CHECK(a.defined(), "logsumexp: got an undefined tensor");
+  in::reduction_dims(dims, a.dim(), "logsumexp");
   Tensor m;
   {
     NoGradGuard no_grad;
@@ -145,6 +149,7 @@ Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
   LOCKSTEP_CHECK(a.defined(), "norm: got an undefined tensor");
   LOCKSTEP_CHECK(p > 0, "norm: p must be positive (or inf), got ", p);
+  in::reduction_dims(dims, a.dim(), "norm");
   if (std::isinf(p)) return amax(abs(a), dims, keepdim);
   if (p == 1) return sum(abs(a), dims, keepdim);
   if (p == 2) return sqrt(sum(mul(a, a), dims, keepdim));

@@ -14,6 +14,10 @@ Tensor Tensor::reshape(const Shape& s) const { return lockstep::reshape(*this, s
 Tensor Tensor::flatten(int64_t s, int64_t e) const { return lockstep::flatten(*this, s, e); }
 Tensor Tensor::unflatten(int64_t d, const Shape& sizes) const {
   const int64_t k = in::wrap_dim(d, dim(), "unflatten");
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  LOCKSTEP_CHECK(n == shape()[k], "unflatten: sizes ", sizes, " do not multiply to dimension ", d, " of size ",
+                 shape()[k], " (shape ", shape(), ")");
   Shape s(shape().begin(), shape().begin() + k);
   s.insert(s.end(), sizes.begin(), sizes.end());
   s.insert(s.end(), shape().begin() + k + 1, shape().end());

@@ -20,7 +20,9 @@ template <typename T>
 LOCKSTEP_HOST_DEVICE constexpr T int_div(T x, T y) {
   static_assert(std::is_integral_v<T>);
   using U = std::make_unsigned_t<T>;
-  if (y == T(-1)) return static_cast<T>(U{0} - static_cast<U>(x));
+  if constexpr (std::is_signed_v<T>) {
+    if (y == T(-1)) return static_cast<T>(U{0} - static_cast<U>(x));
+  }
   return x / y;
 }
 

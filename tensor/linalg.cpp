@@ -133,8 +133,13 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];
     const int64_t k2 = b.shape()[b.dim() - 2], n = b.shape()[b.dim() - 1];
     LOCKSTEP_CHECK(k == k2, "matmul: ", a0.shape(), " x ", b0.shape(), ": inner dimensions differ");
-    Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
-                                   Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    Shape batch;
+    try {
+      batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                               Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    } catch (const Error&) {
+      fail("matmul: ", a0.shape(), " x ", b0.shape(), ": the batch dimensions cannot be broadcast");
+    }
     Tensor out;
     if (b.dim() == 2 && a.dim() > 2) {
       // [..., m, k] @ [k, n]: the batch folds into the rows, one GEMM (a view when a's layout allows).

@@ -127,7 +127,7 @@ TEST_CASE("the layers and losses of nn/ on the GPU equal the CPU: values and gra
   // The same computation on each device; returns the loss and the leaves whose gradients to compare.
   auto run = [&](Device d, std::vector<Tensor>& leaves) {
     leaves.clear();
-    for (const Tensor& t : {x, w, b, bn_w, ln_w, table}) leaves.push_back(t.to(d).set_requires_grad());
+    for (const Tensor& t : {x, w, b, bn_w, ln_w, table}) leaves.push_back(t.detach().to(d).set_requires_grad());
     Tensor h = F::conv2d(leaves[0], leaves[1], leaves[2], {2, 1}, 1, {1, 2});
     h = F::batch_norm(h, Tensor(), Tensor(), leaves[3], Tensor(), true);
     h = F::max_pool2d(F::gelu(h), 3, 1, 1) + F::avg_pool2d(h, 3, 1, 1, false, false);

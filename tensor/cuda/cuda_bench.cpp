@@ -44,7 +44,7 @@ void report(const std::string& name, double value, const char* unit) {
 void bench_gemm(int64_t n, Dtype dt, bool tf32) {
   Tensor a = randn({n, n}, {dt, kGpu}), b = randn({n, n}, {dt, kGpu}), c = empty({n, n}, {dt, kGpu});
   cuda::set_allow_tf32(tf32);
-  double s = seconds_per_call([&] { ops::gemm_(c, a, false, b, false, 1.0, 0.0); });
+  double s = seconds_per_call([&] { internal::gemm_(c, a, false, b, false, 1.0, 0.0); });
   cuda::set_allow_tf32(false);
   std::string name = "gemm_" + std::to_string(n) + "_" + dtype_name(dt) + (tf32 ? "_tf32" : "");
   report(name, 2.0 * n * n * n / s / 1e12, "TFLOP/s");
@@ -66,21 +66,21 @@ int main() {
   const int64_t n = int64_t{1} << 26;  // 64 Mi floats, 256 MiB
   const double bytes = 4.0 * n;
   Tensor x = randn({n}, {kFloat32, kGpu}), y = randn({n}, {kFloat32, kGpu});
-  report("add_64M_f32", 3 * bytes / seconds_per_call([&] { ops::add(x, y); }) / 1e9, "GB/s");
+  report("add_64M_f32", 3 * bytes / seconds_per_call([&] { internal::add(x, y); }) / 1e9, "GB/s");
   Tensor row = randn({8192}, {kFloat32, kGpu});
-  Tensor xm = ops::reshape(x, {n / 8192, 8192});
-  report("add_broadcast_row_f32", 2 * bytes / seconds_per_call([&] { ops::add(xm, row); }) / 1e9, "GB/s");
-  report("sum_all_64M_f32", bytes / seconds_per_call([&] { ops::sum(x); }) / 1e9, "GB/s");
-  report("sum_dim0_8192x8192_f32", bytes / seconds_per_call([&] { ops::sum(xm, 0); }) / 1e9, "GB/s");
-  report("sum_dim1_8192x8192_f32", bytes / seconds_per_call([&] { ops::sum(xm, 1); }) / 1e9, "GB/s");
-  Tensor logits = ops::reshape(x, {n / 1024, 1024});
-  report("log_softmax_65536x1024_f32", 2 * bytes / seconds_per_call([&] { ops::log_softmax(logits, 1); }) / 1e9,
+  Tensor xm = internal::reshape(x, {n / 8192, 8192});
+  report("add_broadcast_row_f32", 2 * bytes / seconds_per_call([&] { internal::add(xm, row); }) / 1e9, "GB/s");
+  report("sum_all_64M_f32", bytes / seconds_per_call([&] { internal::sum(x); }) / 1e9, "GB/s");
+  report("sum_dim0_8192x8192_f32", bytes / seconds_per_call([&] { internal::sum(xm, 0); }) / 1e9, "GB/s");
+  report("sum_dim1_8192x8192_f32", bytes / seconds_per_call([&] { internal::sum(xm, 1); }) / 1e9, "GB/s");
+  Tensor logits = internal::reshape(x, {n / 1024, 1024});
+  report("log_softmax_65536x1024_f32", 2 * bytes / seconds_per_call([&] { internal::log_softmax(logits, 1); }) / 1e9,
          "GB/s");
-  report("transpose_8192x8192_f32", 2 * bytes / seconds_per_call([&] { ops::transpose(xm); }) / 1e9, "GB/s");
+  report("transpose_8192x8192_f32", 2 * bytes / seconds_per_call([&] { internal::contiguous(internal::transpose(xm)); }) / 1e9, "GB/s");
 
   Tensor host = randn({n});
-  report("copy_h2d_256MiB", bytes / seconds_per_call([&] { ops::to_device(host, kGpu); }) / 1e9, "GB/s");
-  report("copy_d2h_256MiB", bytes / seconds_per_call([&] { ops::to_device(x, Device::cpu()); }) / 1e9, "GB/s");
+  report("copy_h2d_256MiB", bytes / seconds_per_call([&] { internal::to_device(host, kGpu); }) / 1e9, "GB/s");
+  report("copy_d2h_256MiB", bytes / seconds_per_call([&] { internal::to_device(x, Device::cpu()); }) / 1e9, "GB/s");
 
   // The caching allocator's steady state: allocate and free a 1 MiB tensor.
   double s = seconds_per_call([&] {
