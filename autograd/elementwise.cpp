@@ -251,6 +251,7 @@ Tensor where(const Tensor& cond, const Tensor& a, double b) {
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   LOCKSTEP_CHECK(a.defined() && mask.defined(), "masked_fill: got an undefined tensor");
   LOCKSTEP_CHECK(mask.dtype() == kBool, "masked_fill: expected a bool mask, got ", mask.dtype());
+  LOCKSTEP_CHECK(a.device() == mask.device(), "masked_fill: input on ", a.device(), " but mask on ", mask.device());
   LOCKSTEP_CHECK(in::broadcast_shapes(a.shape(), mask.shape(), "masked_fill") == a.shape(), "masked_fill: mask ",
                  mask.shape(), " does not broadcast to ", a.shape());
   return where(mask, full({}, value, {a.dtype(), a.device()}), a);

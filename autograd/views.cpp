@@ -170,6 +170,8 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   for (size_t i = 0; i < ts.size(); ++i) {
     LOCKSTEP_CHECK(ts[i].defined() && ts[i].shape() == ts[0].shape(), "stack: tensor ", i, " is ",
                    ts[i].defined() ? ts[i].shape() : Shape{}, " but tensor 0 is ", ts[0].shape());
+    LOCKSTEP_CHECK(ts[i].device() == ts[0].device(), "stack: tensor ", i, " is on ", ts[i].device(),
+                   " but tensor 0 is on ", ts[0].device());
     parts.push_back(unsqueeze(ts[i], d));
   }
   return cat(parts, d);
