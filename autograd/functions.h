@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -108,8 +109,10 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, bool unbiased
 Tensor std(const Tensor& a, const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);
 Tensor max(const Tensor& a);  // over all elements
 Tensor min(const Tensor& a);
-Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);  // values
-Tensor min(const Tensor& a, int64_t dim, bool keepdim = false);
+// (values, indices) along dim, as torch.max(x, dim): `auto [v, i] = max(x, 1);`. Values carry the
+// gradient (to the element the index points at); indices are int64.
+std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor amax(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);  // int64, not differentiable

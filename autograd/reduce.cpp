@@ -52,18 +52,20 @@ Tensor extreme(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdi
 }
 
 // max/min along one dimension: the gradient goes to the element the index points at.
-Tensor extreme_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
+std::tuple<Tensor, Tensor> extreme_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
   const char* name = is_max ? "max" : "min";
   Tensor out = in::reduce(is_max ? ReduceOp::Max : ReduceOp::Min, a, dim, keepdim, name);
-  if (!any_requires_grad(a)) return out;
   const int64_t d = in::wrap_dim(dim, std::max<int64_t>(a.dim(), 1), name);
   Tensor idx = in::reduce(is_max ? ReduceOp::Argmax : ReduceOp::Argmin, a, d, true, name);
-  return record(name, out, {a}, [s = a.shape(), idx, d, keepdim](const Tensor& g) {
+  Tensor indices = keepdim || a.dim() == 0 ? idx : in::squeeze(idx, d);
+  if (!any_requires_grad(a)) return {out, indices};
+  out = record(name, out, {a}, [s = a.shape(), idx, d, keepdim](const Tensor& g) {
     Tensor ga = zeros(s, {g.dtype(), g.device()});
     if (s.empty()) return Grads{in::reshape(g, s)};
     in::scatter_add_(ga, d, idx, keepdim ? g : in::unsqueeze(g, d));
     return Grads{ga};
   });
+  return {out, indices};
 }
 
 }  // namespace
@@ -115,8 +117,12 @@ Tensor amin(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 Tensor max(const Tensor& a) { return extreme(a, {}, false, true, "max"); }
 Tensor min(const Tensor& a) { return extreme(a, {}, false, false, "min"); }
-Tensor max(const Tensor& a, int64_t dim, bool keepdim) { return extreme_dim(a, dim, keepdim, true); }
-Tensor min(const Tensor& a, int64_t dim, bool keepdim) { return extreme_dim(a, dim, keepdim, false); }
+std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme_dim(a, dim, keepdim, true);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme_dim(a, dim, keepdim, false);
+}
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
   return in::reduce(ReduceOp::Argmax, a, dim, keepdim, "argmax");
 }

@@ -85,8 +85,8 @@ Tensor Tensor::var(const std::vector<int64_t>& d, bool u, bool k) const { return
 Tensor Tensor::std(const std::vector<int64_t>& d, bool u, bool k) const { return lockstep::std(*this, d, u, k); }
 Tensor Tensor::max() const { return lockstep::max(*this); }
 Tensor Tensor::min() const { return lockstep::min(*this); }
-Tensor Tensor::max(int64_t d, bool k) const { return lockstep::max(*this, d, k); }
-Tensor Tensor::min(int64_t d, bool k) const { return lockstep::min(*this, d, k); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool k) const { return lockstep::max(*this, d, k); }
+std::tuple<Tensor, Tensor> Tensor::min(int64_t d, bool k) const { return lockstep::min(*this, d, k); }
 Tensor Tensor::amax(const std::vector<int64_t>& d, bool k) const { return lockstep::amax(*this, d, k); }
 Tensor Tensor::amin(const std::vector<int64_t>& d, bool k) const { return lockstep::amin(*this, d, k); }
 Tensor Tensor::argmax(int64_t d, bool k) const { return lockstep::argmax(*this, d, k); }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "common/check.h"
 #include "distributed/work.h"
@@ -24,7 +25,11 @@ template <typename T>
 void product(void* c, const void* a, const void* b, size_t n) {
   auto *x = static_cast<T*>(c);
   auto *p = static_cast<const T*>(a), *q = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) x[i] = p[i] * q[i];
+  if constexpr (std::is_same_v<T, bool>) {
+    for (size_t i = 0; i < n; ++i) x[i] = p[i] && q[i];  // the product of bools, as PyTorch's
+  } else {
+    for (size_t i = 0; i < n; ++i) x[i] = p[i] * q[i];
+  }
 }
 template <typename T>
 void min(void* c, const void* a, const void* b, size_t n) {

@@ -164,10 +164,17 @@ LOCKSTEP_HOST_DEVICE T gelu_tanh_grad(T x) {
   return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
 }
 
+// x < 0, stated without comparing an unsigned x with zero (which compilers warn about).
+template <typename T>
+LOCKSTEP_HOST_DEVICE constexpr bool negative(T x) {
+  if constexpr (std::is_unsigned_v<T>) return false;
+  else return x < T(0);
+}
+
 LOCKSTEP_UNARY(Neg, static_cast<T>(-x))
-LOCKSTEP_UNARY(Abs, static_cast<T>(x < T(0) ? -x : x))
-LOCKSTEP_UNARY(Sign, static_cast<T>((T(0) < x) - (x < T(0))))
-LOCKSTEP_UNARY(Relu, x < T(0) ? T(0) : x)  // NaN stays NaN
+LOCKSTEP_UNARY(Abs, static_cast<T>(negative(x) ? -x : x))
+LOCKSTEP_UNARY(Sign, static_cast<T>((T(0) < x) - negative(x)))
+LOCKSTEP_UNARY(Relu, negative(x) ? T(0) : x)  // NaN stays NaN
 LOCKSTEP_UNARY(LogicalNot, !static_cast<bool>(x))
 LOCKSTEP_UNARY(Exp, math::exp(x))
 LOCKSTEP_UNARY(Log, math::log(x))
@@ -217,7 +224,7 @@ struct Div {
 #undef LOCKSTEP_BINARY
 }  // namespace fn
 
-// The row's name and dtype rule at run time (for the ops layer's checks and error messages).
+// The row's name at run time (for the ops layer's checks and error messages).
 inline const char* op_name(UnaryOp op) {
   switch (op) {
 #define LOCKSTEP_CASE(Name, str, kinds) \
@@ -235,43 +242,6 @@ inline const char* op_name(BinaryOp op) {
 #undef LOCKSTEP_CASE
   }
   return "binary";
-}
-inline OpDtypes op_dtypes(UnaryOp op) {
-  switch (op) {
-#define LOCKSTEP_CASE(Name, str, kinds) \
-  case UnaryOp::Name: return kinds;
-    LOCKSTEP_UNARY_OPS(LOCKSTEP_CASE)
-#undef LOCKSTEP_CASE
-  }
-  return OpDtypes::kAll;
-}
-inline OpDtypes op_dtypes(BinaryOp op) {
-  switch (op) {
-#define LOCKSTEP_CASE(Name, str, kinds) \
-  case BinaryOp::Name: return kinds;
-    LOCKSTEP_BINARY_OPS(LOCKSTEP_CASE)
-#undef LOCKSTEP_CASE
-  }
-  return OpDtypes::kAll;
-}
-// Whether the op returns bool (comparisons and logical ops) rather than its input dtype.
-inline bool op_returns_bool(UnaryOp op) {
-  switch (op) {
-#define LOCKSTEP_CASE(Name, str, kinds) \
-  case UnaryOp::Name: return std::is_same_v<decltype(fn::Name{}(1.0f)), bool>;
-    LOCKSTEP_UNARY_OPS(LOCKSTEP_CASE)
-#undef LOCKSTEP_CASE
-  }
-  return false;
-}
-inline bool op_returns_bool(BinaryOp op) {
-  switch (op) {
-#define LOCKSTEP_CASE(Name, str, kinds) \
-  case BinaryOp::Name: return std::is_same_v<decltype(fn::Name{}(1.0f, 1.0f)), bool>;
-    LOCKSTEP_BINARY_OPS(LOCKSTEP_CASE)
-#undef LOCKSTEP_CASE
-  }
-  return false;
 }
 
 // Calls f(fn::Name{}, std::integral_constant<OpDtypes, kinds>{}) for the row of `op`: how both backends
@@ -295,6 +265,20 @@ decltype(auto) visit_op(BinaryOp op, F&& f) {
 #undef LOCKSTEP_CASE
   }
   fail("binary: unknown op ", int(op));
+}
+
+// The row's dtype rule, and whether it returns bool (comparisons and logical ops) rather than its
+// input dtype: read off the functor, so the table states each once.
+template <typename Op>
+OpDtypes op_dtypes(Op op) {
+  return visit_op(op, [](auto, auto kinds) { return decltype(kinds)::value; });
+}
+template <typename Op>
+bool op_returns_bool(Op op) {
+  return visit_op(op, [](auto f, auto) {
+    if constexpr (std::is_same_v<Op, UnaryOp>) return std::is_same_v<decltype(f(1.0f)), bool>;
+    else return std::is_same_v<decltype(f(1.0f, 1.0f)), bool>;
+  });
 }
 
 }  // namespace lockstep

@@ -10,8 +10,6 @@ namespace lockstep::internal {
 
 namespace {
 
-void check_defined(const Tensor& t, const char* op) { LOCKSTEP_CHECK(t.defined(), op, ": got an undefined tensor"); }
-
 void check_index(const Tensor& index, const Tensor& a, const char* op) {
   check_defined(index, op);
   LOCKSTEP_CHECK(index.dtype() == kInt64, op, ": expected an int64 index, got ", index.dtype());

@@ -9,10 +9,10 @@
 
 namespace lockstep::detail {
 
-// What both backends raise for an int64 divisor of 0 (the CPU before the op, a GPU at the next
+// What both backends raise for an integer (int64 or uint8) divisor of 0 (the CPU before the op, a GPU at the next
 // synchronization), so the mistake reads the same on either.
 inline constexpr char kIntegerDivisionByZero[] =
-    "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)";
+    "div: integer division by zero (a divisor element is 0; divide floating-point tensors for inf/nan)";
 
 // x / y truncated toward zero, as C++. INT64_MIN / -1 overflows, and x86 traps on it (SIGFPE): it wraps
 // to INT64_MIN instead, as NumPy answers; for every other x, x / -1 is -x.

@@ -42,8 +42,9 @@ std::optional<int64_t> batch_stride(const Tensor& x, int64_t nb) {
 }
 
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
-  LOCKSTEP_CHECK(a.defined() && b.defined(), op, ": got an undefined tensor");
-  LOCKSTEP_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ", b.device());
+  check_defined(a, op);
+  check_defined(b, op);
+  check_same_device(a, b, op);
   LOCKSTEP_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype(),
                  " (convert one with .to(dtype))");
   LOCKSTEP_CHECK(is_floating_point(a.dtype()), op, ": expected floating-point tensors, got ", a.dtype());

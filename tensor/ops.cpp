@@ -11,12 +11,6 @@ namespace lockstep::internal {
 
 namespace {
 
-void check_defined(const Tensor& t, const char* op) { LOCKSTEP_CHECK(t.defined(), op, ": got an undefined tensor"); }
-
-void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  LOCKSTEP_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ", b.device());
-}
-
 bool accepts(OpDtypes kinds, Dtype d) {
   switch (kinds) {
     case OpDtypes::kFloating: return is_floating_point(d);
@@ -46,6 +40,12 @@ Tensor as_float32(const Tensor& t) { return t.dtype() == kBFloat16 ? to_dtype(t,
 Tensor back_to(const Tensor& out, Dtype dtype) { return out.dtype() == kFloat32 ? to_dtype(out, dtype) : out; }
 
 }  // namespace
+
+void check_defined(const Tensor& t, const char* op) { LOCKSTEP_CHECK(t.defined(), op, ": got an undefined tensor"); }
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  LOCKSTEP_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ", b.device());
+}
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t d = dim < 0 ? dim + ndim : dim;
@@ -80,8 +80,9 @@ StridedPlan make_plan(const Tensor& out, std::initializer_list<const Tensor*> in
   const int64_t nd = out.dim();
   const int nops = 1 + static_cast<int>(inputs.size());
   LOCKSTEP_CHECK(nops <= StridedPlan::kMaxOperands, op, ": too many operands");
-  std::vector<Strides> st(nops, Strides(nd, 0));
-  st[0] = out.strides();
+  // Operand o's stride along the result's dimension d (0 where it broadcasts), computed in place: the
+  // plan is made for every op, so it allocates nothing.
+  const Tensor* operands[StridedPlan::kMaxOperands] = {&out};
   int k = 1;
   for (const Tensor* in : inputs) {
     const int64_t lead = nd - in->dim();
@@ -89,10 +90,14 @@ StridedPlan make_plan(const Tensor& out, std::initializer_list<const Tensor*> in
     for (int64_t d = 0; d < in->dim(); ++d) {
       const int64_t have = in->shape()[d], want = out.shape()[d + lead];
       LOCKSTEP_CHECK(have == want || have == 1, op, ": operand ", in->shape(), " does not broadcast to ", out.shape());
-      st[k][d + lead] = have == 1 ? 0 : in->strides()[d];
     }
-    ++k;
+    operands[k++] = in;
   }
+  auto stride = [&](int o, int64_t d) -> int64_t {
+    const Tensor& t = *operands[o];
+    const int64_t i = d - (nd - t.dim());
+    return i < 0 || t.shape()[i] == 1 ? 0 : t.strides()[i];
+  };
   StridedPlan p;
   p.numel = out.numel();
   for (int64_t d = 0; d < nd; ++d) {
@@ -100,17 +105,17 @@ StridedPlan make_plan(const Tensor& out, std::initializer_list<const Tensor*> in
     if (size == 1) continue;
     if (p.nd > 0) {
       bool merge = true;
-      for (int o = 0; o < nops; ++o) merge = merge && p.stride[o][p.nd - 1] == st[o][d] * size;
+      for (int o = 0; o < nops; ++o) merge = merge && p.stride[o][p.nd - 1] == stride(o, d) * size;
       if (merge) {
         p.shape[p.nd - 1] *= size;
-        for (int o = 0; o < nops; ++o) p.stride[o][p.nd - 1] = st[o][d];
+        for (int o = 0; o < nops; ++o) p.stride[o][p.nd - 1] = stride(o, d);
         continue;
       }
     }
     LOCKSTEP_CHECK(p.nd < StridedPlan::kMaxDims, op, ": ", out.shape(), " needs more than ", StridedPlan::kMaxDims,
                    " dimensions after merging; make an operand contiguous first");
     p.shape[p.nd] = size;
-    for (int o = 0; o < nops; ++o) p.stride[o][p.nd] = st[o][d];
+    for (int o = 0; o < nops; ++o) p.stride[o][p.nd] = stride(o, d);
     ++p.nd;
   }
   if (p.nd == 0) {  // a single element

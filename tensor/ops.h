@@ -17,7 +17,10 @@
 
 namespace lockstep::internal {
 
-// --- shapes and plans (ops.cpp) ---
+// --- checks and plans (ops.cpp) ---
+// The errors every op raises for an undefined operand, or operands on two devices; `op` names the caller.
+void check_defined(const Tensor& t, const char* op);
+void check_same_device(const Tensor& a, const Tensor& b, const char* op);
 // Resolves a negative dimension and checks the range; `op` names the caller in the error.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The [outer, n, inner] view of `shape` around dimension `dim`.

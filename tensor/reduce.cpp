@@ -10,22 +10,8 @@ namespace lockstep::internal {
 
 namespace {
 
-void check_defined(const Tensor& t, const char* op) { LOCKSTEP_CHECK(t.defined(), op, ": got an undefined tensor"); }
-
 void check_floating(const Tensor& a, const char* op) {
   LOCKSTEP_CHECK(is_floating_point(a.dtype()), op, ": expected a floating-point tensor, got ", a.dtype());
-}
-
-const char* reduce_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::Argmax: return "argmax";
-    case ReduceOp::Argmin: return "argmin";
-  }
-  return "reduce";
 }
 
 bool is_arg(ReduceOp op) { return op == ReduceOp::Argmax || op == ReduceOp::Argmin; }

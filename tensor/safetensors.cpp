@@ -153,7 +153,7 @@ void save_safetensors(const std::string& path, const TensorList& tensors,
     LOCKSTEP_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
     LOCKSTEP_CHECK(name != "__metadata__" && !header.contains(name), "save_safetensors: duplicate or reserved name '",
                    name, "'");
-    host.push_back(internal::to_device(t, Device::cpu()));
+    host.push_back(internal::contiguous(internal::to_device(t, Device::cpu())));  // a view writes its elements
     header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", std::vector<int64_t>(t.shape())},
                     {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();

@@ -18,6 +18,7 @@
 #include <optional>
 #include <climits>
 #include <ostream>
+#include <tuple>
 #include <vector>
 
 #include "tensor/device.h"
@@ -183,8 +184,8 @@ class Tensor {
   Tensor std(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor max() const;
   Tensor min() const;
-  Tensor max(int64_t dim, bool keepdim = false) const;  // values (torch.max(x, dim).values)
-  Tensor min(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // (values, indices)
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
   Tensor amax(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor amin(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;  // int64, not differentiable
@@ -211,17 +212,27 @@ class Tensor {
 };
 
 // Tensor::index's entries (see TensorIndex above).
-struct Slice {
-  std::optional<int64_t> start, stop;
-  int64_t step = 1;
-  Slice() = default;
-  Slice(std::optional<int64_t> start, std::optional<int64_t> stop = std::nullopt, int64_t step = 1)
-      : start(start), stop(stop), step(step) {}
-};
 struct NoneIndex {};
 struct EllipsisIndex {};
 inline constexpr NoneIndex None{};
 inline constexpr EllipsisIndex Ellipsis{};
+// A slice's start or stop: a number, or None (std::nullopt) for "from the beginning" / "to the end", so
+// Slice(None, T) reads as LibTorch's.
+struct SliceBound {
+  std::optional<int64_t> value;
+  SliceBound(NoneIndex) {}
+  SliceBound(std::nullopt_t) {}
+  SliceBound(std::optional<int64_t> v) : value(v) {}
+  SliceBound(int64_t v) : value(v) {}
+  SliceBound(int v) : value(v) {}
+};
+struct Slice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+  Slice() = default;
+  Slice(SliceBound start, SliceBound stop = None, int64_t step = 1)
+      : start(start.value), stop(stop.value), step(step) {}
+};
 struct TensorIndex {
   enum class Kind { Integer, Slice, None, Ellipsis, Tensor } kind;
   int64_t integer = 0;

@@ -8,8 +8,6 @@ namespace lockstep::internal {
 
 namespace {
 
-void check_defined(const Tensor& t, const char* op) { LOCKSTEP_CHECK(t.defined(), op, ": got an undefined tensor"); }
-
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;

@@ -36,7 +36,7 @@ struct CausalSelfAttention {
     // att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
     Tensor att = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(k.size(-1))));
     // att = att.masked_fill(self.bias[:,:,:T,:T] == 0, float('-inf'))
-    att = att.masked_fill(bias.index({Slice(), Slice(), Slice(std::nullopt, T), Slice(std::nullopt, T)}) == 0.0,
+    att = att.masked_fill(bias.index({Slice(), Slice(), Slice(None, T), Slice(None, T)}) == 0.0,
                           -std::numeric_limits<double>::infinity());
     att = softmax(att, -1);
     Tensor y = matmul(att, v);  // (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)

@@ -46,9 +46,9 @@ TEST_CASE("gradients of matrix products, reshapes and reductions") {
   gradcheck([](V x) { return x[0].sum(0, true); }, {r({3, 4})});
   gradcheck([](V x) { return x[0].mean(); }, {r({3, 4})});
   gradcheck([](V x) { return x[0].mean(-1, true); }, {r({2, 3, 4})});
-  gradcheck([](V x) { return x[0].max(1); }, {r({4, 5})});
-  gradcheck([](V x) { return x[0].max(1); }, {r({2, 3, 4})});
-  gradcheck([](V x) { return x[0].max(0, true); }, {r({3, 2})});
+  gradcheck([](V x) { return std::get<0>(x[0].max(1)); }, {r({4, 5})});
+  gradcheck([](V x) { return std::get<0>(x[0].max(1)); }, {r({2, 3, 4})});
+  gradcheck([](V x) { return std::get<0>(x[0].max(0, true)); }, {r({3, 2})});
 }
 
 TEST_CASE("gradients of log_softmax, cross entropy, index_select and conversions") {
@@ -133,4 +133,27 @@ TEST_CASE("post-accumulate hooks fire once per leaf after its gradient is comple
   a.sum().backward();
   CHECK(events.empty());
   CHECK_THROWS_WITH_AS(autograd::queue_callback([] {}), doctest::Contains("only valid while a backward pass runs"), Error);
+}
+
+TEST_CASE("Slice bounds take None (or std::nullopt) as LibTorch's do") {
+  Tensor a = arange(6);
+  CHECK(a.index({Slice(None, 2)}).to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  CHECK(a.index({Slice(4, None)}).to_vector<int64_t>() == std::vector<int64_t>{4, 5});
+  CHECK(a.index({Slice(None, None, 2)}).to_vector<int64_t>() == std::vector<int64_t>{0, 2, 4});
+  CHECK(a.index({Slice(std::nullopt, -4)}).to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  std::optional<int64_t> stop = 3;
+  CHECK(a.index({Slice(1, stop)}).to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+}
+
+TEST_CASE("max and min along a dimension return values and indices, as torch.max(x, dim)") {
+  Tensor a = tensor(std::vector<double>{3, 7, 7, 1, -2, 5}, {2, 3});
+  auto [v, i] = max(a, 1);
+  CHECK(v.to_vector<double>() == std::vector<double>{7, 5});
+  CHECK(i.dtype() == kInt64);
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, 2});  // the first of equal maxima
+  auto [lo, at] = a.min(0, /*keepdim=*/true);
+  CHECK(lo.shape() == Shape{1, 3});
+  CHECK(lo.to_vector<double>() == std::vector<double>{1, -2, 5});
+  CHECK(at.shape() == Shape{1, 3});
+  CHECK(at.to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
 }

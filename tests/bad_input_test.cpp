@@ -32,11 +32,11 @@ bool has_gpu() { return cuda::device_count() > 0; }
 
 TEST_CASE("integer division by zero is an error, not SIGFPE") {
   CHECK(error_of([] { internal::div(arange(3), tensor(std::vector<int64_t>{1, 0, 2})); }) ==
-        "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)");
+        "div: integer division by zero (a divisor element is 0; divide floating-point tensors for inf/nan)");
   CHECK(error_of([] { internal::binary_scalar(BinaryOp::Div, arange(3), 0.0); }) ==
-        "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)");
+        "div: integer division by zero (a divisor element is 0; divide floating-point tensors for inf/nan)");
   CHECK(error_of([] { internal::binary_scalar(BinaryOp::Div, arange(3), 6.0, /*reverse=*/true); }) ==
-        "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)");
+        "div: integer division by zero (a divisor element is 0; divide floating-point tensors for inf/nan)");
   CHECK(internal::div(arange(1, 4), tensor(std::vector<int64_t>{1, 2, 3})).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
   CHECK(std::isinf(internal::div(ones({1}), zeros({1})).item<float>()));  // floating point: inf, as PyTorch
 }
@@ -177,7 +177,7 @@ TEST_CASE("integer division by zero on a GPU is the CPU's error, raised at the n
   // The divisor lives on the device: the kernel skips the division and records it (no sync per op).
   Tensor q = internal::div(arange(3, {kInt64, gpu}), tensor(std::vector<int64_t>{1, 0, 2}, {}, gpu));
   CHECK(error_of([&] { q.to_vector<int64_t>(); }) ==
-        "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan) "
+        "div: integer division by zero (a divisor element is 0; divide floating-point tensors for inf/nan) "
         "(detected on cuda:0 at a synchronization after the op was queued)");
   CHECK(internal::div(arange(1, 4, 1, {kInt64, gpu}), tensor(std::vector<int64_t>{1, 2, 3}, {}, gpu)).to_vector<int64_t>() ==
         std::vector<int64_t>{1, 1, 1});

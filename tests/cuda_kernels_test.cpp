@@ -18,6 +18,7 @@
 
 #include "tensor/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tests/cuda_test_util.h"
 #include "tests/test_util.h"
 
 using namespace lockstep;
@@ -26,21 +27,6 @@ namespace {
 
 using lockstep::testing::contains;
 using lockstep::testing::error_of;
-
-bool have_device() { return cuda::device_count() > 0; }
-
-[[maybe_unused]] const bool announced = [] {
-  if (!have_device()) std::printf("SKIPPED: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
-  return true;
-}();
-
-#define REQUIRE_DEVICE()                          \
-  do {                                            \
-    if (!have_device()) {                         \
-      MESSAGE("no CUDA device visible: skipped"); \
-      return;                                     \
-    }                                             \
-  } while (0)
 
 const Device kGpu = Device::cuda(0);
 Backend& cpu_backend() { return backend_for(DeviceType::CPU); }

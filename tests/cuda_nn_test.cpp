@@ -8,16 +8,11 @@
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tests/cuda_test_util.h"
 
 using namespace lockstep;
 
 namespace {
-
-const bool kHaveDevice = [] {
-  bool have = cuda::device_count() > 0;
-  if (!have) std::printf("SKIPPED: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
-  return have;
-}();
 
 nn::Sequential mlp(uint64_t seed) {
   manual_seed(seed);
@@ -29,10 +24,7 @@ nn::Sequential mlp(uint64_t seed) {
 }  // namespace
 
 TEST_CASE("three MLP training steps on the GPU equal the CPU steps") {
-  if (!kHaveDevice) {
-    MESSAGE("no CUDA device visible: skipped");
-    return;
-  }
+  REQUIRE_DEVICE();
   auto cpu_model = mlp(0), gpu_model = mlp(0);
   gpu_model->to(Device::cuda(0));
   optim::SGD cpu_sgd(cpu_model->parameters(), optim::SGDOptions(0.05).set_momentum(0.9).set_weight_decay(1e-4));
@@ -61,10 +53,7 @@ TEST_CASE("three MLP training steps on the GPU equal the CPU steps") {
 }
 
 TEST_CASE("a model moved to the GPU and back keeps its state_dict") {
-  if (!kHaveDevice) {
-    MESSAGE("no CUDA device visible: skipped");
-    return;
-  }
+  REQUIRE_DEVICE();
   auto model = mlp(3);
   auto before = model->state_dict();
   std::vector<Tensor> copies;
@@ -85,10 +74,7 @@ TEST_CASE("a model moved to the GPU and back keeps its state_dict") {
 }
 
 TEST_CASE("training steps in the steady state take no new device memory (the caching allocator serves them)") {
-  if (!kHaveDevice) {
-    MESSAGE("no CUDA device visible: skipped");
-    return;
-  }
+  REQUIRE_DEVICE();
   const Device gpu = Device::cuda(0);
   auto model = mlp(5);
   model->to(gpu);
@@ -114,10 +100,7 @@ TEST_CASE("training steps in the steady state take no new device memory (the cac
 }
 
 TEST_CASE("the layers and losses of nn/ on the GPU equal the CPU: values and gradients") {
-  if (!kHaveDevice) {
-    MESSAGE("no CUDA device visible: skipped");
-    return;
-  }
+  REQUIRE_DEVICE();
   namespace F = nn::functional;
   const Device gpu = Device::cuda(0);
   manual_seed(2);

@@ -8,6 +8,7 @@
 #include "nn/utils/clip_grad.h"
 #include "optim/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tests/cuda_test_util.h"
 #include "tensor/factory.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
@@ -15,12 +16,6 @@
 using namespace lockstep;
 
 namespace {
-
-const bool kHaveDevice = [] {
-  bool have = cuda::device_count() > 0;
-  if (!have) std::printf("SKIPPED: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
-  return have;
-}();
 
 // Parameters [300, 70] and [70] on `device`, the same values on every device.
 std::vector<Tensor> make_params(Device device, Dtype dtype) {
@@ -64,10 +59,7 @@ void compare(O options, Dtype dtype, double rtol) {
 }
 
 TEST_CASE("Adam, AdamW and SGD steps on the GPU equal the CPU's") {
-  if (!kHaveDevice) {
-    MESSAGE("no CUDA device visible: skipped");
-    return;
-  }
+  REQUIRE_DEVICE();
   for (Dtype dtype : {kFloat32, kFloat64}) {
     CAPTURE(dtype);
     const double rtol = dtype == kFloat32 ? 1e-5 : 1e-12;
@@ -81,10 +73,7 @@ TEST_CASE("Adam, AdamW and SGD steps on the GPU equal the CPU's") {
 }
 
 TEST_CASE("clip_grad_norm_ on the GPU equals the CPU's") {
-  if (!kHaveDevice) {
-    MESSAGE("no CUDA device visible: skipped");
-    return;
-  }
+  REQUIRE_DEVICE();
   for (double norm_type : {2.0, std::numeric_limits<double>::infinity()}) {
     std::vector<Tensor> cpu = make_params(Device::cpu(), kFloat32), gpu = make_params(Device::cuda(0), kFloat32);
     set_grads(cpu, 0);

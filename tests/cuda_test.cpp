@@ -14,6 +14,7 @@
 
 #include "tensor/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tests/cuda_test_util.h"
 #include "tests/test_util.h"
 
 using namespace lockstep;
@@ -21,21 +22,6 @@ using namespace lockstep;
 namespace {
 
 using lockstep::testing::error_of;
-
-bool have_device() { return cuda::device_count() > 0; }
-
-[[maybe_unused]] const bool announced = [] {
-  if (!have_device()) std::printf("SKIPPED: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
-  return true;
-}();
-
-#define REQUIRE_DEVICE()                                  \
-  do {                                                    \
-    if (!have_device()) {                                 \
-      MESSAGE("no CUDA device visible: skipped");         \
-      return;                                             \
-    }                                                     \
-  } while (0)
 
 const Device kGpu = Device::cuda(0);
 
@@ -85,7 +71,7 @@ const Dtype kFloatDtypes[] = {kFloat32, kFloat64};
 // --- without a device ------------------------------------------------------------------------------
 
 TEST_CASE("without a device: cuda tensors are a clear error and device_count() is 0") {
-  if (have_device()) return;
+  if (testing::kHaveCudaDevice) return;
   CHECK(cuda::device_count() == 0);
   CHECK_FALSE(cuda::is_available());
   CHECK_FALSE(cuda::unavailable_reason().empty());
@@ -480,7 +466,7 @@ TEST_CASE("out-of-range targets and indices are raised at the next synchronizati
 TEST_CASE("int64 division by zero is raised at the next synchronization with the CPU's message, then cleared") {
   REQUIRE_DEVICE();
   const std::string cpu_message =
-      "div: integer division by zero (int64 divisor holds 0; divide floating-point tensors for inf/nan)";
+      "div: integer division by zero (a divisor element is 0; divide floating-point tensors for inf/nan)";
   const std::string device_message =
       cpu_message + " (detected on cuda:0 at a synchronization after the op was queued)";
   auto ints = [](std::vector<int64_t> v, Shape s = {}) { return tensor(std::move(v), std::move(s)); };

@@ -56,6 +56,21 @@ TEST_CASE("round trip keeps names, order, dtypes, shapes, values and metadata") 
   CHECK(len % 8 == 0);
 }
 
+TEST_CASE("views are written as their elements in row-major order, not as their storage") {
+  Tensor base = internal::view(arange(12), {3, 4});
+  TensorList in{{"t", internal::transpose(base, 0, 1)},
+                {"col", internal::select(base, 1, 2)},
+                {"every_other", internal::slice(base, 1, 0, 4, 2)}};
+  std::string path = temp_path("views.safetensors");
+  save_safetensors(path, in);
+  SafetensorsFile f = load_safetensors(path);
+  REQUIRE(f.tensors.size() == 3);
+  CHECK(f.tensors[0].second.shape() == Shape{4, 3});
+  CHECK(f.tensors[0].second.to_vector<int64_t>() == std::vector<int64_t>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+  CHECK(f.tensors[1].second.to_vector<int64_t>() == std::vector<int64_t>{2, 6, 10});
+  CHECK(f.tensors[2].second.to_vector<int64_t>() == std::vector<int64_t>{0, 2, 4, 6, 8, 10});
+}
+
 TEST_CASE("reads a file written by Python's safetensors") {
   // safetensors.numpy.save_file({'w': [[1.5, -2], [3.25, 4]] float32, 'idx': [7, -1] int64},
   //                             metadata={'epoch': '3'})

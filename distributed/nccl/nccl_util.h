@@ -15,8 +15,11 @@ inline ncclDataType_t nccl_dtype(Dtype d) {
     case Dtype::Float32: return ncclFloat32;
     case Dtype::Float64: return ncclFloat64;
     case Dtype::Int64: return ncclInt64;
+    case Dtype::Bool:
+    case Dtype::UInt8:
+    case Dtype::BFloat16: break;  // not yet reduced by the CUDA emulator's NCCL, so not offered
   }
-  fail("NCCL: unsupported dtype ", dtype_name(d));
+  fail("NCCL: unsupported dtype ", dtype_name(d), " (float32, float64 and int64 are supported)");
 }
 
 inline ncclRedOp_t nccl_op(ReduceOp op) {

@@ -18,7 +18,9 @@
 #include "distributed/nccl/nccl_util.h"
 #include "distributed/store/prefix_store.h"
 #include "common/check.h"
+#include "tensor/cuda/context.h"
 #include "tensor/cuda/cuda.h"
+#include "tensor/cuda/cuda_check.h"
 #include "tensor/factory.h"
 
 namespace lockstep::dist {
@@ -27,31 +29,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-#define LOCKSTEP_CUDA_OK(call, what)                                                                         \
-  do {                                                                                                       \
-    cudaError_t err_ = (call);                                                                               \
-    if (err_ != cudaSuccess) ::lockstep::fail("ProcessGroupNCCL: ", what, ": ", #call, " failed: ",         \
-                                               cudaGetErrorString(err_));                                   \
-  } while (0)
-
-// Makes `device` current for a scope.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&previous_);
-    if (previous_ != device) LOCKSTEP_CUDA_OK(cudaSetDevice(device), "select the device");
-  }
-  ~DeviceScope() {
-    int now = -1;
-    cudaGetDevice(&now);
-    if (now != previous_ && previous_ >= 0) cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = -1;
-};
+using cuda::detail::DeviceGuard;
 
 using detail::nccl_dtype;
 using detail::nccl_op;
@@ -62,8 +40,8 @@ constexpr milliseconds kWatchdogPeriod{100};
 // A CUDA event on one device, recorded where a collective ends.
 struct Event {
   explicit Event(int device) : device(device) {
-    DeviceScope scope(device);
-    LOCKSTEP_CUDA_OK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "create an event");
+    DeviceGuard guard(device);
+    LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   }
   ~Event() {
     if (event) cudaEventDestroy(event);
@@ -187,7 +165,7 @@ struct NcclComm {
     if (comm) {
       // Let the queued collectives finish (bounded by the timeout), then free the communicator; a
       // collective that cannot finish (a peer is gone) is aborted instead of hanging here. (No
-      // DeviceScope: a destructor must not throw.)
+      // DeviceGuard: a destructor must not throw, and its constructor may.)
       int previous = -1;
       cudaGetDevice(&previous);
       cudaSetDevice(device);
@@ -239,8 +217,8 @@ class NcclWork : public Work {
       if (!block) {
         // The compute stream waits for the collective; the host goes on.
         void* compute = cuda::current_stream(done_->device);
-        DeviceScope scope(done_->device);
-        LOCKSTEP_CUDA_OK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute), done_->event, 0), op_);
+        DeviceGuard guard(done_->device);
+        LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute), done_->event, 0));
         return;
       }
       if (Clock::now() >= deadline) {
@@ -328,7 +306,7 @@ void ProcessGroupNCCL::ensure_comm(int device, const char* op) {
   }
   LOCKSTEP_CHECK(device >= 0 && device < cuda::device_count(), "ProcessGroupNCCL: ", op, ": device cuda:", device,
                  " does not exist (", cuda::device_count(), " visible)");
-  DeviceScope scope(device);
+  DeviceGuard guard(device);
   ncclUniqueId id;
   if (rank() == 0) {
     LOCKSTEP_NCCL_OK(ncclGetUniqueId(&id), op);
@@ -349,8 +327,8 @@ void ProcessGroupNCCL::ensure_comm(int device, const char* op) {
   LOCKSTEP_NCCL_OK(ncclCommInitRank(&comm, size(), id, rank()), op);
   int least = 0, greatest = 0;
   cudaDeviceGetStreamPriorityRange(&least, &greatest);
-  LOCKSTEP_CUDA_OK(cudaStreamCreateWithPriority(&comm_->stream, cudaStreamNonBlocking, greatest), op);
-  LOCKSTEP_CUDA_OK(cudaEventCreateWithFlags(&comm_->ready, cudaEventDisableTiming), op);
+  LOCKSTEP_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_->stream, cudaStreamNonBlocking, greatest));
+  LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&comm_->ready, cudaEventDisableTiming));
   comm_->comm = comm;
   comm_->device = device;
   comm_->start_watchdog();
@@ -363,13 +341,13 @@ std::shared_ptr<Work> ProcessGroupNCCL::collective(const char* op, int device, s
   ensure_comm(device, op);
   std::lock_guard lock(comm_->mu);
   comm_->check_locked(op);
-  DeviceScope scope(device);
+  DeviceGuard guard(device);
   auto compute = static_cast<cudaStream_t>(cuda::current_stream(device));
-  LOCKSTEP_CUDA_OK(cudaEventRecord(comm_->ready, compute), op);
-  LOCKSTEP_CUDA_OK(cudaStreamWaitEvent(comm_->stream, comm_->ready, 0), op);
+  LOCKSTEP_CUDA_CHECK(cudaEventRecord(comm_->ready, compute));
+  LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(comm_->stream, comm_->ready, 0));
   launch(comm_->comm, comm_->stream);
   auto done = std::make_shared<Event>(device);
-  LOCKSTEP_CUDA_OK(cudaEventRecord(done->event, comm_->stream), op);
+  LOCKSTEP_CUDA_CHECK(cudaEventRecord(done->event, comm_->stream));
   comm_->reap_locked();
   const uint64_t seq = ++seq_;
   comm_->in_flight.push_back({done, std::move(keep), op, seq, deadline});

@@ -18,12 +18,7 @@
 namespace lockstep {
 namespace {
 
-
-template <typename T>
-bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return v != v;
-  else return false;
-}
+using fn::is_nan;  // the elementwise table's NaN test, shared with the CUDA reductions
 
 // max/min propagate NaN; argmax/argmin pick the first NaN, else the first extreme (as PyTorch).
 template <typename T>

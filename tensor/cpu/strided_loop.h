@@ -47,7 +47,7 @@ void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const 
     if (contiguous) {
       for (int64_t i = 0; i < len; ++i) dst[i] = f((std::get<I>(in) + o[I + 1])[i]...);
     } else if (broadcast_inner) {
-      const int64_t fill = std::min(kBlock, len);
+      [[maybe_unused]] const int64_t fill = std::min(kBlock, len);  // unused when f takes no input
       ((s[I + 1] == 0 ? void(std::fill_n(std::get<I>(repeated).data(), fill, *(std::get<I>(in) + o[I + 1]))) : void()),
        ...);
       for (int64_t b = 0; b < len; b += kBlock) {
