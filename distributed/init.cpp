@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -16,6 +17,8 @@
 #include <tuple>
 
 #include "data/world.h"
+#include "distributed/debug.h"
+#include "distributed/launch_env.h"
 #include "distributed/rendezvous.h"
 #include "distributed/store/file_store.h"
 #include "distributed/store/prefix_store.h"
@@ -48,25 +51,11 @@ std::mutex g_mu;
 std::unique_ptr<DefaultGroup> g_group;  // guarded by g_mu
 uint64_t g_generation = 0;              // init_process_group calls so far, guarded by g_mu
 
-int parse_int(const std::string& s, const std::string& what) {
-  int value = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  LOCKSTEP_CHECK(ec == std::errc() && ptr == s.data() + s.size() && !s.empty(), "init_process_group: ", what, "=\"", s,
-                 "\" is not an integer");
-  return value;
-}
-
-uint16_t parse_port(const std::string& s, const std::string& what) {
-  int port = parse_int(s, what);
-  LOCKSTEP_CHECK(port > 0 && port < 65536, "init_process_group: ", what, "=", port, " is not a port (1..65535)");
-  return static_cast<uint16_t>(port);
-}
-
-std::string require_env(const char* name) {
-  const char* v = std::getenv(name);
-  LOCKSTEP_CHECK(v && *v, "init_process_group: environment variable ", name,
-                 " is not set (env:// needs MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK; the launcher sets them)");
-  return v;
+// What env:// could not find, in the words of PyTorch's variables (launch_env.h lists the others).
+[[noreturn]] void missing_env(const char* name) {
+  fail("init_process_group: environment variable ", name,
+       " is not set (env:// needs MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK; the launcher sets them). Under srun "
+       "or mpirun, Slurm's or MPI's own variables stand in for them (distributed/launch_env.h).");
 }
 
 Rendezvous parse_init_method(const InitOptions& o) {
@@ -75,10 +64,14 @@ Rendezvous parse_init_method(const InitOptions& o) {
   rv.rank = o.rank;
   const std::string& m = o.init_method;
   if (m == "env://") {
-    rv.host = require_env("MASTER_ADDR");
-    rv.port = parse_port(require_env("MASTER_PORT"), "MASTER_PORT");
-    if (rv.world_size < 0) rv.world_size = parse_int(require_env("WORLD_SIZE"), "WORLD_SIZE");
-    if (rv.rank < 0) rv.rank = parse_int(require_env("RANK"), "RANK");
+    const LaunchEnv env = discover_launch_env();
+    if (debug_level() != DebugLevel::Off) std::fprintf(stderr, "init_process_group: env:// %s\n", env.describe().c_str());
+    if (env.master_addr.empty()) missing_env("MASTER_ADDR");
+    if (env.master_port < 0) missing_env("MASTER_PORT");
+    rv.host = env.master_addr;
+    rv.port = static_cast<uint16_t>(env.master_port);
+    if (rv.world_size < 0) rv.world_size = env.world_size >= 0 ? env.world_size : (missing_env("WORLD_SIZE"), 0);
+    if (rv.rank < 0) rv.rank = env.rank >= 0 ? env.rank : (missing_env("RANK"), 0);
   } else if (m.starts_with("tcp://")) {
     std::string hostport = m.substr(6);
     if (!hostport.empty() && hostport.back() == '/') hostport.pop_back();
@@ -186,8 +179,8 @@ void init_process_group(const InitOptions& options) {
 #ifdef LOCKSTEP_WITH_NCCL
     ProcessGroupNCCL::Options nccl;
     nccl.timeout = timeout;
-    const char* local = std::getenv("LOCAL_RANK");
-    int local_rank = local && *local ? parse_int(local, "LOCAL_RANK") : rv.rank;
+    const int found = discover_launch_env().local_rank;
+    const int local_rank = found >= 0 ? found : rv.rank;
     nccl.device = local_rank % std::max(1, cuda::device_count());
     group->pg = std::make_shared<ProcessGroupNCCL>(store, rv.rank, rv.world_size, nccl);
 #endif
@@ -229,8 +222,7 @@ int get_rank() { return checked_pg("get_rank")->rank(); }
 int get_world_size() { return checked_pg("get_world_size")->size(); }
 
 int get_local_rank() {
-  const char* local = std::getenv("LOCAL_RANK");
-  if (local && *local) return parse_int(local, "LOCAL_RANK");
+  if (const int found = discover_launch_env().local_rank; found >= 0) return found;
   return checked_pg("get_local_rank")->rank();
 }
 
