@@ -104,6 +104,7 @@ nodes=("$host")
   echo "SelectType=select/cons_tres"
   echo "SelectTypeParameters=CR_CPU"
   echo "ReturnToService=2"
+  echo "MailProg=/bin/true"  # slurmctld logs an error when its default, /bin/mail, is missing
   echo "FirstJobId=$first_job"
   for node in "${nodes[@]}"; do
     echo "NodeName=$node NodeAddr=127.0.0.1 Port=$(free_port) CPUs=$(nproc) State=UNKNOWN"
