@@ -162,6 +162,8 @@ def main():
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--eval-interval", type=int, default=0, help="validation loss every this many steps (0: never)")
+    p.add_argument("--eval-iters", type=int, default=20)
     p.add_argument("--quiet", action="store_true", help="no per-step lines")
     p.add_argument("--losses-json", default="", help="write the config and per-step losses here (rank 0)")
     a = p.parse_args()
@@ -187,9 +189,26 @@ def main():
               {"params": [q for q in params if q.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, a.beta2))
 
-    losses, step_ms = [], []
+    losses, step_ms, val_losses = [], [], []
     B, T = a.batch_size, a.block_size
+
+    def val_loss(step):  # gpt's estimate: eval_iters val batches per rank, averaged over ranks
+        model.eval()
+        with torch.no_grad():
+            s = sum(model(*text.get_batch(1, a.seed, step, batch_rows(k, rank, world, B), B, T))[1].item()
+                    for k in range(a.eval_iters)) / a.eval_iters
+        model.train()
+        if world > 1:
+            t = torch.tensor([s], dtype=torch.float64)
+            torch.distributed.all_reduce(t)
+            s = t.item() / world
+        if rank == 0:
+            print(f"step {step} val_loss {s:.6f}", flush=True)
+        val_losses.append((step, s))
+
     for step in range(a.steps):
+        if a.eval_interval > 0 and step % a.eval_interval == 0:
+            val_loss(step)
         lr = get_lr(step, a)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -216,6 +235,8 @@ def main():
         losses.append(local)
         if rank == 0 and not a.quiet:
             print(f"step {step} loss {local:.6f} lr {lr:.4g} ms {step_ms[-1]:.1f}", flush=True)
+    if a.eval_interval > 0:
+        val_loss(a.steps)
     if rank == 0:
         timed = sorted(step_ms[min(3, len(step_ms) - 1):])
         print(f"step_ms {timed[len(timed) // 2]:.3f}")
@@ -223,7 +244,7 @@ def main():
             cfg = {k: v for k, v in vars(a).items() if k not in ("init", "losses_json", "quiet")}
             cfg["world"] = world
             with open(a.losses_json, "w") as f:
-                json.dump({"config": cfg, "losses": losses}, f, indent=1)
+                json.dump({"config": cfg, "losses": losses, "val_losses": val_losses}, f, indent=1)
                 f.write("\n")
     if world > 1:
         torch.distributed.destroy_process_group()

@@ -23,7 +23,7 @@ const std::vector<std::string>& fortune_files() {
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  LOCKSTEP_CHECK(in.good(), "gpt: cannot read the text file '", path, "'");
+  LOCKSTEP_CHECK(in.good(), "read_text_file: cannot read '", path, "'");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -33,8 +33,8 @@ std::string read_fortunes(const std::string& dir) {
   std::string all;
   for (const auto& f : fortune_files()) {
     std::ifstream probe(dir + "/" + f);
-    LOCKSTEP_CHECK(probe.good(), "gpt: the default text needs Debian's fortunes package: cannot read '", dir, "/", f,
-                   "' (install it with apt-get install fortunes, or pass --text FILE)");
+    LOCKSTEP_CHECK(probe.good(), "read_fortunes: the default text needs Debian's fortunes package: cannot read '",
+                   dir, "/", f, "' (install it with apt-get install fortunes, or pass --text FILE)");
     all += read_text_file(dir + "/" + f);
   }
   return all;

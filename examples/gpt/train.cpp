@@ -32,22 +32,26 @@ double all_reduce_mean(double v, Device dev) {
 double nanogpt_lr(int64_t it, double lr, double min_lr, int64_t warmup, int64_t decay_iters) {
   if (it < warmup) return lr * static_cast<double>(it + 1) / static_cast<double>(warmup + 1);
   if (it > decay_iters) return min_lr;
-  const double ratio = static_cast<double>(it - warmup) / static_cast<double>(std::max<int64_t>(1, decay_iters - warmup));
+  const double ratio =
+      static_cast<double>(it - warmup) / static_cast<double>(std::max<int64_t>(1, decay_iters - warmup));
   return min_lr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - min_lr);
 }
 
 void check_options(const GPTTrainOptions& o) {
-  LOCKSTEP_CHECK(o.train.steps > 0, "gpt: --steps (max_iters) must be positive, got ", o.train.steps);
-  LOCKSTEP_CHECK(o.train.batch_size > 0, "gpt: --batch-size must be positive, got ", o.train.batch_size);
-  LOCKSTEP_CHECK(o.train.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.train.lr, "gpt: need 0 <= min_lr <= lr and lr > 0, "
-                 "got lr ", o.train.lr, ", min_lr ", o.min_lr);
-  LOCKSTEP_CHECK(o.grad_accum > 0, "gpt: --grad-accum must be positive, got ", o.grad_accum);
-  LOCKSTEP_CHECK(o.warmup_iters >= 0, "gpt: --warmup-iters must be >= 0, got ", o.warmup_iters);
-  LOCKSTEP_CHECK(o.eval_interval > 0 && o.eval_iters > 0 && o.log_interval > 0, "gpt: --eval-interval, --eval-iters "
-                 "and --log-interval must be positive, got ", o.eval_interval, ", ", o.eval_iters, ", ", o.log_interval);
-  LOCKSTEP_CHECK(o.grad_clip >= 0 && o.weight_decay >= 0, "gpt: --grad-clip and --weight-decay must be >= 0, got ",
-                 o.grad_clip, ", ", o.weight_decay);
-  LOCKSTEP_CHECK(o.sample_tokens >= 0, "gpt: --sample-tokens must be >= 0, got ", o.sample_tokens);
+  LOCKSTEP_CHECK(o.train.steps > 0, "train_gpt: --steps (max_iters) must be positive, got ", o.train.steps);
+  LOCKSTEP_CHECK(o.train.batch_size > 0, "train_gpt: --batch-size must be positive, got ", o.train.batch_size);
+  LOCKSTEP_CHECK(o.train.lr > 0 && o.min_lr >= 0 && o.min_lr <= o.train.lr,
+                 "train_gpt: need lr > 0 and 0 <= min_lr <= lr, got lr ", o.train.lr, ", min_lr ", o.min_lr);
+  LOCKSTEP_CHECK(o.grad_accum > 0, "train_gpt: --grad-accum must be positive, got ", o.grad_accum);
+  LOCKSTEP_CHECK(o.warmup_iters >= 0, "train_gpt: --warmup-iters must be >= 0, got ", o.warmup_iters);
+  LOCKSTEP_CHECK(o.eval_interval > 0 && o.eval_iters > 0 && o.log_interval > 0,
+                 "train_gpt: --eval-interval, --eval-iters and --log-interval must be positive, got ", o.eval_interval,
+                 ", ", o.eval_iters, ", ", o.log_interval);
+  LOCKSTEP_CHECK(o.grad_clip >= 0 && o.weight_decay >= 0,
+                 "train_gpt: --grad-clip and --weight-decay must be >= 0, got ", o.grad_clip, ", ", o.weight_decay);
+  LOCKSTEP_CHECK(o.sample_tokens >= 0 && o.top_k >= 0 && (o.sample_tokens == 0 || o.temperature > 0),
+                 "train_gpt: need --sample-tokens >= 0, --top-k >= 0 and --temperature > 0, got ", o.sample_tokens,
+                 ", ", o.top_k, ", ", o.temperature);
 }
 
 // The seed of rank `rank`'s dropout masks at `step`: a resumed run draws the masks it would have drawn.
@@ -179,7 +183,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     opt_s += seconds_since(to);
     const double secs = seconds_since(t0);
     const double loss = world > 1 ? all_reduce_mean(local, device) : local;
-    LOCKSTEP_CHECK(std::isfinite(loss), "gpt: loss is ", loss, " at step ", step, " (diverged)");
+    LOCKSTEP_CHECK(std::isfinite(loss), "train_gpt: loss is ", loss, " at step ", step, " (diverged)");
     result.losses.push_back(loss);
     if (!std::isnan(val)) result.val_losses.emplace_back(step, val);
     step_ms.push_back(secs * 1e3);
