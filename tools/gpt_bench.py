@@ -2,8 +2,9 @@
 4 heads, 128 channels, block 64, batch 12 per rank) in lockstep and in its PyTorch twin
 (tools/gpt_twin.py), from the same initial weights and batches, at 1 and 2 ranks under lockstep's
 launcher, one thread per rank. Runs alternate (lockstep, PyTorch, per world size, round after round);
-each run prints the median of its step times (steps 3..), and the table gives, per side, the median
-and best of those over the rounds, and lockstep / PyTorch (below 1: lockstep faster).
+each run prints the median of its step times (steps 3..), wall and process CPU, and the table gives, per
+side, the median and best of those over the rounds, and lockstep / PyTorch (below 1: lockstep faster).
+On a loaded machine the CPU time per step is the steadier figure.
 
     tools/bazel build //examples:gpt //distributed/launch && python3 tools/gpt_bench.py --rounds 3
 """
@@ -15,8 +16,10 @@ import tempfile
 
 
 def step_ms(cmd, env):
+    """(wall ms, CPU ms): the run's medians per step."""
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return float([l for l in out.splitlines() if l.startswith("step_ms ")][-1].split()[1])
+    f = [l for l in out.splitlines() if l.startswith("step_ms ")][-1].split()
+    return float(f[1]), float(f[3])
 
 
 def main():
@@ -44,16 +47,20 @@ def main():
                            "1000000", "--sample-tokens", "0"], env))
                 times.setdefault(("pytorch", w), []).append(step_ms(
                     run + [a.python, twin, "--init", init, "--steps", str(a.steps), "--quiet"], env))
-                print(f"# world {w}: lockstep {times[('lockstep', w)][-1]:.1f} ms, "
-                      f"PyTorch {times[('pytorch', w)][-1]:.1f} ms", flush=True)
+                print(f"# world {w}: lockstep {times[('lockstep', w)][-1]} ms, "
+                      f"PyTorch {times[('pytorch', w)][-1]} ms (wall, CPU)", flush=True)
     finally:
         os.unlink(init)
-    print("| ranks | lockstep ms (median / best) | PyTorch ms (median / best) | ratio (median / best) | runs |")
-    print("|---|---|---|---|---|")
+    print("| ranks | lockstep ms (median / best) | PyTorch ms (median / best) | ratio (median / best) "
+          "| lockstep CPU ms | PyTorch CPU ms | CPU ratio | runs |")
+    print("|---|---|---|---|---|---|---|---|")
     for w in map(int, a.worlds.split(",")):
         o, t = times[("lockstep", w)], times[("pytorch", w)]
-        om, tm, ob, tb = statistics.median(o), statistics.median(t), min(o), min(t)
-        print(f"| {w} | {om:.1f} / {ob:.1f} | {tm:.1f} / {tb:.1f} | {om / tm:.2f} / {ob / tb:.2f} | {len(o)} |")
+        ow, tw = [x[0] for x in o], [x[0] for x in t]
+        oc, tc = statistics.median(x[1] for x in o), statistics.median(x[1] for x in t)
+        om, tm, ob, tb = statistics.median(ow), statistics.median(tw), min(ow), min(tw)
+        print(f"| {w} | {om:.1f} / {ob:.1f} | {tm:.1f} / {tb:.1f} | {om / tm:.2f} / {ob / tb:.2f} "
+              f"| {oc:.1f} | {tc:.1f} | {oc / tc:.2f} | {len(o)} |")
 
 
 if __name__ == "__main__":

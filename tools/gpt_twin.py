@@ -77,12 +77,22 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(c.n_embd, c.n_embd)
         self.resid_dropout = nn.Dropout(c.dropout)
         self.n_head, self.n_embd, self.dropout = c.n_head, c.n_embd, c.dropout
+        self.manual = c.attention == "manual"
+        if self.manual:  # nanoGPT's path without flash attention: the ops lockstep's port runs
+            self.attn_dropout = nn.Dropout(c.dropout)
+            self.register_buffer("bias", torch.tril(torch.ones(c.block_size, c.block_size))
+                                 .view(1, 1, c.block_size, c.block_size), persistent=False)
 
     def forward(self, x):
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0, is_causal=True)
+        if self.manual:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            y = self.attn_dropout(F.softmax(att, dim=-1)) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0, is_causal=True)
         return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
 
 
@@ -162,6 +172,8 @@ def main():
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
+                   help="sdpa: nanoGPT on PyTorch 2 (fused); manual: its masked-softmax path, lockstep's ops")
     p.add_argument("--eval-interval", type=int, default=0, help="validation loss every this many steps (0: never)")
     p.add_argument("--eval-iters", type=int, default=20)
     p.add_argument("--quiet", action="store_true", help="no per-step lines")
@@ -178,7 +190,7 @@ def main():
         data = b"".join(open(os.path.join(FORTUNES_DIR, f), "rb").read() for f in FORTUNE_FILES)
     text = CharText(data)
     c = argparse.Namespace(vocab_size=len(text.chars), block_size=a.block_size, n_layer=a.n_layer,
-                           n_head=a.n_head, n_embd=a.n_embd, dropout=a.dropout)
+                           n_head=a.n_head, n_embd=a.n_embd, dropout=a.dropout, attention=a.attention)
     model = GPT(c)
     from safetensors.torch import load_file
     missing, unexpected = model.load_state_dict(load_file(a.init), strict=False)
@@ -189,7 +201,7 @@ def main():
               {"params": [q for q in params if q.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, a.beta2))
 
-    losses, step_ms, val_losses = [], [], []
+    losses, step_ms, step_cpu_ms, val_losses = [], [], [], []
     B, T = a.batch_size, a.block_size
 
     def val_loss(step):  # gpt's estimate: eval_iters val batches per rank, averaged over ranks
@@ -212,7 +224,7 @@ def main():
         lr = get_lr(step, a)
         for g in opt.param_groups:
             g["lr"] = lr
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         local = 0.0
         for m in range(a.grad_accum):
@@ -228,6 +240,7 @@ def main():
             torch.nn.utils.clip_grad_norm_(params, a.grad_clip)
         opt.step()
         step_ms.append((time.perf_counter() - t0) * 1e3)
+        step_cpu_ms.append((time.process_time() - c0) * 1e3)
         if world > 1:
             t = torch.tensor([local], dtype=torch.float64)
             torch.distributed.all_reduce(t)
@@ -238,8 +251,10 @@ def main():
     if a.eval_interval > 0:
         val_loss(a.steps)
     if rank == 0:
-        timed = sorted(step_ms[min(3, len(step_ms) - 1):])
-        print(f"step_ms {timed[len(timed) // 2]:.3f}")
+        def median(v):  # the first 3 steps left out, as gpt does
+            v = sorted(v[min(3, len(v) - 1):])
+            return v[len(v) // 2]
+        print(f"step_ms {median(step_ms):.3f} cpu_ms {median(step_cpu_ms):.3f}")
         if a.losses_json:
             cfg = {k: v for k, v in vars(a).items() if k not in ("init", "losses_json", "quiet")}
             cfg["world"] = world

@@ -1,6 +1,7 @@
 // train_gpt: the data-parallel training loop of examples/gpt (see train.h).
 #include "examples/gpt/train.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// This process's CPU time: under a loaded machine, a steadier measure of a step's work than wall time.
+double cpu_seconds() {
+  timespec ts;
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+double median_after_warmup(std::vector<double> v) {  // the first 3 steps left out (allocations, caches)
+  v.erase(v.begin(), v.begin() + std::min<size_t>(v.size() - 1, 3));
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 double all_reduce_mean(double v, Device dev) {
   Tensor t = tensor(std::vector<double>{v}, {}, dev);
@@ -146,7 +158,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
 
   double window_secs = 0, total_secs = 0;  // training time since the last log line, and in all
   int64_t window_steps = 0;
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, step_cpu_ms;
   double fwd_s = 0, bwd_s = 0, opt_s = 0;
   const int64_t stop = o.stop_after >= 0 ? std::min(o.stop_after, max_iters) : max_iters;
   const int64_t ckpt_every = o.checkpoint_interval > 0 ? o.checkpoint_interval : o.eval_interval;
@@ -155,6 +167,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     if (step % o.eval_interval == 0) val = estimate_val_loss(step);
     const double lr = optimizer.lr(0);
     auto t0 = Clock::now();
+    const double c0 = cpu_seconds();
     manual_seed(step_seed(o.seed, rank, step));
     optimizer.zero_grad();
     double local = 0;
@@ -187,6 +200,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     result.losses.push_back(loss);
     if (!std::isnan(val)) result.val_losses.emplace_back(step, val);
     step_ms.push_back(secs * 1e3);
+    step_cpu_ms.push_back((cpu_seconds() - c0) * 1e3);
     window_secs += secs, total_secs += secs, ++window_steps;
 
     const bool last = step + 1 == stop;
@@ -226,12 +240,11 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     if (talk) std::printf("step %ld val_loss %.4f\n", long(max_iters), val);
   }
   if (talk && ran > 0) {
-    std::vector<double> sorted(step_ms.begin() + std::min<int64_t>(ran - 1, 3), step_ms.end());
-    std::sort(sorted.begin(), sorted.end());
-    std::printf("time per step: median %.2f ms; mean forward %.2f ms, backward %.2f ms, clip+optimizer %.2f ms; "
-                "tokens_per_s %.0f\n", sorted[sorted.size() / 2], 1e3 * fwd_s / ran, 1e3 * bwd_s / ran,
-                1e3 * opt_s / ran, result.tokens_per_s);
-    std::printf("step_ms %.3f\n", sorted[sorted.size() / 2]);
+    std::printf("time per step: median %.2f ms (CPU %.2f ms); mean forward %.2f ms, backward %.2f ms, "
+                "clip+optimizer %.2f ms; tokens_per_s %.0f\n", median_after_warmup(step_ms),
+                median_after_warmup(step_cpu_ms), 1e3 * fwd_s / ran, 1e3 * bwd_s / ran, 1e3 * opt_s / ran,
+                result.tokens_per_s);
+    std::printf("step_ms %.3f cpu_ms %.3f\n", median_after_warmup(step_ms), median_after_warmup(step_cpu_ms));
   }
   if (rank == 0 && stop == max_iters && o.sample_tokens > 0) {
     manual_seed(o.seed);
