@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "initialisation, batches and dropout")->capture_default_str();
   app.add_option("--export-init", o.export_init, "write the initial weights (safetensors) here and exit");
   app.add_option("--stop-after", o.stop_after, "testing: checkpoint and exit after this many steps in all");
+  app.add_option("--sigkill-at-step", o.sigkill_at_step,
+                 "testing: the last rank SIGKILLs itself before this step, on the first attempt only");
   CLI11_PARSE(app, argc, argv);
   try {
     dist::InitOptions init;

@@ -1,6 +1,7 @@
 // train_gpt: the data-parallel training loop of examples/gpt (see train.h).
 #include "examples/gpt/train.h"
 
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -163,6 +164,11 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
   const int64_t stop = o.stop_after >= 0 ? std::min(o.stop_after, max_iters) : max_iters;
   const int64_t ckpt_every = o.checkpoint_interval > 0 ? o.checkpoint_interval : o.eval_interval;
   for (int64_t step = start; step < stop; ++step) {
+    const char* restarts = std::getenv("LOCKSTEP_RESTART_COUNT");
+    if (step == o.sigkill_at_step && rank == world - 1 && (!restarts || std::string(restarts) == "0")) {
+      std::fprintf(stderr, "gpt: rank %d: --sigkill-at-step %ld: killing itself\n", rank, long(step));
+      ::kill(::getpid(), SIGKILL);
+    }
     double val = NAN;
     if (step % o.eval_interval == 0) val = estimate_val_loss(step);
     const double lr = optimizer.lr(0);

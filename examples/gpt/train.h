@@ -31,6 +31,7 @@ struct GPTTrainOptions {
   uint64_t seed = 1337;
   std::string export_init;           // write the initial weights here and stop before training
   int64_t stop_after = -1;           // testing: checkpoint and return after this many steps in all
+  int64_t sigkill_at_step = -1;      // testing: the last rank SIGKILLs itself before this step (first attempt)
   bool quiet = false;                // no per-step output (tests)
 };
 
