@@ -81,6 +81,27 @@ void check_parity(int world, int64_t batch, int64_t accum) {
 
 }  // namespace
 
+TEST_CASE("GPT has nanoGPT's parameter names, with lm_head.weight tied to transformer.wte.weight") {
+  GPT model(GPTConfig{.block_size = 8, .vocab_size = 11, .n_layer = 1, .n_head = 2, .n_embd = 4});
+  std::vector<std::string> names;
+  for (auto& [name, p] : model->named_parameters()) names.push_back(name);
+  const std::vector<std::string> want = {
+      "transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias",
+      "transformer.h.0.attn.c_attn.weight", "transformer.h.0.attn.c_attn.bias", "transformer.h.0.attn.c_proj.weight",
+      "transformer.h.0.attn.c_proj.bias", "transformer.h.0.ln_2.weight", "transformer.h.0.ln_2.bias",
+      "transformer.h.0.mlp.c_fc.weight", "transformer.h.0.mlp.c_fc.bias", "transformer.h.0.mlp.c_proj.weight",
+      "transformer.h.0.mlp.c_proj.bias", "transformer.ln_f.weight", "transformer.ln_f.bias"};
+  CHECK(names == want);  // lm_head.weight is the embedding's tensor: yielded once, under its first name
+  CHECK(model->lm_head->weight.data_ptr() == model->transformer->wte->weight.data_ptr());
+  bool in_state_dict = false;
+  for (auto& [name, t] : model->state_dict()) in_state_dict |= name == "lm_head.weight";
+  CHECK(in_state_dict);  // as PyTorch's state_dict, which loads into nanoGPT's GPT
+  auto [logits, loss] = model(zeros({2, 8}, kInt64), zeros({2, 8}, kInt64));
+  CHECK(logits.shape() == Shape{2, 8, 11});
+  CHECK(std::abs(loss.item<double>() - std::log(11.0)) < 0.05);  // small init: nearly uniform predictions
+  CHECK(model->generate(zeros({1, 1}, kInt64), 20, 1.0, 3).shape() == Shape{1, 21});  // crops past block_size
+}
+
 TEST_CASE("gpt on 1 rank at batch 4 follows PyTorch's losses") { check_parity(1, 4, 1); }
 
 TEST_CASE("gpt on 2 ranks at batch 2 follows the same losses") { check_parity(2, 2, 1); }
