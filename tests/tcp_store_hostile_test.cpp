@@ -488,6 +488,15 @@ TEST_CASE("job token: without it, with a wrong one, or by replay, a client is re
     CHECK(closed_by_server(s, 5s));
   }
 
+  // A big first frame: refused as soon as its length prefix is in, before the body is read.
+  {
+    Socket s = raw_connect(port);
+    Bytes prefix = u32(1000000);
+    s.send_all(prefix.data(), prefix.size(), deadline_after(5s));
+    CHECK(is_refusal(recv_frame(s)));
+    CHECK(closed_by_server(s, 5s));
+  }
+
   // A captured handshake, replayed on a new connection: the server's nonce is fresh, so the captured
   // proof answers nothing and the replay is refused.
   Bytes captured;
@@ -519,7 +528,7 @@ TEST_CASE("job token: without it, with a wrong one, or by replay, a client is re
     CHECK(is_refusal(recv_frame(s)));
     CHECK(closed_by_server(s, 5s));
   }
-  CHECK(server.stats().refused_peers == 4);
+  CHECK(server.stats().refused_peers == 5);
 
   exercise(legit, "during");
   legit.set("attacks_done", "");
