@@ -537,6 +537,25 @@ TEST_CASE("job token: without it, with a wrong one, or by replay, a client is re
   exercise(legit, "after");
 }
 
+TEST_CASE("job token: at max_connections, connections that never prove the token make room") {
+  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.max_connections = 4, .token = kJobToken});
+  std::vector<Socket> unproven;  // each sends a valid hello, reads its nonce, and stops there
+  for (int i = 0; i < 4; ++i) {
+    unproven.push_back(raw_connect(server.port()));
+    const JobToken::Nonce n = JobToken::nonce();
+    Bytes hello = frame_of(detail::Command::kHello, n.data(), n.size());
+    unproven.back().send_all(hello.data(), hello.size(), deadline_after(5s));
+    REQUIRE(recv_frame(unproven.back())[0] == static_cast<uint8_t>(detail::Status::kOk));
+  }
+  TCPStore legit("127.0.0.1", server.port(), false, 10s, std::nullopt, true, kJobToken);
+  exercise(legit, "legit");
+  CHECK(closed_by_server(unproven.front(), 30s));  // evicted, oldest first
+  TCPStore second("127.0.0.1", server.port(), false, 10s, std::nullopt, true, kJobToken);
+  exercise(second, "second");
+  exercise(legit, "legit_again");  // a proven connection is never evicted
+  CHECK(server.stats().refused_peers == 0);  // evicted, not refused
+}
+
 TEST_CASE("job token: a client with a token refuses a server without one, and none is needed without tokens") {
   TCPStoreServer plain("127.0.0.1", 0);
   std::string message;

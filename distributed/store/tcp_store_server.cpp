@@ -174,20 +174,22 @@ void TCPStoreServer::accept_all() {
   }
 }
 
-// Closes the oldest connection that has sent nothing, to make room; false when every one has spoken.
-// One whose first bytes are waiting in the kernel has spoken (this round's poll came before them).
+// Closes the oldest connection that has sent nothing (with a job token: that has not proven it), to
+// make room; false when every one has spoken. One whose first bytes are waiting in the kernel has
+// spoken (this round's poll came before them); without a token that is enough to stay.
 bool TCPStoreServer::evict_silent() {
   while (!silent_.empty()) {
     uint64_t oldest = *silent_.begin();
     Connection& c = connections_.at(oldest);
     int waiting = 0;
-    if (::ioctl(c.socket.fd(), FIONREAD, &waiting) == 0 && waiting > 0) {
+    if (c.authenticated && ::ioctl(c.socket.fd(), FIONREAD, &waiting) == 0 && waiting > 0) {
       c.silent = false;
       silent_.erase(silent_.begin());
       continue;
     }
-    log_dropped(c, "it has sent nothing since it connected and the server is at its limit of " +
-                       std::to_string(max_connections_) + " connections");
+    log_dropped(c, std::string(c.silent ? "it has sent nothing" : "it has not proven the job token") +
+                       " since it connected and the server is at its limit of " + std::to_string(max_connections_) +
+                       " connections");
     close_connection(oldest);
     return true;
   }
@@ -205,7 +207,7 @@ bool TCPStoreServer::read_from(uint64_t id, Connection& c, size_t max_bytes) {
       c.last_input = Clock::now();
       if (c.silent) {
         c.silent = false;
-        silent_.erase(id);
+        if (c.authenticated) silent_.erase(id);  // else evictable until it proves the token
       }
       if (c.in.size() > kMaxBufferedInput) {
         log_dropped(c, "more than " + std::to_string(kMaxBufferedInput) + " bytes of unanswered requests");
@@ -260,7 +262,10 @@ bool TCPStoreServer::process_input(uint64_t id, Connection& c) {
     }
     off += p.consumed;
     if (!c.authenticated) {
-      if (authenticate(c, p.request)) continue;
+      if (authenticate(c, p.request)) {
+        if (c.authenticated) silent_.erase(id);  // proven: no longer evicted to make room
+        continue;
+      }
       ok = false;
       break;
     }

@@ -20,7 +20,8 @@
 // So input memory stays under max_buffered_bytes + about 2 * kSmallRequestBytes per connection.
 //   - with a job token, a connection is served only once it has proven the token (the handshake in
 //     tcp_store_protocol.h); until then a frame over kMaxHandshakeFrame, any other request or a wrong
-//     proof is answered kRefusedJobToken and closed, logged and counted in refused_peers.
+//     proof is answered kRefusedJobToken and closed, logged and counted in refused_peers, and at
+//     max_connections a connection that has not proven it is evicted as a silent one would be.
 // Log lines about dropped clients go to stderr, at most 10 a second.
 #pragma once
 
@@ -139,7 +140,7 @@ class TCPStoreServer {
   std::unordered_map<std::string, std::vector<uint8_t>> data_;
   uint64_t next_id_ = 0;
   std::unordered_map<uint64_t, Connection> connections_;
-  std::set<uint64_t> silent_;  // ids of silent connections, oldest first
+  std::set<uint64_t> silent_;  // ids of silent (or, with a token, unproven) connections, oldest first
   std::unordered_map<std::string, std::vector<uint64_t>> waiters_;  // key -> parked connection ids
   std::deque<uint64_t> woken_;  // parked connections whose keys may all exist now
 
