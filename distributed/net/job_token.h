@@ -51,7 +51,7 @@ class JobToken {
 
   bool enabled() const { return !secret_.empty(); }
 
-  // HMAC-SHA256(token, context || a || b). Requires enabled().
+  // HMAC-SHA256(token, context || NUL || a || b). Requires enabled().
   Mac prove(std::string_view context, std::span<const uint8_t> a, std::span<const uint8_t> b) const;
   // Whether `mac` equals prove(context, a, b); constant time in the mac's bytes (CRYPTO_memcmp).
   // False for a mac of the wrong size, or when no token is set.
