@@ -100,6 +100,11 @@ Rendezvous parse_init_method(const InitOptions& o) {
   } catch (const Error& e) {
     fail("init_process_group: ", e.what());
   }
+  if (debug_level() != DebugLevel::Off) {
+    std::fprintf(stderr, "init_process_group: %s\n",
+                 rv.token.enabled() ? ("job token from " + rv.token.source()).c_str()
+                                    : "no job token (LOCKSTEP_JOB_TOKEN unset): peers are not checked");
+  }
   LOCKSTEP_CHECK(rv.world_size > 0, "init_process_group: world_size must be positive, got ", rv.world_size);
   LOCKSTEP_CHECK(rv.rank >= 0, "init_process_group: rank ", rv.rank, " is out of range for world_size ",
                  rv.world_size, " (ranks are 0..", rv.world_size - 1, ")");

@@ -108,6 +108,7 @@ TEST_CASE("JobToken: the token file must be readable by its owner alone") {
   {
     ScopedEnv file(JobToken::kFileEnvVar, good);
     CHECK(JobToken::from_env().enabled());
+    CHECK(JobToken::from_env().source() == "LOCKSTEP_JOB_TOKEN_FILE=" + good);
     ScopedEnv token(JobToken::kEnvVar, "0123456789abcdef0123456789abcdef");
     CHECK(thrown_by([] { JobToken::from_env(); }) ==
           "job token: both LOCKSTEP_JOB_TOKEN and LOCKSTEP_JOB_TOKEN_FILE=" + good + " are set; set one of them");

@@ -32,7 +32,7 @@ std::string octal_mode(mode_t mode) {
 
 }  // namespace
 
-JobToken::JobToken(std::string secret, const std::string& source) : secret_(std::move(secret)) {
+JobToken::JobToken(std::string secret, const std::string& source) : secret_(std::move(secret)), source_(source) {
   LOCKSTEP_CHECK(secret_.size() >= kMinChars, "job token: ", source, " has ", secret_.size(),
                  " characters; a job token needs at least ", kMinChars, " (unset it and the launcher makes one)");
 }
@@ -76,7 +76,7 @@ JobToken JobToken::read_file(const std::string& path) {
   ::close(fd);
   if (!secret.empty() && secret.back() == '\n') secret.pop_back();  // `echo TOKEN > file` adds one
   if (!secret.empty() && secret.back() == '\r') secret.pop_back();
-  return JobToken(std::move(secret), path);
+  return JobToken(std::move(secret), std::string(kFileEnvVar) + "=" + path);
 }
 
 std::string JobToken::generate() {

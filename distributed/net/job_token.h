@@ -50,6 +50,8 @@ class JobToken {
   static Nonce nonce();
 
   bool enabled() const { return !secret_.empty(); }
+  // Where it came from, for messages: "LOCKSTEP_JOB_TOKEN", the file's path; "" without a token.
+  const std::string& source() const { return source_; }
 
   // HMAC-SHA256(token, context || NUL || a || b). Requires enabled().
   Mac prove(std::string_view context, std::span<const uint8_t> a, std::span<const uint8_t> b) const;
@@ -60,6 +62,7 @@ class JobToken {
 
  private:
   std::string secret_;
+  std::string source_;
 };
 
 // Thrown when a peer refuses this process's token (or does not prove its own): never retried, since
