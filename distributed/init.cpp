@@ -93,6 +93,18 @@ Rendezvous parse_init_method(const InitOptions& o) {
                    ":// needs world_size and rank in InitOptions (got world_size=", rv.world_size, ", rank=", rv.rank,
                    ")");
   }
+  // The job token, read once here: the store, the DirectMesh connections and the shared-memory segment
+  // all check it (none set: nothing is checked, as in PyTorch).
+  try {
+    rv.token = JobToken::from_env();
+  } catch (const Error& e) {
+    fail("init_process_group: ", e.what());
+  }
+  if (debug_level() != DebugLevel::Off) {
+    std::fprintf(stderr, "init_process_group: %s\n",
+                 rv.token.enabled() ? ("job token from " + rv.token.source()).c_str()
+                                    : "no job token (LOCKSTEP_JOB_TOKEN unset): peers are not checked");
+  }
   LOCKSTEP_CHECK(rv.world_size > 0, "init_process_group: world_size must be positive, got ", rv.world_size);
   LOCKSTEP_CHECK(rv.rank >= 0, "init_process_group: rank ", rv.rank, " is out of range for world_size ",
                  rv.world_size, " (ranks are 0..", rv.world_size - 1, ")");
@@ -173,6 +185,7 @@ void init_process_group(const InitOptions& options) {
   if (backend == "gloo") {
     ProcessGroupGloo::Options gloo;
     gloo.timeout = timeout;
+    gloo.token = rv.token;
     if (rv.kind == Rendezvous::Tcp) gloo.master_addr = rv.host;
     group->pg = std::make_shared<ProcessGroupGloo>(store, rv.rank, rv.world_size, gloo);
   } else {

@@ -52,7 +52,7 @@ constexpr milliseconds kNotifyTimeout{5000};
 std::shared_ptr<Store> existing_rendezvous(const Rendezvous& rv, const std::string& prefix, milliseconds timeout) {
   const milliseconds probe = std::min(timeout, milliseconds(1000));
   try {
-    auto store = std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/false, probe);
+    auto store = std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/false, probe, std::nullopt, true, rv.token);
     PrefixStore generation(prefix, store);
     const Deadline until = deadline_after(probe);
     do {
@@ -80,13 +80,17 @@ OpenedStore make_store(const Rendezvous& rv, const std::string& prefix, millisec
   }
   const std::string addr = format_address(rv.host, rv.port);
   try {
-    return {std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/rv.rank == 0, timeout), rv.rank == 0};
+    return {std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/rv.rank == 0, timeout, std::nullopt, true,
+                                       rv.token),
+            rv.rank == 0};
   } catch (const AddressInUseError& e) {
     if (!tell_launcher_address_in_use(addr)) {
       if (auto store = existing_rendezvous(rv, prefix, timeout)) return {store};
     }
     fail("init_process_group: rank 0 could not host the store on ", addr, " (is another job using the port?): ",
          e.what());
+  } catch (const JobTokenError& e) {
+    fail("init_process_group: rank ", rv.rank, ": ", e.what());
   } catch (const Error& e) {
     if (rv.rank == 0) fail("init_process_group: rank 0 could not host the store on ", addr, ": ", e.what());
     fail("init_process_group: rank ", rv.rank, " could not reach the store at ", addr, " (rank 0 hosts it) within ",
@@ -100,7 +104,8 @@ OpenedStore make_store(const Rendezvous& rv, const std::string& prefix, millisec
                                                     rv.world_size - 1, ")");
   if (rv.kind == Rendezvous::Tcp) {
     try {
-      auto store = std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/false, std::min(timeout, kNotifyTimeout));
+      auto store = std::make_shared<TCPStore>(rv.host, rv.port, /*is_master=*/false, std::min(timeout, kNotifyTimeout),
+                                              std::nullopt, true, rv.token);
       PrefixStore rendezvous(prefix, store);
       rendezvous.add("aborters", 1);  // counted by the host's linger, as a rank that has seen the abort
       rendezvous.set("abort", why);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/deadline.h"
+#include "distributed/net/job_token.h"
 #include "distributed/store/store.h"
 
 namespace lockstep::dist::detail {
@@ -22,6 +23,7 @@ struct Rendezvous {
   std::string path;
   int world_size = -1;
   int rank = -1;
+  JobToken token;  // LOCKSTEP_JOB_TOKEN's, read once by init_process_group; proven to the TCPStore
 };
 
 struct OpenedStore {

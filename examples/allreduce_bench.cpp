@@ -50,6 +50,7 @@
 
 #include "distributed/api.h"
 #include "distributed/gloo/gloo_store_adapter.h"
+#include "distributed/net/job_token.h"
 #include "distributed/net/socket.h"
 #include "tensor/cuda/cuda.h"
 #include "autograd/functions.h"
@@ -110,7 +111,7 @@ class RawGlooCollective : public Collective {
     size_ = std::stoi(env_or_fail("WORLD_SIZE"));
     const std::string master = env_or_fail("MASTER_ADDR");
     auto store = std::make_shared<dist::TCPStore>(master, static_cast<uint16_t>(std::stoi(env_or_fail("MASTER_PORT"))),
-                                                  rank_ == 0, timeout);
+                                                  rank_ == 0, timeout, std::nullopt, true, dist::JobToken::from_env());
     auto prefixed = std::make_shared<dist::PrefixStore>("raw_gloo", store);
     gloo::transport::tcp::attr attr;
     const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
@@ -185,7 +186,7 @@ class RawNcclCollective : public Collective {
     cuda::set_device(device_);
     store_ = std::make_shared<dist::TCPStore>(env_or_fail("MASTER_ADDR"),
                                               static_cast<uint16_t>(std::stoi(env_or_fail("MASTER_PORT"))), rank_ == 0,
-                                              timeout);
+                                              timeout, std::nullopt, true, dist::JobToken::from_env());
     ncclUniqueId id;
     if (rank_ == 0) {
       LOCKSTEP_NCCL_CALL("allreduce_bench", ncclGetUniqueId(&id), "raw NCCL");

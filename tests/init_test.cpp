@@ -35,7 +35,7 @@ constexpr milliseconds kTimeout{10000};
 // A rank starts from a clean slate: nothing inherited from the test runner's environment.
 void clear_env() {
   for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCKSTEP_TIMEOUT",
-                        "GLOO_SOCKET_IFNAME"}) {
+                        "GLOO_SOCKET_IFNAME", "LOCKSTEP_JOB_TOKEN", "LOCKSTEP_JOB_TOKEN_FILE"}) {
     ::unsetenv(v);
   }
 }
@@ -284,6 +284,36 @@ TEST_CASE("ranks that disagree on the world size fail together") {
   for (const auto& r : results) {
     CHECK_MESSAGE(r.message.find("world_size 2") != std::string::npos, r.message);
     CHECK_MESSAGE(r.message.find("world_size 3") != std::string::npos, r.message);
+  }
+}
+
+TEST_CASE("job token: ranks that share LOCKSTEP_JOB_TOKEN run; a process with another token or none is refused") {
+  const uint16_t port = testing::free_port();
+  auto results = testing::run_ranks(2, [&](int rank) {
+    clear_env();
+    set_env("LOCKSTEP_JOB_TOKEN", "0123456789abcdef0123456789abcdef");
+    dist::init_process_group(tcp_options(port, 2, rank));
+    exercise_default_group(2, rank);
+    expect_destroyed();
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+
+  for (const char* token1 : {"fedcba9876543210fedcba9876543210", ""}) {
+    CAPTURE(token1);
+    const uint16_t port2 = testing::free_port();
+    results = testing::run_ranks(2, [&](int rank) {
+      clear_env();
+      const std::string token = rank == 0 ? "0123456789abcdef0123456789abcdef" : token1;
+      if (!token.empty()) set_env("LOCKSTEP_JOB_TOKEN", token);
+      auto o = tcp_options(port2, 2, rank);
+      o.timeout = milliseconds(rank == 0 ? 2000 : 10000);  // rank 0 waits in vain for rank 1
+      dist::init_process_group(o);
+    });
+    REQUIRE(results.size() == 2);
+    CHECK_FALSE(results[0].ok());
+    CHECK(results[1].message == "init_process_group: rank 1: TCPStore: the server at 127.0.0.1:" +
+                                    std::to_string(port2) +
+                                    " refused this process's job token (wrong or missing LOCKSTEP_JOB_TOKEN)");
   }
 }
 

@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
 
   if (mode == "env") {
     for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-                             "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "LOCKSTEP_RESTART_COUNT"}) {
+                             "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "LOCKSTEP_RESTART_COUNT",
+                             "LOCKSTEP_JOB_TOKEN", "LOCKSTEP_JOB_TOKEN_FILE"}) {
       say(1, r + name + "=" + env(name) + "\n");
     }
     std::string args;

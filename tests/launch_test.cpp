@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -164,6 +166,7 @@ void check_all_gone(const std::map<int, std::map<std::string, std::string>>& ran
 }  // namespace
 
 TEST_CASE("launch sets each rank's environment on one node") {
+  std::set<std::string> tokens;  // one per launch
   for (int n : {1, 2, 3}) {
     CAPTURE(n);
     // Both flag spellings; everything after the program goes to it untouched, launcher-like flags too.
@@ -193,8 +196,47 @@ TEST_CASE("launch sets each rank's environment on one node") {
       CHECK(v["OMP_NUM_THREADS"] == "1");
       CHECK(v["LOCKSTEP_RESTART_COUNT"] == "0");
       CHECK(v["ARGS"] == "a b --nproc_per_node=9");
+      // The job token: 64 hex digits (32 random bytes), the same for every rank of the launch.
+      CHECK(v["LOCKSTEP_JOB_TOKEN"].size() == 64);
+      CHECK(v["LOCKSTEP_JOB_TOKEN"].find_first_not_of("0123456789abcdef") == std::string::npos);
+      CHECK(v["LOCKSTEP_JOB_TOKEN"] == ranks[0]["LOCKSTEP_JOB_TOKEN"]);
+      CHECK(v["LOCKSTEP_JOB_TOKEN_FILE"] == "<unset>");
     }
+    tokens.insert(ranks[0]["LOCKSTEP_JOB_TOKEN"]);
   }
+  CHECK(tokens.size() == 3);  // fresh for each launch
+}
+
+TEST_CASE("launch: a job token the user set is passed on; a token file others may read is refused") {
+  const std::string mine = "my-own-job-token-0123456789";
+  Result res = run_launch({"--nproc_per_node", "2", child_path(), "env"}, {"LOCKSTEP_JOB_TOKEN=" + mine});
+  CHECK(res.exit_code == 0);
+  auto ranks = parse_ranks(res.out);
+  REQUIRE(ranks.size() == 2);
+  for (auto& [rank, v] : ranks) CHECK(v["LOCKSTEP_JOB_TOKEN"] == mine);
+
+  const std::string file = temp_file("token");
+  { std::ofstream(file) << mine << "\n"; }
+  REQUIRE(::chmod(file.c_str(), 0600) == 0);
+  res = run_launch({"--nproc_per_node", "2", child_path(), "env"}, {"LOCKSTEP_JOB_TOKEN_FILE=" + file});
+  CHECK(res.exit_code == 0);
+  ranks = parse_ranks(res.out);
+  REQUIRE(ranks.size() == 2);
+  for (auto& [rank, v] : ranks) {
+    CHECK(v["LOCKSTEP_JOB_TOKEN_FILE"] == file);  // each rank reads the file itself
+    CHECK(v["LOCKSTEP_JOB_TOKEN"] == "<unset>");
+  }
+
+  REQUIRE(::chmod(file.c_str(), 0644) == 0);
+  res = run_launch({"--nproc_per_node", "2", child_path(), "env"}, {"LOCKSTEP_JOB_TOKEN_FILE=" + file});
+  CHECK(res.exit_code == 1);
+  CHECK(res.out == "");  // no rank started
+  CHECK(res.err == "launch: job token: refused " + file +
+                       ": it has mode 0644, so its group or other users may read it; run chmod 600 " + file + "\n");
+
+  res = run_launch({"--nproc_per_node", "2", child_path(), "env"}, {"LOCKSTEP_JOB_TOKEN=short"});
+  CHECK(res.exit_code == 1);
+  CHECK(res.err.find("launch: job token: LOCKSTEP_JOB_TOKEN has 5 characters") == 0);
 }
 
 TEST_CASE("launch: second node of two") {
@@ -215,7 +257,10 @@ TEST_CASE("launch: second node of two") {
     CHECK(v["MASTER_ADDR"] == "10.1.2.3");
     CHECK(v["MASTER_PORT"] == "29555");
     CHECK(v["OMP_NUM_THREADS"] == "7");  // kept when already set
+    CHECK(v["LOCKSTEP_JOB_TOKEN"] == "<unset>");  // one launcher per node cannot agree on a fresh one
   }
+  CHECK(res.err.find("launch: --nnodes 2 and neither LOCKSTEP_JOB_TOKEN nor LOCKSTEP_JOB_TOKEN_FILE is set: the job "
+                     "runs without a job token") == 0);
 }
 
 TEST_CASE("launch: a failing rank stops the others and sets the exit status") {

@@ -112,7 +112,7 @@ TEST_CASE("segment: two jobs never share one; wrong size, foreign nonce or layou
   CHECK_MESSAGE(contains(message, "made for 2 ranks and 8192 bytes, this job has 3 ranks on this host"), message);
   a.data()[-int(ShmSegment::kHeaderBytes)] = 0;  // the magic's first byte: no longer a lockstep segment
   message = error_of([&] { ShmSegment::attach(name, 8192, 2, nonce); });
-  CHECK_MESSAGE(contains(message, ": not a lockstep segment of layout version 1"), message);
+  CHECK_MESSAGE(contains(message, ": not a lockstep segment of layout version 2"), message);
   ShmSegment::unlink(name);
   message = error_of([&] { ShmSegment::attach(name, 8192, 2, nonce); });
   CHECK_MESSAGE(contains(message, "shared memory: cannot open " + name + ": No such file or directory"), message);

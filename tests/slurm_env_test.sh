@@ -158,6 +158,12 @@ srun_case() {
 
 srun_case n2 2 "$host" 2 --nodes=1 --nodelist="$host" --ntasks=2
 srun_case n3 3 "$host" 3 --nodes=1 --nodelist="$host" --ntasks=3
+# With a job token in the environment srun passes on to every task (as a batch script would export
+# it): the store, the mesh and the shared memory check it, and the job trains as without one.
+LOCKSTEP_JOB_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n') \
+  srun_case n2_token 2 "$host" 2 --nodes=1 --nodelist="$host" --ntasks=2
+[ "$(grep -c '^init_process_group: job token from LOCKSTEP_JOB_TOKEN$' "$dir/srun-n2_token.err")" = 2 ] \
+  || fail "the ranks of srun with LOCKSTEP_JOB_TOKEN did not report the token"
 if ((${#nodes[@]} == 2)); then
   # A step's node list is compressed and sorted by Slurm; the master is its first host (scontrol
   # expands the list independently of lockstep's parser).

@@ -1,7 +1,9 @@
 // A live TCPStore server under hostile input: garbage and random bytes from many sockets, clients
 // that stop mid-frame or never send, floods of connections (past max_connections and past the
 // open-file limit), big frames beyond the buffering budget, and the bind address. Throughout, a
-// legitimate client keeps working: set/get/add/compare_set/wait/check/delete.
+// legitimate client keeps working: set/get/add/compare_set/wait/check/delete. With a job token: clients
+// without it, with a wrong one, or replaying a captured handshake are refused while a 2-rank job's
+// all-reduces over the same store go on.
 #include <doctest/doctest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -22,9 +24,14 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/gloo/process_group_gloo.h"
+#include "distributed/net/job_token.h"
 #include "distributed/net/socket.h"
 #include "distributed/store/tcp_store.h"
+#include "distributed/store/tcp_store_protocol.h"
 #include "distributed/store/tcp_store_server.h"
+#include "tensor/factory.h"
+#include "tests/multiprocess.h"
 #include "tests/test_util.h"
 
 using namespace lockstep::dist;
@@ -384,4 +391,183 @@ TEST_CASE("the server listens on the address it is given, not on every interface
   } else {
     MESSAGE("no non-loopback IPv4 address: checked the bound address only");
   }
+}
+
+// ---- The job token (distributed/net/job_token.h; the handshake in tcp_store_protocol.h) ----
+
+namespace {
+
+const JobToken kJobToken("5f0c3b8e2a7d4c6e9f1a2b3c4d5e6f70", "test");
+const JobToken kWrongToken("00000000000000000000000000000000", "test");
+
+Bytes recv_frame(const Socket& s) {
+  uint32_t len = 0;
+  s.recv_all(&len, 4, deadline_after(5s));
+  REQUIRE(len >= 1);
+  REQUIRE(len <= 1024);
+  Bytes body(len);
+  s.recv_all(body.data(), len, deadline_after(5s));
+  return body;
+}
+
+Bytes frame_of(detail::Command c, const uint8_t* value, size_t n) {
+  detail::Request q;
+  q.command = c;
+  q.value.assign(value, value + n);
+  return detail::encode_request(q);
+}
+
+std::string refused_message(uint16_t port) {
+  return "TCPStore: the server at 127.0.0.1:" + std::to_string(port) +
+         " refused this process's job token (wrong or missing LOCKSTEP_JOB_TOKEN)";
+}
+
+bool is_refusal(const Bytes& body) {
+  if (body.empty() || body[0] != static_cast<uint8_t>(detail::Status::kError)) return false;
+  detail::FrameReader r(body.data() + 1, body.size() - 1);
+  return r.str() == detail::kRefusedJobToken;
+}
+
+}  // namespace
+
+TEST_CASE("job token: without it, with a wrong one, or by replay, a client is refused while the job runs") {
+  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.token = kJobToken});
+  const uint16_t port = server.port();
+  TCPStore legit("127.0.0.1", port, false, 10s, std::nullopt, true, kJobToken);
+  exercise(legit, "before");
+
+  // A 2-rank job on this store: all-reduces before, during and after the attacks (each rank waits for
+  // "attacks_done" between its two halves, so the attacks fall inside the job, whatever the timing).
+  std::vector<lockstep::testing::RankResult> results;
+  std::thread job([&] {
+    results = lockstep::testing::run_ranks(2, [&](int rank) {
+      auto store = std::make_shared<TCPStore>("127.0.0.1", port, false, 20s, std::nullopt, true, kJobToken);
+      ProcessGroupGloo::Options options;
+      options.timeout = 20s;
+      options.token = kJobToken;
+      ProcessGroupGloo pg(store, rank, 2, options);
+      auto all_reduce_steps = [&](int from, int to) {
+        for (int step = from; step < to; ++step) {
+          lockstep::Tensor t = lockstep::full({4}, rank + step);
+          pg.all_reduce(t, ReduceOp::SUM, /*async_op=*/false);
+          for (double v : t.to_vector<double>()) {
+            RANK_CHECK(v == 2 * step + 1, "step ", step, ": got ", v, ", expected ", 2 * step + 1);
+          }
+        }
+      };
+      all_reduce_steps(0, 5);
+      store->add("started", 1);
+      store->wait({"attacks_done"});
+      all_reduce_steps(5, 10);
+    });
+  });
+  while (legit.add("started", 0) < 2) std::this_thread::sleep_for(10ms);
+
+  // No token, and a wrong one: refused at once (not retried until the timeout), with the message.
+  std::string message;
+  try {
+    TCPStore("127.0.0.1", port, false, 10s);
+  } catch (const JobTokenError& e) {
+    message = e.what();
+  }
+  CHECK(message == refused_message(port));
+  message.clear();
+  try {
+    TCPStore("127.0.0.1", port, false, 10s, std::nullopt, true, kWrongToken);
+  } catch (const JobTokenError& e) {
+    message = e.what();
+  }
+  CHECK(message == refused_message(port));
+
+  // A request before any handshake: refused and closed.
+  {
+    Socket s = raw_connect(port);
+    Bytes get = {9, 0, 0, 0, 2, 4, 0, 0, 0, 'k', 'e', 'y', '1'};
+    s.send_all(get.data(), get.size(), deadline_after(5s));
+    CHECK(is_refusal(recv_frame(s)));
+    CHECK(closed_by_server(s, 5s));
+  }
+
+  // A big first frame: refused as soon as its length prefix is in, before the body is read.
+  {
+    Socket s = raw_connect(port);
+    Bytes prefix = u32(1000000);
+    s.send_all(prefix.data(), prefix.size(), deadline_after(5s));
+    CHECK(is_refusal(recv_frame(s)));
+    CHECK(closed_by_server(s, 5s));
+  }
+
+  // A captured handshake, replayed on a new connection: the server's nonce is fresh, so the captured
+  // proof answers nothing and the replay is refused.
+  Bytes captured;
+  Bytes first_nonce;
+  {
+    Socket s = raw_connect(port);
+    const JobToken::Nonce mine = JobToken::nonce();
+    Bytes hello = frame_of(detail::Command::kHello, mine.data(), mine.size());
+    s.send_all(hello.data(), hello.size(), deadline_after(5s));
+    Bytes body = recv_frame(s);
+    REQUIRE(body[0] == static_cast<uint8_t>(detail::Status::kOk));
+    detail::FrameReader r(body.data() + 1, body.size() - 1);
+    first_nonce = r.blob();
+    const JobToken::Mac proof = kJobToken.prove(detail::kClientProof, first_nonce, mine);
+    Bytes auth = frame_of(detail::Command::kAuth, proof.data(), proof.size());
+    s.send_all(auth.data(), auth.size(), deadline_after(5s));
+    body = recv_frame(s);
+    CHECK(body[0] == static_cast<uint8_t>(detail::Status::kOk));  // the genuine exchange is accepted
+    captured = hello;
+    captured.insert(captured.end(), auth.begin(), auth.end());
+  }
+  {
+    Socket s = raw_connect(port);
+    s.send_all(captured.data(), captured.size(), deadline_after(5s));
+    Bytes body = recv_frame(s);
+    REQUIRE(body[0] == static_cast<uint8_t>(detail::Status::kOk));
+    detail::FrameReader r(body.data() + 1, body.size() - 1);
+    CHECK(r.blob() != first_nonce);
+    CHECK(is_refusal(recv_frame(s)));
+    CHECK(closed_by_server(s, 5s));
+  }
+  CHECK(server.stats().refused_peers == 5);
+
+  exercise(legit, "during");
+  legit.set("attacks_done", "");
+  job.join();
+  CHECK_MESSAGE(lockstep::testing::all_ok(results), lockstep::testing::failures(results));
+  exercise(legit, "after");
+}
+
+TEST_CASE("job token: at max_connections, connections that never prove the token make room") {
+  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.max_connections = 4, .token = kJobToken});
+  std::vector<Socket> unproven;  // each sends a valid hello, reads its nonce, and stops there
+  for (int i = 0; i < 4; ++i) {
+    unproven.push_back(raw_connect(server.port()));
+    const JobToken::Nonce n = JobToken::nonce();
+    Bytes hello = frame_of(detail::Command::kHello, n.data(), n.size());
+    unproven.back().send_all(hello.data(), hello.size(), deadline_after(5s));
+    REQUIRE(recv_frame(unproven.back())[0] == static_cast<uint8_t>(detail::Status::kOk));
+  }
+  TCPStore legit("127.0.0.1", server.port(), false, 10s, std::nullopt, true, kJobToken);
+  exercise(legit, "legit");
+  CHECK(closed_by_server(unproven.front(), 30s));  // evicted, oldest first
+  TCPStore second("127.0.0.1", server.port(), false, 10s, std::nullopt, true, kJobToken);
+  exercise(second, "second");
+  exercise(legit, "legit_again");  // a proven connection is never evicted
+  CHECK(server.stats().refused_peers == 0);  // evicted, not refused
+}
+
+TEST_CASE("job token: a client with a token refuses a server without one, and none is needed without tokens") {
+  TCPStoreServer plain("127.0.0.1", 0);
+  std::string message;
+  try {
+    TCPStore("127.0.0.1", plain.port(), false, 10s, std::nullopt, true, kJobToken);
+  } catch (const JobTokenError& e) {
+    message = e.what();
+  }
+  CHECK(message == "TCPStore: the server at 127.0.0.1:" + std::to_string(plain.port()) +
+                       " has no job token while this process has one (LOCKSTEP_JOB_TOKEN is set here but not where "
+                       "the master runs)");
+  TCPStore none("127.0.0.1", plain.port(), false, 10s);  // no tokens anywhere: as before
+  exercise(none, "plain");
+  CHECK(plain.stats().refused_peers == 0);
 }

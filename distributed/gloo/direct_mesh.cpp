@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <span>
 #include <vector>
 
 namespace lockstep::dist {
@@ -31,6 +33,43 @@ void describe_connections(std::string& out, size_t count, const std::vector<std:
   for (size_t i = 0; i < from.size() && i < 8; ++i) out += (i ? ", " : "") + from[i];
   if (count > 8) out += lockstep::detail::str_cat(" and ", count - 8, " more");
   out += lockstep::detail::str_cat(" ", what);
+}
+
+constexpr const char* kConnectorProof = "lockstep direct_mesh v1 connector";
+constexpr const char* kAcceptorProof = "lockstep direct_mesh v1 acceptor";
+
+// What the connector's proof covers after the acceptor's nonce: its own nonce and the rank it claims.
+std::vector<uint8_t> nonce_and_rank(const uint8_t* nonce, int32_t rank) {
+  std::vector<uint8_t> v(nonce, nonce + JobToken::kNonceBytes);
+  v.resize(v.size() + sizeof(rank));
+  std::memcpy(v.data() + JobToken::kNonceBytes, &rank, sizeof(rank));
+  return v;
+}
+
+// The connector's side of the token handshake, on a fresh connection to rank `r`: read the acceptor's
+// nonce, send the hello (rank, nonce, proof), check the acceptor's proof.
+void prove_to_acceptor(const Socket& s, const JobToken& token, int32_t me, int r, Deadline deadline) {
+  const std::string where = lockstep::detail::str_cat("DirectMesh: rank ", r, " at ", s.peer());
+  JobToken::Nonce theirs;
+  s.recv_all(theirs.data(), theirs.size(), deadline);
+  const JobToken::Nonce mine = JobToken::nonce();
+  const JobToken::Mac proof = token.prove(kConnectorProof, theirs, nonce_and_rank(mine.data(), me));
+  uint8_t hello[sizeof(me) + JobToken::kNonceBytes + JobToken::kMacBytes];
+  std::memcpy(hello, &me, sizeof(me));
+  std::memcpy(hello + sizeof(me), mine.data(), mine.size());
+  std::memcpy(hello + sizeof(me) + mine.size(), proof.data(), proof.size());
+  s.send_all(hello, sizeof(hello), deadline);
+  JobToken::Mac answer;
+  try {
+    s.recv_all(answer.data(), answer.size(), deadline);
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const Error&) {  // the acceptor closed the connection: it did not accept this proof
+    throw JobTokenError(where + " refused this process's job token (wrong or missing LOCKSTEP_JOB_TOKEN)");
+  }
+  if (!token.verify(kAcceptorProof, mine, theirs, answer)) {
+    throw JobTokenError(where + " did not prove the job token back (a process of another job listens there)");
+  }
 }
 
 }  // namespace
@@ -56,7 +95,8 @@ std::string interface_address(const std::string& iface) {
   return v4.empty() ? v6 : v4;
 }
 
-DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout)
+DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout,
+                       const JobToken& token)
     : rank_(rank), size_(size), timeout_(timeout), peers_(size) {
   if (size == 1) return;
   const Deadline deadline = deadline_after(timeout);
@@ -69,7 +109,11 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
     const auto [peer_host, port] = split_host_port(store.get_string(key), "DirectMesh: rank " + std::to_string(r) + "'s address");
     peers_[r] = Socket::connect(peer_host, port, deadline);
     const int32_t me = rank;
-    peers_[r].send_all(&me, sizeof(me), deadline);
+    if (token.enabled()) {
+      prove_to_acceptor(peers_[r], token, me, r, deadline);
+    } else {
+      peers_[r].send_all(&me, sizeof(me), deadline);
+    }
   }
   // Accept every higher rank. A connection counts once it has said which rank it is; until then it
   // is polled along with the listener, so one that stays silent holds up no other rank, and the
@@ -79,14 +123,20 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
   // through, is closed and listed if the timeout passes. A rank that is already connected, claimed
   // again, fails at once: most likely two processes think they are that rank (a stray client whose
   // first 4 bytes happen to read as a rank expected here fails it too: nothing tells the two apart).
+  // With a token the hello is the rank, the connector's nonce and its proof (prove_to_acceptor).
+  constexpr size_t kTokenHello = sizeof(int32_t) + JobToken::kNonceBytes + JobToken::kMacBytes;
+  const size_t hello_bytes = token.enabled() ? kTokenHello : sizeof(int32_t);
   struct Unnamed {
     Socket socket;
-    int32_t who = -1;
-    size_t got = 0;  // bytes of `who` received
+    JobToken::Nonce nonce{};  // sent to it on accept (with a token)
+    uint8_t hello[kTokenHello] = {};
+    size_t got = 0;  // bytes of the hello received
   };
   std::vector<Unnamed> unnamed;
   size_t invalid = 0;                     // connections closed for an invalid hello
   std::vector<std::string> invalid_from;  // the first 8 of them
+  size_t refused = 0;                     // connections closed for not proving the token
+  std::vector<std::string> refused_from;  // the first 8 of them
   auto reject = [&](size_t i) {
     ++invalid;
     if (invalid_from.size() < 8) invalid_from.push_back(unnamed[i].socket.peer());
@@ -108,6 +158,7 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
       for (const Unnamed& u : unnamed) silent.push_back(u.socket.peer());
       describe_connections(strays, silent.size(), silent, "never said which rank it is");
       describe_connections(strays, invalid, invalid_from, "sent an invalid hello");
+      describe_connections(strays, refused, refused_from, "did not prove the job token");
       if (!strays.empty()) strays += ")";
       throw TimeoutError(lockstep::detail::str_cat("DirectMesh: rank ", rank, " timed out after ",
                                                    detail::format_seconds(timeout), " waiting for rank(s) ", missing,
@@ -117,8 +168,7 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
     for (size_t i = unnamed.size(); i-- > 0;) {
       if (!fds[i + 1].revents) continue;
       Unnamed& u = unnamed[i];
-      char* dst = reinterpret_cast<char*>(&u.who) + u.got;
-      const ssize_t n = ::recv(u.socket.fd(), dst, sizeof(u.who) - u.got, MSG_DONTWAIT);
+      const ssize_t n = ::recv(u.socket.fd(), u.hello + u.got, hello_bytes - u.got, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
       if (n <= 0) {  // closed or failed before saying who it is
         if (u.got > 0) {
@@ -130,8 +180,33 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
         continue;
       }
       u.got += static_cast<size_t>(n);
-      if (u.got < sizeof(u.who)) continue;
-      const int32_t who = u.who;
+      if (u.got < hello_bytes) continue;
+      int32_t who;
+      std::memcpy(&who, u.hello, sizeof(who));
+      if (token.enabled()) {
+        // Checked before the rank it claims is even looked at: a peer without the token can neither
+        // take a rank's place nor fail the job by claiming one twice.
+        const uint8_t* their_nonce = u.hello + sizeof(who);
+        const std::span<const uint8_t> proof(their_nonce + JobToken::kNonceBytes, JobToken::kMacBytes);
+        if (!token.verify(kConnectorProof, u.nonce, nonce_and_rank(their_nonce, who), proof)) {
+          std::fprintf(stderr, "DirectMesh: rank %d refused a connection from %s: wrong or missing job token\n", rank,
+                       u.socket.peer().c_str());
+          ++refused;
+          if (refused_from.size() < 8) refused_from.push_back(u.socket.peer());
+          unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
+          continue;
+        }
+        const JobToken::Mac answer =
+            token.prove(kAcceptorProof, std::span<const uint8_t>(their_nonce, JobToken::kNonceBytes), u.nonce);
+        try {
+          u.socket.send_all(answer.data(), answer.size(), deadline);
+        } catch (const TimeoutError&) {
+          throw;
+        } catch (const Error&) {
+          unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));  // gone: the timeout names the rank
+          continue;
+        }
+      }
       if (who <= rank || who >= size) {
         reject(i);
         continue;
@@ -145,7 +220,20 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
       --pending;
     }
     if (fds[0].revents) {
-      for (Socket s = listener.accept(); s.valid(); s = listener.accept()) unnamed.push_back({std::move(s)});
+      for (Socket s = listener.accept(); s.valid(); s = listener.accept()) {
+        Unnamed u{std::move(s)};
+        if (token.enabled()) {
+          u.nonce = JobToken::nonce();  // fresh per connection: a captured hello proves nothing here
+          try {
+            u.socket.send_all(u.nonce.data(), u.nonce.size(), deadline);  // 32 bytes into an empty buffer
+          } catch (const TimeoutError&) {
+            throw;
+          } catch (const Error&) {
+            continue;  // closed at once: nothing to name
+          }
+        }
+        unnamed.push_back(std::move(u));
+      }
     }
   }
 }

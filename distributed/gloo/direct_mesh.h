@@ -12,6 +12,12 @@
 // Every message carries the collective's sequence number and size, so ranks that issue different
 // collectives get an error naming both, not mixed data. A peer that dies is named at once (its socket
 // closes); a peer that never sends is named when the timeout passes.
+//
+// With a job token (job_token.h) every connection proves it both ways before it counts: the acceptor
+// sends a fresh nonce, the connector's hello carries its rank, its own nonce and HMAC(token, the
+// acceptor's nonce, its nonce and rank), and the acceptor answers with its proof on the connector's
+// nonce. A peer that cannot prove it is closed and counted (never taken for a rank, so it cannot
+// claim one), and the connector of a refused hello fails at once with a JobTokenError.
 #pragma once
 
 #include <chrono>
@@ -23,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/net/job_token.h"
 #include "distributed/net/socket.h"
 #include "distributed/store/store.h"
 
@@ -42,8 +49,10 @@ class DirectMesh {
   // An accepted connection counts once it has said which rank it is; one that stays silent, or whose
   // hello is no rank expected here (a stray client), holds up no other, and the TimeoutError at
   // `timeout` names the ranks that never completed the handshake and such connections. A rank
-  // claimed by two connections fails at once.
-  DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout);
+  // claimed by two connections fails at once. With `token` enabled, only peers that prove it count
+  // (see above); the timeout's message also counts the connections refused for the token.
+  DirectMesh(Store& store, int rank, int size, const std::string& host, std::chrono::milliseconds timeout,
+             const JobToken& token = {});
 
   int rank() const { return rank_; }
   int size() const { return size_; }

@@ -118,7 +118,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     peer_sockets_.identify(*prefixed, rank, size, sockets_before);
     const std::string mesh_host = attr.hostname.empty() ? interface_address(attr.iface) : attr.hostname;
     LOCKSTEP_CHECK(!mesh_host.empty(), "interface ", attr.iface, " has no IPv4 or global IPv6 address");
-    mesh_ = std::make_unique<DirectMesh>(*prefixed, rank, size, mesh_host, options_.timeout);
+    mesh_ = std::make_unique<DirectMesh>(*prefixed, rank, size, mesh_host, options_.timeout, options_.token);
     if (size > 1) setup_shared_memory(*prefixed, mesh_host);
     // Once any rank returns, every rank has connected: a peer that is destroyed right away cannot
     // cut a connection another rank is still setting up.
@@ -161,12 +161,13 @@ void ProcessGroupGloo::setup_shared_memory(Store& store, const std::string& mesh
     PrefixStore host_store("shm/" + std::to_string(host), std::shared_ptr<Store>(&store, [](Store*) {}));
     const int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank()) - mine.begin());
     shm_ = std::make_unique<shm::ShmGroup>(host_store, mine, local,
-                                           shm::ShmOptions{options_.shm_slot_bytes, options_.timeout, options_.shm_spin});
+                                           shm::ShmOptions{options_.shm_slot_bytes, options_.timeout, options_.shm_spin,
+                                                           options_.token});
   }
   const int hosts = static_cast<int>(layout.ranks_on.size());
   if (hosts > 1 && mine[0] == rank()) {
     PrefixStore leader_store("leaders/", std::shared_ptr<Store>(&store, [](Store*) {}));
-    leaders_ = std::make_unique<DirectMesh>(leader_store, host, hosts, mesh_host, options_.timeout);
+    leaders_ = std::make_unique<DirectMesh>(leader_store, host, hosts, mesh_host, options_.timeout, options_.token);
   }
   host_of_ = std::move(layout.host_of);
   ranks_on_ = std::move(layout.ranks_on);

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "distributed/gloo/peer_sockets.h"
+#include "distributed/net/job_token.h"
 #include "distributed/process_group.h"
 #include "distributed/store/store.h"
 
@@ -91,6 +92,9 @@ struct GlooOptions {
   size_t shm_slot_bytes = size_t{1} << 20;
   // How long a rank waiting for another spins before it sleeps (ShmOptions::spin); LOCKSTEP_SHM_SPIN_US.
   std::chrono::microseconds shm_spin{50};
+  // The job token (job_token.h): DirectMesh's connections and the shared-memory segment accept only
+  // peers that prove it. None: nothing is checked. init_process_group passes LOCKSTEP_JOB_TOKEN's.
+  JobToken token;
 };
 
 class ProcessGroupGloo : public ProcessGroup {

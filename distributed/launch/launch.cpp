@@ -19,6 +19,12 @@
 // still take it first, rank 0's init_process_group writes "address-in-use HOST:PORT" to the pipe
 // passed in LOCKSTEP_LAUNCH_STATUS_FD, and the launcher stops the ranks and starts them again on a
 // fresh port (up to kMaxPortRetries times; these retries are not --max_restarts restarts).
+//
+// The job token (distributed/net/job_token.h): unless LOCKSTEP_JOB_TOKEN or LOCKSTEP_JOB_TOKEN_FILE is
+// set already (then it is checked here and passed on as it is), every rank gets the same fresh token
+// in LOCKSTEP_JOB_TOKEN, so only this job's processes can join its store, mesh and shared memory. A
+// multi-node job needs one token on every node, which separate launchers cannot agree on by
+// themselves: with --nnodes > 1 and none set, the job runs without one (and the launcher says so).
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -38,8 +44,10 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/net/job_token.h"
 #include "distributed/net/socket.h"
 #include "common/check.h"
+#include "common/env.h"
 
 extern char** environ;
 
@@ -58,6 +66,7 @@ struct Options {
   bool prefix_output = false;
   int max_restarts = 0;
   double grace_period_s = 5;
+  std::string job_token;  // set in every rank's LOCKSTEP_JOB_TOKEN when not empty
   std::vector<std::string> command;
 };
 
@@ -372,6 +381,7 @@ class LocalGroup {
     };
     // N ranks each running a full-width OpenMP pool would oversubscribe the cores N times.
     if (!std::getenv("OMP_NUM_THREADS")) vars.emplace_back("OMP_NUM_THREADS", "1");
+    if (!opts_.job_token.empty()) vars.emplace_back(lockstep::dist::JobToken::kEnvVar, opts_.job_token);
     if (r.rank == 0 && status_pipe_[1] >= 0) vars.emplace_back(kLaunchStatusFdVar, std::to_string(status_pipe_[1]));
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
@@ -458,6 +468,20 @@ void validate(const Options& o) {
                  "--nnodes ", o.nnodes, " needs --master_port (every node must agree on it)");
 }
 
+// The token every rank gets (empty: the user's LOCKSTEP_JOB_TOKEN or _FILE, passed on as it is, or none).
+std::string job_token(const Options& o) {
+  using lockstep::dist::JobToken;
+  const bool given = lockstep::env_string(JobToken::kEnvVar) || lockstep::env_string(JobToken::kFileEnvVar);
+  if (given) {
+    JobToken::from_env();  // a bad file or a short token fails here, once, rather than in every rank
+    return "";
+  }
+  if (o.nnodes == 1) return JobToken::generate();
+  std::fprintf(stderr, "launch: --nnodes %d and neither %s nor %s is set: the job runs without a job token (set the "
+               "same one on every node to have one)\n", o.nnodes, JobToken::kEnvVar, JobToken::kFileEnvVar);
+  return "";
+}
+
 // A free port on the master's address, held (bound, not listening) until the returned socket closes.
 lockstep::dist::Socket reserve_port(const std::string& addr) {
   try {
@@ -499,7 +523,9 @@ int main(int argc, char** argv) {
       "SIGINT/SIGTERM/SIGHUP sent to launch are passed to the ranks. --max_restarts restarts only this\n"
       "node's ranks; other nodes must fail and restart too for a multi-node job to recover. Without\n"
       "--master_port, launch holds a free port for rank 0; if rank 0 still finds it taken, the ranks are\n"
-      "started again on another port (up to 3 times; not counted as restarts).");
+      "started again on another port (up to 3 times; not counted as restarts). Every rank gets a fresh\n"
+      "LOCKSTEP_JOB_TOKEN (the job token) unless LOCKSTEP_JOB_TOKEN or LOCKSTEP_JOB_TOKEN_FILE is set\n"
+      "(with --nnodes > 1: set one on every node, or the job runs without a token).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -510,6 +536,7 @@ int main(int argc, char** argv) {
 
   try {
     validate(opts);
+    opts.job_token = job_token(opts);
     install_signal_handlers();
     int port_retries = 0;
     for (int restart = 0;;) {

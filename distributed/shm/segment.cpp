@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <span>
 #include <utility>
 
 #include "common/check.h"
@@ -34,9 +35,20 @@ void* map(int fd, size_t bytes, const std::string& name) {
   return p;
 }
 
+constexpr const char* kTagContext = "lockstep shm v1 segment";
+
+std::span<const uint8_t> nonce_bytes(const uint64_t nonce[2]) {
+  return {reinterpret_cast<const uint8_t*>(nonce), 2 * sizeof(uint64_t)};
+}
+
+std::span<const uint8_t> name_bytes(const std::string& name) {
+  return {reinterpret_cast<const uint8_t*>(name.data()), name.size()};
+}
+
 }  // namespace
 
-ShmSegment ShmSegment::create(const std::string& name, size_t bytes, uint32_t ranks, const uint64_t nonce[2]) {
+ShmSegment ShmSegment::create(const std::string& name, size_t bytes, uint32_t ranks, const uint64_t nonce[2],
+                              const JobToken& token) {
   LOCKSTEP_CHECK(bytes > kHeaderBytes, "shared memory: segment size ", bytes, " leaves no room after the header");
   Fd fd{::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600)};
   LOCKSTEP_CHECK(fd.fd >= 0, "shared memory: cannot create ", name, ": ", std::strerror(errno));
@@ -54,6 +66,10 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes, uint32_t ra
     h->nonce[1] = nonce[1];
     h->bytes = bytes;
     h->attached.store(0);
+    if (token.enabled()) {
+      const JobToken::Mac tag = token.prove(kTagContext, nonce_bytes(nonce), name_bytes(name));
+      std::memcpy(h->tag, tag.data(), tag.size());
+    }
     std::atomic_thread_fence(std::memory_order_release);
     // The magic last: an attacher that sees it sees the rest.
     reinterpret_cast<std::atomic<uint64_t>*>(&h->magic)->store(SegmentHeader::kMagic, std::memory_order_release);
@@ -64,7 +80,8 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes, uint32_t ra
   }
 }
 
-ShmSegment ShmSegment::attach(const std::string& name, size_t bytes, uint32_t ranks, const uint64_t nonce[2]) {
+ShmSegment ShmSegment::attach(const std::string& name, size_t bytes, uint32_t ranks, const uint64_t nonce[2],
+                              const JobToken& token) {
   Fd fd{::shm_open(name.c_str(), O_RDWR, 0)};
   LOCKSTEP_CHECK(fd.fd >= 0, "shared memory: cannot open ", name, ": ", std::strerror(errno),
                  errno == ENOENT ? " (removed already: did a rank of this job fail or attach twice?)" : "");
@@ -79,6 +96,9 @@ ShmSegment ShmSegment::attach(const std::string& name, size_t bytes, uint32_t ra
                  name, ": not a lockstep segment of layout version ", SegmentHeader::kVersion);
   LOCKSTEP_CHECK(h.nonce[0] == nonce[0] && h.nonce[1] == nonce[1], "shared memory: refused ", name,
                  ": it belongs to another job (its nonce differs from the one this job published)");
+  LOCKSTEP_CHECK(!token.enabled() || token.verify(kTagContext, nonce_bytes(nonce), name_bytes(name), h.tag),
+                 "shared memory: refused ", name, ": its tag does not prove this job's token (made by a process "
+                 "without it, or by a rank with a different LOCKSTEP_JOB_TOKEN)");
   LOCKSTEP_CHECK(h.ranks == ranks && h.bytes == bytes, "shared memory: refused ", name, ": made for ", h.ranks,
                  " ranks and ", h.bytes, " bytes, this job has ", ranks, " ranks on this host and expects ", bytes);
   return s;

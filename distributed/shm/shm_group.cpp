@@ -110,7 +110,7 @@ ShmGroup::ShmGroup(Store& store, std::vector<int> ranks, int local, ShmOptions o
       // The name first: should this rank die before the others attach, they can still remove it.
       store.set("shm/name", name);
       try {
-        segment_ = ShmSegment::create(name, bytes, static_cast<uint32_t>(W), nonce);
+        segment_ = ShmSegment::create(name, bytes, static_cast<uint32_t>(W), nonce, options_.token);
       } catch (const Error& e) {
         store.set("shm/ready", std::string("error: ") + e.what());
         throw;
@@ -125,7 +125,7 @@ ShmGroup::ShmGroup(Store& store, std::vector<int> ranks, int local, ShmOptions o
       store.wait({"shm/ready"}, options_.timeout);
       const std::string ready = store.get_string("shm/ready");
       LOCKSTEP_CHECK(ready == "ok", "shared memory: rank ", ranks_[0], " could not create the segment: ", ready);
-      segment_ = ShmSegment::attach(name, bytes, static_cast<uint32_t>(W), nonce);
+      segment_ = ShmSegment::attach(name, bytes, static_cast<uint32_t>(W), nonce, options_.token);
     }
     segment_.count_attached();  // the last to attach removes the name
     store.set("shm/attached/" + std::to_string(local_), std::to_string(::getpid()));

@@ -50,6 +50,8 @@ struct ShmOptions {
   std::chrono::milliseconds timeout{30 * 60 * 1000};
   // How long a waiting rank spins before it sleeps on a futex.
   std::chrono::microseconds spin{50};
+  // With a token, the segment carries its tag and a rank attaches only to a segment that proves it.
+  JobToken token;
 };
 
 class ShmGroup {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <thread>
 
 #include "distributed/store/tcp_store_protocol.h"
@@ -31,12 +32,14 @@ Request request_for(Command c, std::string key = {}) {
 }  // namespace
 
 TCPStore::TCPStore(std::string host, uint16_t port, bool is_master, std::chrono::milliseconds timeout,
-                   std::optional<int> world_size, bool wait_for_workers)
-    : Store(timeout), host_(std::move(host)), port_(port) {
+                   std::optional<int> world_size, bool wait_for_workers, JobToken token)
+    : Store(timeout), host_(std::move(host)), port_(port), token_(std::move(token)) {
   LOCKSTEP_CHECK(!world_size || *world_size >= 1, "TCPStore: world_size must be at least 1, got ", world_size.value_or(0));
   if (is_master) {
     try {
-      server_ = std::make_unique<detail::TCPStoreServer>(host_, port_);
+      detail::TCPStoreServerOptions options;
+      options.token = token_;
+      server_ = std::make_unique<detail::TCPStoreServer>(host_, port_, options);
     } catch (const AddressInUseError& e) {
       throw AddressInUseError(std::string("TCPStore: ") + e.what());
     } catch (const Error& e) {
@@ -62,6 +65,9 @@ void TCPStore::connect_locked(Deadline deadline, std::chrono::milliseconds timeo
       socket_ = Socket::connect(host_, port_, deadline);
       handshake_locked(deadline);
       return;
+    } catch (const JobTokenError&) {
+      socket_.close();
+      throw;  // the server answered: retrying cannot mend a token
     } catch (const TimeoutError& e) {
       // The last attempt often runs out of time only because the deadline is near: an earlier
       // attempt's error (refused, not a TCPStore server) says more.
@@ -80,19 +86,75 @@ void TCPStore::connect_locked(Deadline deadline, std::chrono::milliseconds timeo
        detail::format_seconds(timeout), " (last error: ", last_error, ")");
 }
 
+// One reply frame's body (status byte first).
+std::vector<uint8_t> TCPStore::recv_frame_locked(Deadline deadline) {
+  uint32_t len = 0;
+  socket_.recv_all(&len, 4, deadline);
+  LOCKSTEP_CHECK(len >= 1 && len <= detail::kMaxMessageBytes, "malformed reply of ", len, " bytes");
+  std::vector<uint8_t> body(len);
+  socket_.recv_all(body.data(), len, deadline);
+  return body;
+}
+
+// The job-token handshake (tcp_store_protocol.h): this client proves the token on the server's fresh
+// nonce, then the server proves it on this client's.
+void TCPStore::prove_token_locked(Deadline deadline) {
+  const std::string where = "TCPStore: the server at " + format_address(host_, port_);
+  auto exchange = [&](Command c, std::span<const uint8_t> value) {
+    Request q = request_for(c);
+    q.value.assign(value.begin(), value.end());
+    auto bytes = detail::encode_request(q);
+    socket_.send_all(bytes.data(), bytes.size(), deadline);
+    return recv_frame_locked(deadline);
+  };
+  const JobToken::Nonce mine = JobToken::nonce();
+  auto body = exchange(Command::kHello, mine);
+  if (body[0] == static_cast<uint8_t>(detail::Status::kError)) {
+    throw JobTokenError(where + " has no job token while this process has one (" + JobToken::kEnvVar +
+                        " is set here but not where the master runs)");
+  }
+  FrameReader hello(body.data() + 1, body.size() - 1);
+  const auto theirs = hello.blob();
+  hello.expect_end();
+  LOCKSTEP_CHECK(body[0] == static_cast<uint8_t>(detail::Status::kOk) && theirs.size() == JobToken::kNonceBytes,
+                 "connect to ", format_address(host_, port_), ": not a TCPStore server (bad reply to the hello)");
+  body = exchange(Command::kAuth, token_.prove(detail::kClientProof, theirs, mine));
+  if (body[0] != static_cast<uint8_t>(detail::Status::kOk)) {
+    throw JobTokenError(where + " refused this process's job token (wrong or missing LOCKSTEP_JOB_TOKEN)");
+  }
+  FrameReader auth(body.data() + 1, body.size() - 1);
+  const auto proof = auth.blob();
+  auth.expect_end();
+  if (!token_.verify(detail::kServerProof, mine, theirs, proof)) {
+    throw JobTokenError(where + " did not prove the job token back (not this job's server)");
+  }
+}
+
 // A check of no keys, answered at once: the server then counts this connection as a client (one that
 // has never sent a byte may be closed when the server is at its connection limit), and a listener that
 // is not a TCPStore server fails here, where the connection is retried, rather than in a later call.
+// With a job token, the token's handshake comes first.
 void TCPStore::handshake_locked(Deadline deadline) {
+  if (token_.enabled()) prove_token_locked(deadline);
   detail::Request hello;
   hello.command = Command::kCheck;
   auto bytes = detail::encode_request(hello);
   socket_.send_all(bytes.data(), bytes.size(), deadline);
   uint8_t reply[6];  // u32 length 2, status kOk, u8 1 (every one of no keys exists)
-  socket_.recv_all(reply, 6, deadline);
+  socket_.recv_all(reply, 4, deadline);
   uint32_t len;
   std::memcpy(&len, reply, 4);
-  LOCKSTEP_CHECK(len == 2 && reply[4] == static_cast<uint8_t>(detail::Status::kOk) && reply[5] == 1,
+  if (len == 1 + 4 + std::strlen(detail::kRefusedJobToken)) {  // a server that wants a token, and this process has none
+    std::vector<uint8_t> body(len);
+    socket_.recv_all(body.data(), len, deadline);
+    if (body[0] == static_cast<uint8_t>(detail::Status::kError)) {
+      throw JobTokenError("TCPStore: the server at " + format_address(host_, port_) +
+                          " refused this process's job token (wrong or missing LOCKSTEP_JOB_TOKEN)");
+    }
+  }
+  LOCKSTEP_CHECK(len == 2, "connect to ", format_address(host_, port_), ": not a TCPStore server (bad reply to the handshake)");
+  socket_.recv_all(reply + 4, 2, deadline);
+  LOCKSTEP_CHECK(reply[4] == static_cast<uint8_t>(detail::Status::kOk) && reply[5] == 1,
                  "connect to ", format_address(host_, port_), ": not a TCPStore server (bad reply to the handshake)");
 }
 

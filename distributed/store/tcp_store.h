@@ -10,6 +10,10 @@
 // one thread delays other calls on the same TCPStore; give each thread its own TCPStore to avoid that).
 // When a call times out the connection is dropped and reopened by the next call, so a late reply can
 // never be mistaken for the answer to a later request.
+//
+// With a job token (job_token.h; init_process_group passes LOCKSTEP_JOB_TOKEN's), the server serves
+// only clients that prove it, and each client checks that the server proves it too; a refusal is a
+// JobTokenError at once, never retried. Without one, nothing is checked (PyTorch's TCPStore).
 #pragma once
 
 #include <chrono>
@@ -20,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/net/job_token.h"
 #include "distributed/net/socket.h"
 #include "distributed/store/store.h"
 
@@ -38,7 +43,7 @@ class TCPStore : public Store {
   // `wait_for_workers`, the master's constructor returns only once world_size stores (itself included)
   // have connected.
   TCPStore(std::string host, uint16_t port, bool is_master, std::chrono::milliseconds timeout = kDefaultTimeout,
-           std::optional<int> world_size = std::nullopt, bool wait_for_workers = true);
+           std::optional<int> world_size = std::nullopt, bool wait_for_workers = true, JobToken token = {});
   ~TCPStore() override;
 
   using Store::compare_set;
@@ -67,10 +72,13 @@ class TCPStore : public Store {
                                std::chrono::milliseconds timeout);
   void connect_locked(Deadline deadline, std::chrono::milliseconds timeout);
   void handshake_locked(Deadline deadline);
+  void prove_token_locked(Deadline deadline);
+  std::vector<uint8_t> recv_frame_locked(Deadline deadline);
   void await_workers(int world_size);
 
   std::string host_;
   uint16_t port_;
+  JobToken token_;
   std::unique_ptr<detail::TCPStoreServer> server_;  // master only; declared first so it closes last
   std::mutex mu_;                                   // one request/reply at a time on socket_
   Socket socket_;

@@ -23,7 +23,7 @@ ParseResult parse_request(const uint8_t* data, size_t size) {
     FrameReader r(data + 4, len);
     Request& q = out.request;
     uint8_t command = r.u8();
-    LOCKSTEP_CHECK(command >= static_cast<uint8_t>(Command::kSet) && command <= static_cast<uint8_t>(Command::kNumKeys),
+    LOCKSTEP_CHECK(command >= static_cast<uint8_t>(Command::kSet) && command <= static_cast<uint8_t>(Command::kAuth),
                    "unknown command ", static_cast<int>(command));
     q.command = static_cast<Command>(command);
     switch (q.command) {
@@ -49,6 +49,10 @@ ParseResult parse_request(const uint8_t* data, size_t size) {
         q.keys = r.str_list();
         break;
       case Command::kNumKeys:
+        break;
+      case Command::kHello:
+      case Command::kAuth:
+        q.value = r.blob();
         break;
     }
     r.expect_end();
@@ -85,6 +89,10 @@ std::vector<uint8_t> encode_request(const Request& r) {
       write_keys(w, r.keys);
       break;
     case Command::kNumKeys:
+      break;
+    case Command::kHello:
+    case Command::kAuth:
+      w.blob(r.value);
       break;
   }
   return w.finish();

@@ -5,8 +5,16 @@
 //   request:  u8 Command, then its arguments
 //     kSet key value | kGet key | kAdd key i64 | kCompareSet key expected desired
 //     kWait u32 n, n keys | kCheck u32 n, n keys | kDelete key | kNumKeys
+//     kHello client_nonce | kAuth client_mac                       (the job-token handshake, below)
 //   response: u8 Status; on kOk the result, on kError a message string
 //     kSet, kWait: nothing | kGet, kCompareSet: value | kAdd, kNumKeys: i64 | kCheck, kDelete: u8
+//     kHello: server_nonce | kAuth: server_mac
+// With a job token (distributed/net/job_token.h) a client's first two requests are the handshake:
+//   kHello(cn)                                  ->  kOk sn                          sn: fresh per connection
+//   kAuth(HMAC(token, kClientProof || sn || cn))  ->  kOk HMAC(token, kServerProof || cn || sn)
+// The client proves the token first; the server proves it back only to a client that has. Any other
+// first request, or a wrong proof, gets kError kRefusedJobToken and the connection closes.
+// A server without a token answers kHello with kError; a client without one sends no kHello.
 // A frame longer than kMaxMessageBytes, or a body that does not parse, ends the connection.
 //
 // parse_request() is the server's whole view of the bytes a client sends: a pure function from a
@@ -25,7 +33,15 @@ namespace lockstep::dist::detail {
 
 inline constexpr uint32_t kMaxMessageBytes = 64u << 20;
 
-enum class Command : uint8_t { kSet = 1, kGet, kAdd, kCompareSet, kWait, kCheck, kDelete, kNumKeys };
+enum class Command : uint8_t { kSet = 1, kGet, kAdd, kCompareSet, kWait, kCheck, kDelete, kNumKeys, kHello, kAuth };
+
+// The job-token handshake's HMAC contexts (one per direction, so neither proof answers for the other)
+// and what the server says when it refuses a peer.
+inline constexpr const char* kServerProof = "lockstep tcpstore v1 server";
+inline constexpr const char* kClientProof = "lockstep tcpstore v1 client";
+inline constexpr const char* kRefusedJobToken = "refused: wrong or missing job token";
+// Until a peer has proven the token, a frame longer than this is refused unread (a handshake frame is 41 bytes).
+inline constexpr uint32_t kMaxHandshakeFrame = 256;
 enum class Status : uint8_t { kOk = 0, kError = 1 };
 
 // Builds one frame; the length prefix is filled in by finish().
@@ -118,7 +134,7 @@ inline FrameWriter& write_keys(FrameWriter& w, const std::vector<std::string>& k
 
 // One decoded request. Which fields a command uses:
 //   kSet key value | kGet key | kAdd key delta | kCompareSet key value(expected) desired
-//   kWait keys | kCheck keys | kDelete key | kNumKeys
+//   kWait keys | kCheck keys | kDelete key | kNumKeys | kHello value(nonce) | kAuth value(mac)
 struct Request {
   Command command = Command::kNumKeys;
   std::string key;

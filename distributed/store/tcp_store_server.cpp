@@ -160,6 +160,7 @@ void TCPStoreServer::accept_all() {
       Connection& c = connections_[id];
       c.socket = std::move(s);
       c.last_input = Clock::now();
+      c.authenticated = !options_.token.enabled();
       silent_.insert(silent_.end(), id);
       continue;
     }
@@ -173,20 +174,22 @@ void TCPStoreServer::accept_all() {
   }
 }
 
-// Closes the oldest connection that has sent nothing, to make room; false when every one has spoken.
-// One whose first bytes are waiting in the kernel has spoken (this round's poll came before them).
+// Closes the oldest connection that has sent nothing (with a job token: that has not proven it), to
+// make room; false when every one has spoken. One whose first bytes are waiting in the kernel has
+// spoken (this round's poll came before them); without a token that is enough to stay.
 bool TCPStoreServer::evict_silent() {
   while (!silent_.empty()) {
     uint64_t oldest = *silent_.begin();
     Connection& c = connections_.at(oldest);
     int waiting = 0;
-    if (::ioctl(c.socket.fd(), FIONREAD, &waiting) == 0 && waiting > 0) {
+    if (c.authenticated && ::ioctl(c.socket.fd(), FIONREAD, &waiting) == 0 && waiting > 0) {
       c.silent = false;
       silent_.erase(silent_.begin());
       continue;
     }
-    log_dropped(c, "it has sent nothing since it connected and the server is at its limit of " +
-                       std::to_string(max_connections_) + " connections");
+    log_dropped(c, std::string(c.silent ? "it has sent nothing" : "it has not proven the job token") +
+                       " since it connected and the server is at its limit of " + std::to_string(max_connections_) +
+                       " connections");
     close_connection(oldest);
     return true;
   }
@@ -204,7 +207,7 @@ bool TCPStoreServer::read_from(uint64_t id, Connection& c, size_t max_bytes) {
       c.last_input = Clock::now();
       if (c.silent) {
         c.silent = false;
-        silent_.erase(id);
+        if (c.authenticated) silent_.erase(id);  // else evictable until it proves the token
       }
       if (c.in.size() > kMaxBufferedInput) {
         log_dropped(c, "more than " + std::to_string(kMaxBufferedInput) + " bytes of unanswered requests");
@@ -246,6 +249,11 @@ bool TCPStoreServer::process_input(uint64_t id, Connection& c) {
   bool ok = true;
   while (!c.parked && c.pending_out() < kMaxMessageBytes) {
     ParseResult p = parse_request(c.in.data() + off, c.in.size() - off);
+    if (p.kind == ParseResult::kNeedMore && !c.authenticated && p.frame_size > 4 + kMaxHandshakeFrame) {
+      refuse(c, "its first frame is " + std::to_string(p.frame_size) + " bytes, not a job-token handshake");
+      ok = false;
+      break;
+    }
     if (p.kind == ParseResult::kNeedMore) break;  // the rest of the frame is still in flight
     if (p.kind == ParseResult::kError) {
       log_dropped(c, p.error);
@@ -253,6 +261,14 @@ bool TCPStoreServer::process_input(uint64_t id, Connection& c) {
       break;
     }
     off += p.consumed;
+    if (!c.authenticated) {
+      if (authenticate(c, p.request)) {
+        if (c.authenticated) silent_.erase(id);  // proven: no longer evicted to make room
+        continue;
+      }
+      ok = false;
+      break;
+    }
     try {
       handle(id, c, std::move(p.request));
     } catch (const std::exception& e) {  // out of memory: drop this client only
@@ -268,7 +284,51 @@ bool TCPStoreServer::process_input(uint64_t id, Connection& c) {
   }
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(off));
   release_if_large(c.in);
+  if (!ok) flush(c);  // a refused peer's kError goes out before the connection closes (best effort)
   return ok && flush(c);
+}
+
+// One step of the job-token handshake (tcp_store_protocol.h); false when the peer is refused.
+bool TCPStoreServer::authenticate(Connection& c, const Request& q) {
+  FrameWriter w;
+  w.u8(static_cast<uint8_t>(Status::kOk));
+  if (q.command == Command::kHello && !c.server_nonce) {
+    if (q.value.size() != JobToken::kNonceBytes) {
+      refuse(c, "its hello carries a nonce of " + std::to_string(q.value.size()) + " bytes");
+      return false;
+    }
+    c.server_nonce = JobToken::nonce();  // fresh per connection: a captured kAuth answers no other
+    c.client_nonce = q.value;
+    w.bytes(c.server_nonce->data(), c.server_nonce->size());
+  } else if (q.command == Command::kAuth && c.server_nonce) {
+    if (!options_.token.verify(kClientProof, *c.server_nonce, c.client_nonce, q.value)) {
+      refuse(c, "wrong job token");
+      return false;
+    }
+    c.authenticated = true;
+    const JobToken::Mac proof = options_.token.prove(kServerProof, c.client_nonce, *c.server_nonce);
+    w.bytes(proof.data(), proof.size());
+  } else {
+    refuse(c, q.command == Command::kHello ? "a second hello" : "no job token (its first request is not the handshake)");
+    return false;
+  }
+  auto frame = w.finish();
+  c.out.insert(c.out.end(), frame.begin(), frame.end());
+  return true;
+}
+
+// Queues the refusal for the peer, logs and counts it; the caller closes the connection.
+void TCPStoreServer::refuse(Connection& c, const std::string& why) {
+  FrameWriter w;
+  w.u8(static_cast<uint8_t>(Status::kError)).str(kRefusedJobToken);
+  auto frame = w.finish();
+  c.out.insert(c.out.end(), frame.begin(), frame.end());
+  {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.refused_peers;
+  }
+  log("TCPStore server: refused a connection from " + c.socket.peer() + ": " + why +
+      " (set the same LOCKSTEP_JOB_TOKEN for every process of the job); serving the others");
 }
 
 void TCPStoreServer::handle(uint64_t id, Connection& c, Request q) {
@@ -344,6 +404,10 @@ void TCPStoreServer::handle(uint64_t id, Connection& c, Request q) {
       reply(w.i64(n));
       return;
     }
+    case Command::kHello:
+    case Command::kAuth:
+      return reply_error(options_.token.enabled() ? "the job-token handshake was already done on this connection"
+                                                  : "this server has no job token");
   }
 }
 

@@ -18,6 +18,10 @@
 //     an admitted frame is read to its end, so admitted frames always complete and free the budget;
 //   - a connection stops being read while kMaxMessageBytes of its replies are unsent.
 // So input memory stays under max_buffered_bytes + about 2 * kSmallRequestBytes per connection.
+//   - with a job token, a connection is served only once it has proven the token (the handshake in
+//     tcp_store_protocol.h); until then a frame over kMaxHandshakeFrame, any other request or a wrong
+//     proof is answered kRefusedJobToken and closed, logged and counted in refused_peers, and at
+//     max_connections a connection that has not proven it is evicted as a silent one would be.
 // Log lines about dropped clients go to stderr, at most 10 a second.
 #pragma once
 
@@ -32,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "distributed/net/job_token.h"
 #include "distributed/net/socket.h"
 #include "distributed/store/tcp_store_protocol.h"
 
@@ -45,6 +50,8 @@ struct TCPStoreServerOptions {
   std::chrono::milliseconds stalled_frame_timeout{30'000};
   // Bytes of frames over kSmallRequestBytes buffered at once, over all connections.
   size_t max_buffered_bytes = size_t{256} << 20;
+  // Serve only peers that prove this token; none: every peer is served (as PyTorch's TCPStore).
+  JobToken token;
 };
 
 // What the server did with frames over kSmallRequestBytes, for tests: they assert on these, not on how
@@ -53,6 +60,7 @@ struct TCPStoreServerStats {
   size_t frames_admitted = 0;        // big frames admitted so far
   size_t frames_waiting = 0;         // connections now holding back a big frame for want of budget
   size_t most_admitted_at_once = 0;  // the most big frames admitted at the same time
+  size_t refused_peers = 0;          // connections closed for not proving the job token
 };
 
 class TCPStoreServer {
@@ -90,6 +98,9 @@ class TCPStoreServer {
     size_t admitted = 0;           // budget held for the frame at the front of `in` (0: none)
     bool waiting = false;          // a big frame at the front of `in` waits for budget
     Clock::time_point last_input;  // last byte received (or last time the client was held back)
+    bool authenticated = true;     // false until a peer proves the job token (when there is one)
+    std::optional<JobToken::Nonce> server_nonce;  // the handshake's: set by kHello
+    std::vector<uint8_t> client_nonce;
     size_t pending_out() const { return out.size() - out_sent; }
   };
 
@@ -101,6 +112,8 @@ class TCPStoreServer {
   bool flush(Connection& c);
   bool process_input(uint64_t id, Connection& c);
   void handle(uint64_t id, Connection& c, Request q);
+  bool authenticate(Connection& c, const Request& q);
+  void refuse(Connection& c, const std::string& why);
   void park(uint64_t id, Connection& c, Command command, std::vector<std::string> keys);
   void key_written(const std::string& key);
   void resume_woken();
@@ -127,7 +140,7 @@ class TCPStoreServer {
   std::unordered_map<std::string, std::vector<uint8_t>> data_;
   uint64_t next_id_ = 0;
   std::unordered_map<uint64_t, Connection> connections_;
-  std::set<uint64_t> silent_;  // ids of silent connections, oldest first
+  std::set<uint64_t> silent_;  // ids of silent (or, with a token, unproven) connections, oldest first
   std::unordered_map<std::string, std::vector<uint64_t>> waiters_;  // key -> parked connection ids
   std::deque<uint64_t> woken_;  // parked connections whose keys may all exist now
 
