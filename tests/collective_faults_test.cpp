@@ -21,6 +21,7 @@
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tests/multiprocess.h"
+#include "tests/tcp_group.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -153,13 +154,7 @@ TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws,
       2,
       [&](int rank) {
         ::setenv("LOCKSTEP_SHM", shm ? "1" : "0", 1);
-        dist::InitOptions o;
-        o.backend = "gloo";
-        o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
-        o.world_size = 2;
-        o.rank = rank;
-        o.timeout = kTimeout;
-        dist::init_process_group(o);
+        testing::init_tcp_group(port, 2, rank, kTimeout);
         manual_seed(0);
         auto model = nn::Sequential(nn::Linear(8, 16), nn::ReLU(),
                                                       nn::Linear(16, 4));

@@ -10,6 +10,7 @@
 #include "optim/api.h"
 #include "tests/ddp_reference.h"
 #include "tests/multiprocess.h"
+#include "tests/tcp_group.h"
 
 using namespace lockstep;
 using namespace lockstep::testing;
@@ -34,13 +35,7 @@ dist::DDPOptions first_bucket_100_bytes() {
 }
 
 void init(int world, int rank, uint16_t port) {
-  dist::InitOptions o;
-  o.backend = "gloo";
-  o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
-  o.world_size = world;
-  o.rank = rank;
-  o.timeout = std::chrono::seconds(20);
-  dist::init_process_group(o);
+  testing::init_tcp_group(port, world, rank, std::chrono::seconds(20));
 }
 
 std::string max_rel_error(const Tensor& a, const Tensor& b) {

@@ -17,6 +17,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
 #include "tests/multiprocess.h"
+#include "tests/tcp_group.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -43,13 +44,7 @@ void clear_env() {
 void set_env(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
 
 dist::InitOptions tcp_options(uint16_t port, int world_size, int rank) {
-  dist::InitOptions o;
-  o.backend = "gloo";
-  o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
-  o.world_size = world_size;
-  o.rank = rank;
-  o.timeout = kTimeout;
-  return o;
+  return testing::tcp_options(port, world_size, rank, kTimeout);
 }
 
 void expect_all(const Tensor& t, double value, const std::string& what) {

@@ -20,6 +20,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tests/ddp_reference.h"
 #include "tests/multiprocess.h"
+#include "tests/tcp_group.h"
 
 using namespace lockstep;
 using testing::run_ranks;
@@ -60,13 +61,7 @@ const std::string kWhyNot = "lockstep was built without NCCL";
 
 void init_nccl(int rank, uint16_t port, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   cuda::set_device(rank);  // cuda:LOCAL_RANK, as the seeds' program does
-  dist::InitOptions o;
-  o.backend = "nccl";
-  o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
-  o.world_size = kWorld;
-  o.rank = rank;
-  o.timeout = timeout;
-  dist::init_process_group(o);
+  testing::init_tcp_group(port, kWorld, rank, timeout, "nccl");
 }
 
 void check_all(const Tensor& t, double value, const std::string& what) {

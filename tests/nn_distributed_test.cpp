@@ -9,6 +9,7 @@
 #include "distributed/init.h"
 #include "nn/api.h"
 #include "tests/multiprocess.h"
+#include "tests/tcp_group.h"
 
 using namespace lockstep;
 using namespace lockstep::testing;
@@ -16,13 +17,7 @@ using namespace lockstep::testing;
 namespace {
 
 void init(int world, int rank, uint16_t port) {
-  dist::InitOptions o;
-  o.backend = "gloo";
-  o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
-  o.world_size = world;
-  o.rank = rank;
-  o.timeout = std::chrono::seconds(20);
-  dist::init_process_group(o);
+  testing::init_tcp_group(port, world, rank, std::chrono::seconds(20));
 }
 
 // The README's designated initializers compile without -Wmissing-field-initializers warnings.
