@@ -61,7 +61,7 @@ std::vector<double> all_reduce_sum(std::vector<double> v, Device dev) {
 std::shared_ptr<data::TensorDataset> fashion_mnist(const Flags& f, bool train, int64_t limit) {
   auto full = data::load_fashion_mnist(f.data_dir, train, /*normalize=*/true, /*flatten=*/false);
   const int64_t n = limit < 0 ? full->size() : limit;
-  LOCKSTEP_CHECK(n > 0 && n <= full->size(), "cnn_fashion: --", train ? "train" : "test", "-limit ", limit,
+  LOCKSTEP_CHECK(n > 0 && n <= full->size(), "--", train ? "train" : "test", "-limit ", limit,
                  " is outside [1, ", full->size(), "]");
   return std::make_shared<data::TensorDataset>(full->inputs().narrow(0, 0, n).unsqueeze(1).contiguous(),
                                                full->targets().narrow(0, 0, n).contiguous());
@@ -75,7 +75,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Ten
     return std::make_unique<optim::Adam>(params, optim::AdamOptions(f.lr).set_weight_decay(f.weight_decay));
   if (f.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(f.lr).set_weight_decay(f.weight_decay));
-  LOCKSTEP_CHECK(false, "cnn_fashion: --optimizer must be sgd, adam or adamw, got '", f.optimizer, "'");
+  LOCKSTEP_CHECK(false, "--optimizer must be sgd, adam or adamw, got '", f.optimizer, "'");
   return nullptr;
 }
 
@@ -83,7 +83,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Ten
 std::unique_ptr<optim::LRScheduler> make_scheduler(const Flags& f, optim::Optimizer& opt, int64_t steps_per_epoch) {
   if (f.schedule == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, f.epochs * steps_per_epoch);
   if (f.schedule == "step") return std::make_unique<optim::StepLR>(opt, steps_per_epoch, f.step_gamma);
-  LOCKSTEP_CHECK(f.schedule == "none", "cnn_fashion: --schedule must be cosine, step or none, got '", f.schedule,
+  LOCKSTEP_CHECK(f.schedule == "none", "--schedule must be cosine, step or none, got '", f.schedule,
                  "'");
   return nullptr;
 }
@@ -157,10 +157,12 @@ void bench(const Flags& f, dist::DistributedDataParallel& ddp, optim::Optimizer&
 }
 
 int run(const Flags& f) {
-  LOCKSTEP_CHECK(f.width.size() == 3, "cnn_fashion: --width takes conv1,conv2,hidden, got ", f.width.size(),
+  LOCKSTEP_CHECK(f.width.size() == 3, "--width takes conv1,conv2,hidden, got ", f.width.size(),
                  " numbers");
-  LOCKSTEP_CHECK(f.epochs > 0 && f.batch_size > 0 && f.log_every > 0, "cnn_fashion: --epochs (", f.epochs,
+  LOCKSTEP_CHECK(f.epochs > 0 && f.batch_size > 0 && f.log_every > 0, "--epochs (", f.epochs,
                  "), --batch-size (", f.batch_size, ") and --log-every (", f.log_every, ") must be positive");
+  LOCKSTEP_CHECK(f.bench_steps >= 0 && f.steps >= -1, "--bench-steps (", f.bench_steps, ") and --steps (", f.steps,
+                 ") must be non-negative (--steps -1: every epoch)");
   dist::InitOptions init;
   init.backend = f.backend;
   if (f.timeout_s > 0) init.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
@@ -182,7 +184,7 @@ int run(const Flags& f) {
   data::DataLoader test_loader(test_set, {.batch_size = 1000, .sampler = test_sampler, .device = device});
   const int64_t steps_per_epoch = train_loader.size();
   const int64_t total_steps = f.steps >= 0 ? f.steps : f.epochs * steps_per_epoch;
-  LOCKSTEP_CHECK(total_steps <= f.epochs * steps_per_epoch, "cnn_fashion: --steps ", f.steps, " is more than the ",
+  LOCKSTEP_CHECK(total_steps <= f.epochs * steps_per_epoch, "--steps ", f.steps, " is more than the ",
                  f.epochs * steps_per_epoch, " steps of --epochs ", f.epochs, " (", steps_per_epoch, " per epoch)");
 
   CnnOptions net_options{.conv1_channels = f.width[0], .conv2_channels = f.width[1], .hidden = f.width[2],
@@ -212,7 +214,7 @@ int run(const Flags& f) {
     Checkpoint got = load_checkpoint(resume, state);
     step = got.step + 1;
     const std::string spe = got.metadata.count("steps_per_epoch") ? got.metadata.at("steps_per_epoch") : "?";
-    LOCKSTEP_CHECK(spe == std::to_string(steps_per_epoch), "cnn_fashion: ", resume, " was written by a run of ", spe,
+    LOCKSTEP_CHECK(spe == std::to_string(steps_per_epoch), "", resume, " was written by a run of ", spe,
                    " steps per epoch, this one has ", steps_per_epoch, " (same --batch-size, ranks and data needed)");
     epoch_loss = std::stod(got.metadata.at("epoch_loss_sum." + std::to_string(rank)));
     epoch_seen = std::stod(got.metadata.at("epoch_seen." + std::to_string(rank)));
@@ -253,7 +255,7 @@ int run(const Flags& f) {
       opt->step();
       if (scheduler) scheduler->step();
       const double l = loss.item<float>();
-      LOCKSTEP_CHECK(std::isfinite(l), "cnn_fashion: loss is ", l, " at step ", step, " on rank ", rank);
+      LOCKSTEP_CHECK(std::isfinite(l), "loss is ", l, " at step ", step, " on rank ", rank);
       const double n = double(batch.input.size(0));
       window_loss += l * n, window_seen += n, epoch_loss += l * n, epoch_seen += n;
       ++step;
