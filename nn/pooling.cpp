@@ -1,7 +1,7 @@
 // Pooling over the kH * kW offsets of the windows: each offset of every window is a strided view
 // [N, C, H_out, W_out] of the padded input, combined with maximum (max pooling; the gradient goes to
-// the first maximal offset, as PyTorch) or added up (average pooling). Backward is written beside
-// each, as strided adds into the padded gradient.
+// the first maximal offset, as PyTorch, through one index_add) or added up (average pooling, whose
+// backward is strided adds into the padded gradient). Backward is written beside each.
 // Adaptive average pooling is separable: P_h x P_w^T with constant averaging matrices.
 #include <cmath>
 #include <limits>
@@ -87,16 +87,29 @@ Tensor max_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
       if (i || j) out = in::maximum(out, offset(xp, g, i, j));
   if (autograd::needs_grad({x})) {
     out = autograd::record("max_pool2d", out, {x}, [=](const Tensor& grad) {
-      Tensor gxp = zeros(xp.shape(), {grad.dtype(), grad.device()});
-      Tensor taken = zeros(out.shape(), {grad.dtype(), grad.device()});  // 1 where an earlier offset won
+      // Each output's gradient goes to one cell of the padded input: its window's first offset holding
+      // the maximum (argmax's rule: the first NaN, else the first maximum, as PyTorch's indices). One
+      // argmax over the stacked offsets and one index_add, rather than a mask per offset.
+      const int64_t N = xp.size(0), C = xp.size(1), Hp = xp.size(2), Wp = xp.size(3);
+      const int64_t OH = g.out[0], OW = g.out[1], K = g.k[0] * g.k[1];
+      const TensorOptions lo(kInt64, grad.device());
+      Tensor stacked = empty({K, N, C, OH, OW}, {xp.dtype(), xp.device()});
+      std::vector<int64_t> shift(K);  // offset k's distance from its window's first cell in xp
       for (int64_t i = 0; i < g.k[0]; ++i)
         for (int64_t j = 0; j < g.k[1]; ++j) {
-          Tensor hit = in::mul(in::to_dtype(in::eq(offset(xp, g, i, j), out), grad.dtype()), in::add(in::neg(taken), 1.0));
-          Tensor dst = offset(gxp, g, i, j);
-          in::add_(dst, in::mul(grad, hit));
-          in::add_(taken, hit);
+          Tensor dst = in::select(stacked, 0, i * g.k[1] + j);
+          in::copy_(dst, offset(xp, g, i, j));
+          shift[i * g.k[1] + j] = i * g.d[0] * Wp + j * g.d[1];
         }
-      return std::vector<Tensor>{unpad(gxp, g, H, W)};
+      Tensor winner = in::reshape(in::argmax(stacked, 0), {-1});  // [N * C * OH * OW]: which offset
+      // Each window's first cell: (n * C + c) * Hp * Wp + oh * s0 * Wp + ow * s1, [N * C, OH, OW].
+      Tensor first = in::add(in::add(in::reshape(arange(0, N * C * Hp * Wp, Hp * Wp, lo), {N * C, 1, 1}),
+                                     in::reshape(arange(0, OH * g.s[0] * Wp, g.s[0] * Wp, lo), {1, OH, 1})),
+                             in::reshape(arange(0, OW * g.s[1], g.s[1], lo), {1, 1, OW}));
+      Tensor cell = in::add(in::reshape(first, {-1}), in::index_select(tensor(shift, {K}, grad.device()), 0, winner));
+      Tensor gxp = zeros({N * C * Hp * Wp}, {grad.dtype(), grad.device()});
+      in::index_add_(gxp, 0, cell, in::reshape(grad, {-1}));
+      return std::vector<Tensor>{unpad(in::view(gxp, xp.shape()), g, H, W)};
     });
   }
   return batched ? out : squeeze(out, 0);

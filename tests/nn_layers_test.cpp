@@ -97,6 +97,13 @@ TEST_CASE("pooling matches PyTorch") {
   Tensor xt = fx("avgpool.x").transpose(2, 3);
   check_close(F::avg_pool2d(xt, 2), F::avg_pool2d(xt.contiguous(), 2), "avg_pool2d on a view");
   check_close(F::max_pool2d(xt, 2), F::max_pool2d(xt.contiguous(), 2), "max_pool2d on a view");
+  {
+    // Ties (a window of ReLU's zeros): the whole gradient goes to the window's first maximum, as
+    // PyTorch's indices (stride 1: overlapping windows).
+    Tensor x = tensor({0.f, 0.f, 2.f, 0.f, 0.f, 2.f, 1.f, 1.f, 1.f}, {1, 1, 3, 3}).requires_grad_();
+    F::max_pool2d(x, 2, 1).sum().backward();
+    CHECK(x.grad().to_vector<float>() == std::vector<float>{1, 0, 1, 0, 0, 1, 1, 0, 0});
+  }
   check_close(F::conv2d(xt, fx("conv_basic.weight")), F::conv2d(xt.contiguous(), fx("conv_basic.weight")),
               "conv2d on a view");
   check_case("adaptive", {"x"}, [](auto& v) { return nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({3, 4}))(v[0]); });

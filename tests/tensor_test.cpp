@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "tensor/api.h"
+#include "tensor/cpu/block_cache.h"
 #include "tests/test_util.h"
 
 using namespace lockstep;
@@ -270,4 +272,37 @@ TEST_CASE("dtype conversion, transpose and printing") {
   CHECK(error_of([] { Device::parse("gpu"); }).find("cannot parse 'gpu'") != std::string::npos);
   CHECK(error_of([] { zeros({2}).item<float>(); }) == "Tensor::item: expected a tensor with one element, got shape [2]");
   CHECK(error_of([] { zeros({2}).data<double>(); }) == "Tensor::data: requested float64 from a float32 tensor");
+}
+
+TEST_CASE("the CPU allocator's block cache reuses large blocks by exact size, up to its cap") {
+  const size_t big = cpu::BlockCache::kMinBytes;
+  cpu::BlockCache cache(3 * big);
+  CHECK(cache.take(big) == nullptr);
+  void* a = std::aligned_alloc(64, big);
+  void* b = std::aligned_alloc(64, 2 * big);
+  void* c = std::aligned_alloc(64, big);
+  void* small = std::aligned_alloc(64, 4096);
+  CHECK_FALSE(cache.put(small, 4096));  // small blocks stay with malloc
+  std::free(small);
+  CHECK(cache.put(a, big));
+  CHECK(cache.put(b, 2 * big));
+  CHECK_FALSE(cache.put(c, big));  // over the cap: the caller frees it
+  std::free(c);
+  CHECK(cache.cached_bytes() == 3 * big);
+  CHECK(cache.take(big + 64) == nullptr);  // exact sizes only
+  CHECK(cache.take(2 * big) == b);
+  CHECK(cache.take(big) == a);
+  CHECK(cache.take(big) == nullptr);
+  CHECK(cache.cached_bytes() == 0);
+  std::free(a);
+  std::free(b);
+
+  // Through tensors: a freed large tensor's block comes back for the next tensor of its size.
+  const void* first = nullptr;
+  {
+    Tensor t = empty({int64_t(big / 4)});
+    first = t.data_ptr();
+  }
+  Tensor u = empty({int64_t(big / 4)});
+  CHECK(u.data_ptr() == first);
 }

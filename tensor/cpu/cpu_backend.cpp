@@ -8,7 +8,9 @@
 #include <limits>
 #include <numeric>
 
+#include "common/env.h"
 #include "tensor/backend.h"
+#include "tensor/cpu/block_cache.h"
 #include "tensor/cpu/adam.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/elementwise.h"
@@ -66,13 +68,17 @@ constexpr int64_t kRowGrain = 32768;
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend() : cache_(size_t(env_int("LOCKSTEP_CPU_CACHE_MB", 1024, 0, 1 << 20)) << 20) {}
   void* allocate(size_t nbytes, Device) override {
     size_t rounded = (nbytes + 63) / 64 * 64;
+    if (void* p = cache_.take(rounded)) return p;
     void* p = std::aligned_alloc(64, rounded);
     LOCKSTEP_CHECK(p, "CPU allocator: out of memory allocating ", nbytes, " bytes");
     return p;
   }
-  void deallocate(void* p, size_t, Device) override { std::free(p); }
+  void deallocate(void* p, size_t nbytes, Device) override {
+    if (!p || !cache_.put(p, (nbytes + 63) / 64 * 64)) std::free(p);
+  }
   void synchronize(Device) override {}
 
   void copy(Tensor& dst, const Tensor& src) override {
@@ -369,12 +375,16 @@ class CpuBackend final : public Backend {
                      args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);
     });
   }
+
+ private:
+  cpu::BlockCache cache_;  // large freed blocks, reused (tensor/cpu/block_cache.h)
 };
 
 // Registered before main(); //tensor:cpu is alwayslink so this survives static linking.
 const bool registered = [] {
-  static CpuBackend cpu;
-  register_backend(DeviceType::CPU, &cpu);
+  // Never destroyed: tensors in static storage may free their blocks into it at exit.
+  static CpuBackend* cpu = new CpuBackend;
+  register_backend(DeviceType::CPU, cpu);
   return true;
 }();
 

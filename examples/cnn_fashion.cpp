@@ -1,0 +1,355 @@
+// cnn_fashion: the CNN of pytorch/examples mnist/main.py (examples/cnn_fashion_net.h) learns
+// Fashion-MNIST with DistributedDataParallel. Per step: the rank's batch from a DistributedSampler,
+// CrossEntropyLoss, backward (gradients averaged over the ranks), an optimizer step (Adam by default)
+// and a per-step lr schedule (cosine to 0 over --epochs by default). Every --log-every steps and at the
+// end of each epoch rank 0 writes a metrics record (the global loss since the last record, lr,
+// samples/s; at epoch ends the global test accuracy) and rewrites the checkpoint, which holds model,
+// optimizer, scheduler and the step, so a resumed run continues mid-epoch exactly where it stopped:
+// the sampler's order is a function of the epoch, and dropout's masks one of (seed, step, rank).
+//
+//   launch --nproc_per_node=2 bazel-bin/examples/cnn_fashion --epochs 15 --metrics m.jsonl --plot m.svg
+//   cnn_fashion --bench-steps 50        # step time, with a forward/backward/all-reduce/optimizer split
+#include <time.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "data/api.h"
+#include "distributed/api.h"
+#include "distributed/ddp.h"
+#include "examples/cnn_fashion_net.h"
+#include "examples/common/metrics_log.h"
+#include "examples/common/train_flags.h"
+#include "nn/api.h"
+#include "optim/api.h"
+#include "optim/checkpoint.h"
+#include "tensor/backend.h"
+#include "tensor/cuda/cuda.h"
+
+using namespace lockstep;
+using lockstep::examples::CnnNet;
+using lockstep::examples::CnnOptions;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Flags : examples::TrainFlags {
+  std::string optimizer = "adam", schedule = "cosine", data_dir = data::kFashionMnistDir;
+  double momentum = 0.9, weight_decay = 0, step_gamma = 0.7;
+  std::vector<int64_t> width = {32, 64, 128};
+  bool dropout = true, shuffle = true, batch_norm = false, sync_bn = false;
+  int64_t train_limit = -1, test_limit = -1, log_every = 100, bench_steps = 0;
+  uint64_t seed = 0;
+};
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Sums `v` over the ranks.
+std::vector<double> all_reduce_sum(std::vector<double> v, Device dev) {
+  Tensor t = tensor(v, {static_cast<int64_t>(v.size())}, dev);
+  dist::all_reduce(t);
+  Tensor h = t.to(Device::cpu());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = h.data<double>()[i];
+  return v;
+}
+
+// The first `limit` images (all when limit < 0) of a split as [N, 1, 28, 28] with their labels.
+std::shared_ptr<data::TensorDataset> fashion_mnist(const Flags& f, bool train, int64_t limit) {
+  auto full = data::load_fashion_mnist(f.data_dir, train, /*normalize=*/true, /*flatten=*/false);
+  const int64_t n = limit < 0 ? full->size() : limit;
+  LOCKSTEP_CHECK(n > 0 && n <= full->size(), "--", train ? "train" : "test", "-limit ", limit,
+                 " is outside [1, ", full->size(), "]");
+  return std::make_shared<data::TensorDataset>(full->inputs().narrow(0, 0, n).unsqueeze(1).contiguous(),
+                                               full->targets().narrow(0, 0, n).contiguous());
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
+  if (f.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(
+        params, optim::SGDOptions(f.lr).set_momentum(f.momentum).set_weight_decay(f.weight_decay));
+  if (f.optimizer == "adam")
+    return std::make_unique<optim::Adam>(params, optim::AdamOptions(f.lr).set_weight_decay(f.weight_decay));
+  if (f.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(f.lr).set_weight_decay(f.weight_decay));
+  LOCKSTEP_CHECK(false, "--optimizer must be sgd, adam or adamw, got '", f.optimizer, "'");
+  return nullptr;
+}
+
+// Stepped once per optimizer step, so a run resumed mid-epoch has its lr.
+std::unique_ptr<optim::LRScheduler> make_scheduler(const Flags& f, optim::Optimizer& opt, int64_t steps_per_epoch) {
+  if (f.schedule == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, f.epochs * steps_per_epoch);
+  if (f.schedule == "step") return std::make_unique<optim::StepLR>(opt, steps_per_epoch, f.step_gamma);
+  LOCKSTEP_CHECK(f.schedule == "none", "--schedule must be cosine, step or none, got '", f.schedule,
+                 "'");
+  return nullptr;
+}
+
+// The global accuracy on the test set: each rank counts its shard without the samples the sampler
+// repeats to pad the shards, and the counts are all-reduced.
+double evaluate(nn::Module& model, data::DataLoader& loader, int64_t n, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const int64_t mine = (n - rank + world - 1) / world;
+  int64_t correct = 0, counted = 0;
+  for (auto& batch : loader) {
+    int64_t valid = std::min<int64_t>(batch.input.size(0), mine - counted);
+    if (valid <= 0) break;
+    Tensor hit = eq(argmax(model.forward(batch.input), 1), batch.target);
+    if (valid < hit.numel()) hit = index_select(hit, arange(valid, TensorOptions(kInt64, device)));
+    correct += sum(hit).item<int64_t>();
+    counted += valid;
+  }
+  model.train();
+  auto totals = all_reduce_sum({double(correct), double(counted)}, device);
+  return totals[0] / totals[1];
+}
+
+// Times --bench-steps training steps on the loader's first batches (after 5 untimed ones) and prints
+// the median step and its phases; DDP's wait for the all-reduce is split out of backward.
+void bench(const Flags& f, dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data::DataLoader& loader,
+           Device device) {
+  nn::CrossEntropyLoss criterion;
+  std::vector<double> step_ms, fwd, bwd, wait, opt_ms;
+  // CPU time of the process (every thread) per step: steadier than wall time on a loaded machine.
+  auto cpu_ms = [] {
+    timespec ts;
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  };
+  double cpu0 = 0;
+  auto it = loader.begin();
+  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  for (int64_t i = 0; i < f.bench_steps + 5; ++i) {
+    if (it == loader.end()) it = loader.begin();
+    data::Batch batch = *it;
+    ++it;
+    auto t0 = Clock::now();
+    opt.zero_grad();
+    Tensor loss = criterion(ddp(batch.input), batch.target);
+    loss.item<float>();
+    auto t1 = Clock::now();
+    loss.backward();
+    auto t2 = Clock::now();
+    opt.step();
+    if (device.is_cuda()) backend_for(device).synchronize(device);
+    auto t3 = Clock::now();
+    if (i == 4) cpu0 = cpu_ms();
+    if (i < 5) continue;
+    const double w = ddp.reducer().last_wait_seconds() * 1e3;
+    step_ms.push_back(ms(t0, t3)), fwd.push_back(ms(t0, t1)), bwd.push_back(ms(t1, t2) - w), wait.push_back(w);
+    opt_ms.push_back(ms(t2, t3));
+  }
+  const double cpu_per_step = (cpu_ms() - cpu0) / double(f.bench_steps);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  if (dist::get_rank() == 0)
+    std::printf("bench: %d rank(s), batch %ld per rank, %ld steps: forward %.2f backward %.2f allreduce_wait %.2f "
+                "optimizer %.2f (medians, ms); cpu_ms %.2f per step (mean)\nstep_ms %.3f\n",
+                dist::get_world_size(), long(f.batch_size), long(f.bench_steps), median(fwd), median(bwd),
+                median(wait), median(opt_ms), cpu_per_step, median(step_ms));
+}
+
+int run(const Flags& f) {
+  LOCKSTEP_CHECK(f.width.size() == 3, "--width takes conv1,conv2,hidden, got ", f.width.size(),
+                 " numbers");
+  LOCKSTEP_CHECK(f.epochs > 0 && f.batch_size > 0 && f.log_every > 0, "--epochs (", f.epochs,
+                 "), --batch-size (", f.batch_size, ") and --log-every (", f.log_every, ") must be positive");
+  LOCKSTEP_CHECK(f.bench_steps >= 0 && f.steps >= -1, "--bench-steps (", f.bench_steps, ") and --steps (", f.steps,
+                 ") must be non-negative (--steps -1: every epoch)");
+  dist::InitOptions init;
+  init.backend = f.backend;
+  if (f.timeout_s > 0) init.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  dist::init_process_group(init);
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  Device device = Device::cpu();
+  if (f.device == "cuda" || (f.device == "auto" && dist::get_backend() == "nccl")) {
+    cuda::set_device(dist::get_local_rank());
+    device = Device::cuda(dist::get_local_rank());
+  } else if (f.device != "cpu" && f.device != "auto") {
+    device = Device::parse(f.device);
+  }
+
+  auto train_set = fashion_mnist(f, true, f.train_limit);
+  auto test_set = fashion_mnist(f, false, f.test_limit);
+  auto train_sampler = std::make_shared<data::DistributedSampler>(*train_set, -1, -1, f.shuffle, f.seed);
+  auto test_sampler = std::make_shared<data::DistributedSampler>(*test_set, -1, -1, false);
+  data::DataLoader train_loader(train_set, {.batch_size = f.batch_size, .sampler = train_sampler, .device = device});
+  data::DataLoader test_loader(test_set, {.batch_size = 1000, .sampler = test_sampler, .device = device});
+  const int64_t steps_per_epoch = train_loader.size();
+  const int64_t total_steps = f.steps >= 0 ? f.steps : f.epochs * steps_per_epoch;
+  LOCKSTEP_CHECK(total_steps <= f.epochs * steps_per_epoch, "--steps ", f.steps, " is more than the ",
+                 f.epochs * steps_per_epoch, " steps of --epochs ", f.epochs, " (", steps_per_epoch, " per epoch)");
+
+  CnnOptions net_options{.conv1_channels = f.width[0], .conv2_channels = f.width[1], .hidden = f.width[2],
+                         .dropout = f.dropout};
+  if (f.batch_norm) net_options.norm = CnnOptions::Norm::kBatch;
+  if (f.sync_bn) net_options.norm = CnnOptions::Norm::kSync;
+  manual_seed(f.seed);  // the same initial weights on every rank and every run
+  CnnNet model(net_options);
+  model->to(device);
+  auto opt = make_optimizer(f, model->parameters());
+  auto scheduler = make_scheduler(f, *opt, steps_per_epoch);
+  if (!f.init.empty()) {
+    Checkpoint weights;
+    weights.model = model.get();
+    load_checkpoint(f.init, weights);
+  }
+  Checkpoint state;  // what --checkpoint saves and --resume loads
+  state.model = model.get();
+  state.optimizer = opt.get();
+  state.scheduler = scheduler.get();
+  // A restarted job (launch --max_restarts) picks up its own last checkpoint.
+  std::string resume = f.resume;
+  if (resume.empty() && !f.checkpoint.empty() && ::access(f.checkpoint.c_str(), F_OK) == 0) resume = f.checkpoint;
+  int64_t step = 0;  // optimizer steps done
+  double epoch_loss = 0, epoch_seen = 0;  // this rank's sums over the current epoch so far
+  if (!resume.empty()) {
+    Checkpoint got = load_checkpoint(resume, state);
+    step = got.step + 1;
+    const std::string spe = got.metadata.count("steps_per_epoch") ? got.metadata.at("steps_per_epoch") : "?";
+    LOCKSTEP_CHECK(spe == std::to_string(steps_per_epoch), "", resume, " was written by a run of ", spe,
+                   " steps per epoch, this one has ", steps_per_epoch, " (same --batch-size, ranks and data needed)");
+    epoch_loss = std::stod(got.metadata.at("epoch_loss_sum." + std::to_string(rank)));
+    epoch_seen = std::stod(got.metadata.at("epoch_seen." + std::to_string(rank)));
+  }
+  dist::DDPOptions ddp_opts;
+  if (device.is_cuda()) ddp_opts.device_ids = {device.index};
+  dist::DistributedDataParallel ddp(model.ptr(), ddp_opts);
+  if (f.bench_steps > 0) {
+    bench(f, ddp, *opt, train_loader, device);
+    dist::destroy_process_group();
+    return 0;
+  }
+
+  const bool tty = rank == 0 && ::isatty(STDOUT_FILENO);
+  if (rank == 0)
+    std::printf("cnn_fashion: %d rank(s), backend %s, device %s, batch %ld per rank, %ld training samples, %ld steps "
+                "per epoch%s\n",
+                world, dist::get_backend().c_str(), device.str().c_str(), long(f.batch_size), long(train_set->size()),
+                long(steps_per_epoch), step ? (", resuming after step " + std::to_string(step - 1)).c_str() : "");
+  examples::MetricsLog metrics(rank == 0 ? f.metrics : "", rank == 0 ? f.plot : "", "cnn_fashion (Fashion-MNIST)",
+                               /*append=*/step > 0);
+  nn::CrossEntropyLoss criterion;
+  double window_loss = 0, window_seen = 0;  // this rank's sums since the last record
+  auto window_t0 = Clock::now();
+  ddp.train();
+  while (step < total_steps) {
+    const int64_t epoch = step / steps_per_epoch, skip = step % steps_per_epoch;
+    train_loader.set_epoch(epoch);
+    int64_t i = 0;
+    for (auto& batch : train_loader) {
+      if (i++ < skip) continue;  // done before the checkpoint this run resumed from
+      // Dropout's masks depend on (seed, step, rank) alone, so a resumed run draws the same ones.
+      manual_seed(f.seed * 1000003 + uint64_t(step) * 64 + uint64_t(rank));
+      const double lr = opt->lr(0);
+      opt->zero_grad();
+      Tensor loss = criterion(ddp(batch.input), batch.target);
+      loss.backward();
+      opt->step();
+      if (scheduler) scheduler->step();
+      const double l = loss.item<float>();
+      LOCKSTEP_CHECK(std::isfinite(l), "loss is ", l, " at step ", step, " on rank ", rank);
+      const double n = double(batch.input.size(0));
+      window_loss += l * n, window_seen += n, epoch_loss += l * n, epoch_seen += n;
+      ++step;
+      const bool epoch_end = step % steps_per_epoch == 0, last = step == total_steps;
+      if (tty && (step % 10 == 0 || epoch_end))
+        std::printf("\repoch %ld [%-30s] %ld/%ld", long(epoch), std::string(30 * i / steps_per_epoch, '=').c_str(),
+                    long(i), long(steps_per_epoch)), std::fflush(stdout);
+      if (step % f.log_every && !epoch_end && !last) continue;
+
+      // A record: the global loss since the last one; at epoch ends the test accuracy too.
+      const double secs = seconds_since(window_t0);
+      auto sums = all_reduce_sum({window_loss, window_seen, epoch_loss, epoch_seen}, device);
+      examples::MetricsLog::Fields rec{{"step", double(step)}, {"epoch", double(epoch)},
+                                       {"loss", sums[0] / sums[1]}, {"lr", lr}, {"samples_per_s", sums[1] / secs}};
+      if (epoch_end) {
+        const double acc = evaluate(*model, test_loader, test_set->size(), device);
+        rec.insert(rec.begin() + 3, {"test_acc", acc});
+        if (rank == 0) {
+          if (tty) std::printf("\r%*s\r", 60, "");
+          std::printf("epoch %ld loss %.4f test_acc %.4f samples_per_s %.0f lr %.6f\n", long(epoch),
+                      sums[2] / sums[3], acc, sums[1] / secs, lr);
+        }
+        epoch_loss = epoch_seen = 0;
+      }
+      if (rank == 0) {
+        if (!epoch_end && !tty) std::printf("step %ld loss %.9g lr %.6g\n", long(step), sums[0] / sums[1], lr);
+        std::fflush(stdout);
+        metrics.log(rec);
+      }
+      if (!f.checkpoint.empty()) {
+        // Every rank's partial epoch sums, so a resumed run's epoch loss is the uninterrupted one's.
+        std::vector<double> ep(2 * world, 0.0);
+        ep[2 * rank] = epoch_loss, ep[2 * rank + 1] = epoch_seen;
+        ep = all_reduce_sum(ep, device);
+        if (rank == 0) {
+          state.step = step - 1;
+          state.epoch = epoch_end ? epoch : epoch - 1;
+          state.metadata = {{"steps_per_epoch", std::to_string(steps_per_epoch)}};
+          for (int r = 0; r < world; ++r) {
+            state.metadata["epoch_loss_sum." + std::to_string(r)] = detail::str_cat(ep[2 * r]);
+            state.metadata["epoch_seen." + std::to_string(r)] = detail::str_cat(ep[2 * r + 1]);
+          }
+          save_checkpoint(f.checkpoint, state);
+        }
+        dist::barrier();  // nobody resumes from a checkpoint rank 0 is still writing
+      }
+      window_loss = window_seen = 0;
+      window_t0 = Clock::now();
+      if (last) break;
+    }
+  }
+  if (rank == 0 && !f.save.empty()) {
+    Checkpoint weights;  // the model alone: what PyTorch's load_file + load_state_dict reads as it is
+    weights.model = model.get();
+    weights.step = step - 1;
+    save_checkpoint(f.save, weights);
+  }
+  dist::destroy_process_group();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Fashion-MNIST CNN (pytorch/examples mnist/main.py's Net) with DistributedDataParallel"};
+  Flags f;
+  f.epochs = 15;
+  f.batch_size = 64;
+  f.lr = 1e-3;
+  examples::add_train_flags(app, f);
+  app.add_option("--optimizer", f.optimizer, "sgd, adam or adamw")->capture_default_str();
+  app.add_option("--momentum", f.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--weight-decay", f.weight_decay, "weight decay (AdamW: decoupled)")->capture_default_str();
+  app.add_option("--schedule", f.schedule, "lr schedule, stepped per step: cosine (to 0 over --epochs), step "
+                 "(x --gamma each epoch, as mnist/main.py's StepLR) or none")->capture_default_str();
+  app.add_option("--gamma", f.step_gamma, "the step schedule's factor per epoch")->capture_default_str();
+  app.add_option("--width", f.width, "conv1 channels, conv2 channels, fc1 width")->delimiter(',')->expected(3)
+      ->capture_default_str();
+  app.add_flag("!--no-dropout", f.dropout, "leave out both dropouts (for step-by-step comparisons)");
+  app.add_flag("!--no-shuffle", f.shuffle, "the training set in order every epoch");
+  app.add_flag("--batch-norm", f.batch_norm, "BatchNorm2d after each convolution");
+  app.add_flag("--sync-bn", f.sync_bn, "SyncBatchNorm (statistics over all ranks) after each convolution");
+  app.add_option("--train-limit", f.train_limit, "use only the first N training images");
+  app.add_option("--test-limit", f.test_limit, "use only the first N test images");
+  app.add_option("--log-every", f.log_every, "a metrics record (and checkpoint) every N steps, and at epoch ends")
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "initial weights, shuffling and dropout")->capture_default_str();
+  app.add_option("--data-dir", f.data_dir, "directory with the Fashion-MNIST IDX files")->capture_default_str();
+  app.add_option("--bench-steps", f.bench_steps, "time this many training steps (step_ms: the median) and exit");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cnn_fashion: %s\n", e.what());
+    return 1;
+  }
+}
