@@ -1,5 +1,5 @@
 // allreduce_bench: all-reduce sweep in nccl-tests' all_reduce_perf format, for lockstep's process groups
-// (gloo on CPU tensors, nccl on CUDA tensors) or for the baselines they are measured against:
+// (gloo or mpi on CPU tensors, nccl on CUDA tensors) or for the baselines they are measured against:
 //   --raw-gloo  gloo's own allreduce called directly on a gloo context of our making (gloo's default
 //               algorithm, the ring, as PyTorch uses; bcube with --raw-algorithm bcube). ProcessGroupGloo
 //               runs its own transport and algorithms (GlooOptions), so this is the bar it must clear.
@@ -8,6 +8,7 @@
 //   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 4 -e 64M -f 4
 //   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 1M -e 64M -f 4 --raw-gloo
 //   launch --nproc_per_node=1 bazel-bin/examples/allreduce_bench -b 1M -e 256M --backend nccl   # and --raw-nccl
+//   mpirun -np 2 bazel-bin/examples/allreduce_bench --backend mpi   # beside tools/mpi/run.sh 2 (MPI_Allreduce)
 //
 // Per size: -w untimed iterations, then -n timed ones, each timed on its own on every rank (host clock
 // around the call and its wait; on a GPU also around cuda::synchronize). After the loop one MAX all-reduce
@@ -333,7 +334,7 @@ int main(int argc, char** argv) {
   app.add_option("-c,--check", check, "check the results against the exact expected values (0 or 1)");
   app.add_option("-d,--datatype", dtype_s, "float, double or int64");
   app.add_option("-o,--op", op_s, "sum, avg, min, max or prod");
-  app.add_option("--backend", backend, "gloo, nccl or auto (nccl when a GPU is visible)");
+  app.add_option("--backend", backend, "gloo, nccl, mpi (under mpirun) or auto (nccl when a GPU is visible)");
   app.add_flag("--csv", csv, "print comma-separated rows (for tools/bench_report.py)");
   app.add_flag("--raw-gloo", raw_gloo, "measure gloo's allreduce called directly (the baseline), not lockstep");
   app.add_option("--raw-algorithm", raw_algorithm, "with --raw-gloo: ring (gloo's default) or bcube");
