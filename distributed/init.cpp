@@ -120,7 +120,8 @@ std::string resolve_backend(const std::string& backend) {
                  "where the CUDA toolkit and NCCL are found, without --config=nocuda), use \"gloo\"");
   if (backend == "auto") return "gloo";
 #endif
-  LOCKSTEP_CHECK(backend == "gloo", "init_process_group: unknown backend \"", backend, "\" (expected gloo, nccl, mpi or auto)");
+  LOCKSTEP_CHECK(backend == "gloo", "init_process_group: unknown backend \"", backend,
+                 "\" (expected gloo, nccl, mpi or auto)");
   return backend;
 }
 

@@ -59,7 +59,8 @@ void ensure_mpi_initialized() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   LOCKSTEP_CHECK(!finalized, "ProcessGroupMPI: MPI has already been finalized in this process and cannot be "
-                 "initialized again (lockstep finalizes it at exit, never earlier; did the program call MPI_Finalize?)");
+                 "initialized again (lockstep finalizes it at exit, never earlier; did the program call "
+                 "MPI_Finalize?)");
   int provided = MPI_THREAD_SINGLE;
   if (initialized) {
     MPI_Query_thread(&provided);
@@ -134,18 +135,12 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return x < y + b_bytes && y < x + a_bytes;
 }
 
-std::string describe(const char* op, const Tensor& t, const char* detail = nullptr, int root = -1) {
-  std::string s = str_cat(op, " (", dtype_name(t.dtype()), ", ", t.numel(), " elements");
-  if (detail) s += str_cat(", ", detail);
-  if (root >= 0) s += str_cat(", root ", root);
-  return s + ")";
-}
-
 // Work::wait under the group's timeout, which MPI itself does not have (see the header).
 class MpiWork : public Work {
  public:
-  MpiWork(const char* op, uint64_t seq, std::string what, int rank, int size, std::chrono::milliseconds timeout)
-      : Work(op, seq), what_(std::move(what)), rank_(rank), size_(size), timeout_(timeout) {}
+  MpiWork(const detail::CollectiveInfo& what, uint64_t seq, int rank, int size, std::chrono::milliseconds timeout)
+      : Work(what.op, seq), what_(what), rank_(rank), size_(size), timeout_(timeout) {}
+  const detail::CollectiveInfo& what() const { return what_; }
 
   void wait(std::chrono::milliseconds timeout) override {
     const std::chrono::milliseconds limit = timeout > kNoTimeout ? timeout : timeout_;
@@ -153,7 +148,7 @@ class MpiWork : public Work {
       Work::wait(limit);
     } catch (const TimeoutError&) {
       throw TimeoutError(str_cat(
-          "ProcessGroupMPI: ", what_, " (collective #", seq_, ") did not complete within ", format_seconds(limit),
+          "ProcessGroupMPI: ", what_.str(), " (collective #", seq_, ") did not complete within ", format_seconds(limit),
           " on rank ", rank_, " of ", size_, ". MPI has no timeout of its own: the collective is still running inside "
           "MPI and cannot be cancelled, and later collectives queue behind it; another rank may be hung, dead, or "
           "not calling it. End the job (exit non-zero: mpirun then stops every rank)."));
@@ -161,12 +156,21 @@ class MpiWork : public Work {
   }
 
  private:
-  const std::string what_;
+  const detail::CollectiveInfo what_;
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
 };
 
 }  // namespace
+
+std::string detail::CollectiveInfo::str() const {
+  std::string s = op;
+  if (numel >= 0) s += str_cat(" (", dtype_name(dtype), ", ", numel, " elements");
+  if (detail) s += str_cat(", ", detail);
+  if (root >= 0) s += str_cat(", root ", root);
+  if (numel >= 0) s += ")";
+  return s;
+}
 
 std::pair<int, int> ProcessGroupMPI::world_rank_and_size() {
   ensure_mpi_initialized();
@@ -208,16 +212,15 @@ void ProcessGroupMPI::check_tensor(const Tensor& t, const char* op) const {
   check_contiguous(t, op, "the tensor");
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::enqueue(std::string what, const char* op, std::function<void()> run,
+std::shared_ptr<Work> ProcessGroupMPI::enqueue(const detail::CollectiveInfo& what, std::function<void()> run,
                                                bool async_op) {
   Task task;
   bool inline_run = false;
   std::shared_ptr<Work> work;
   {
     std::lock_guard lock(mu_);
-    LOCKSTEP_CHECK(!stop_, "ProcessGroupMPI: ", op, " on a group being destroyed");
-    auto w = std::make_shared<MpiWork>(op, ++seq_, what, rank(), size(), options_.timeout);
-    task = Task{w, std::move(what), std::move(run)};
+    LOCKSTEP_CHECK(!stop_, "ProcessGroupMPI: ", what.op, " on a group being destroyed");
+    task = Task{std::make_shared<MpiWork>(what, ++seq_, rank(), size(), options_.timeout), std::move(run)};
     // A blocking call with nothing queued or running: run it here (see the header). The worker keeps off
     // the queue until it is done, so collectives still run one at a time in the order they were issued
     // (MPI_THREAD_SERIALIZED asks no more).
@@ -265,16 +268,17 @@ void ProcessGroupMPI::worker_loop() {
 
 void ProcessGroupMPI::execute(Task& task) {
   std::exception_ptr error;
+  auto what = [&] { return static_cast<const MpiWork&>(*task.work).what().str(); };
   if (!failure_.empty()) {
-    error = std::make_exception_ptr(Error(str_cat("ProcessGroupMPI: ", task.what,
+    error = std::make_exception_ptr(Error(str_cat("ProcessGroupMPI: ", what(),
                                                   " not run: an earlier collective failed on this group: ", failure_)));
   } else {
     try {
       task.run();
     } catch (const std::exception& e) {
-      failure_ = str_cat(task.what, ": ", e.what());
+      failure_ = str_cat(what(), ": ", e.what());
       error = std::make_exception_ptr(
-          Error(str_cat("ProcessGroupMPI: ", task.what, " failed on rank ", rank(), " of ", size(), ": ", e.what())));
+          Error(str_cat("ProcessGroupMPI: ", what(), " failed on rank ", rank(), " of ", size(), ": ", e.what())));
     }
   }
   task.run = nullptr;  // releases the tensors before waiters wake
@@ -294,7 +298,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp op
   if (tensor.numel() == 0) return completed_work("all_reduce");
   const MPI_Datatype type = mpi_type(tensor.dtype(), "all_reduce", true);
   const int count = mpi_count(tensor.numel(), "all_reduce");
-  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), "all_reduce", [this, tensor, op, type, count] {
+  return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op, type, count] {
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, type, mpi_op(op, tensor.dtype()), comm_->comm),
               "MPI_Allreduce");
     if (op == ReduceOp::AVG) divide_by(tensor, size());
@@ -305,7 +309,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_broadcast(Tensor& tensor, int root, bo
   if (tensor.numel() == 0) return completed_work("broadcast");
   const MPI_Datatype type = mpi_type(tensor.dtype(), "broadcast", false);
   const int count = mpi_count(tensor.numel(), "broadcast");
-  return enqueue(describe("broadcast", tensor, nullptr, root), "broadcast", [this, tensor, root, type, count] {
+  return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root, type, count] {
     mpi_check(MPI_Bcast(tensor.data_ptr(), count, type, root, comm_->comm), "MPI_Bcast");
   }, async_op);
 }
@@ -317,7 +321,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_gather(std::vector<Tensor>& output
   const MPI_Datatype type = mpi_type(input.dtype(), "all_gather", false);
   const int count = mpi_count(input.numel(), "all_gather");
   mpi_count(input.numel() * size(), "all_gather");  // the gathered run, as MPI indexes it
-  return enqueue(describe("all_gather", input), "all_gather", [this, outputs, input, type, count] {
+  return enqueue({"all_gather", input.dtype(), input.numel()}, [this, outputs, input, type, count] {
     const size_t nbytes = input.nbytes(), total = nbytes * static_cast<size_t>(size());
     // Straight into the outputs when they are one run (chunks of one tensor) the input does not overlap,
     // except as this rank's own slot (MPI_IN_PLACE); else through the scratch buffer.
@@ -343,8 +347,8 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const s
   const MPI_Datatype type = mpi_type(output.dtype(), "reduce_scatter", true);
   const int count = mpi_count(output.numel(), "reduce_scatter");
   mpi_count(output.numel() * size(), "reduce_scatter");
-  return enqueue(describe("reduce_scatter", output, reduce_op_name(op)), "reduce_scatter",
-                 [this, output, inputs, op, type, count] {
+  const detail::CollectiveInfo what{"reduce_scatter", output.dtype(), output.numel(), reduce_op_name(op)};
+  return enqueue(what, [this, output, inputs, op, type, count] {
     const size_t nbytes = output.nbytes(), total = nbytes * static_cast<size_t>(size());
     // MPI_Reduce_scatter_block reads the inputs as one run, which the output must not overlap.
     const char* in = static_cast<const char*>(detail::contiguous_base(inputs));
@@ -360,7 +364,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const s
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::do_barrier(bool async_op) {
-  return enqueue("barrier", "barrier", [this] { mpi_check(MPI_Barrier(comm_->comm), "MPI_Barrier"); }, async_op);
+  return enqueue({"barrier"}, [this] { mpi_check(MPI_Barrier(comm_->comm), "MPI_Barrier"); }, async_op);
 }
 
 }  // namespace lockstep::dist
