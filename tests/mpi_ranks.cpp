@@ -5,6 +5,7 @@
 //
 //   mpi_ranks --built-with-mpi   prints "yes" or "no" (the script's skip), without starting MPI
 //   mpi_ranks --kill-rank        all-reduces in a loop; the last rank kills itself (SIGKILL) at step 3
+//   mpi_ranks --exit-after-timeout  rank 0's all-reduce times out and it leaves main with the group alive
 //   mpi_ranks [doctest flags]    the cases below
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -300,6 +301,19 @@ int kill_rank() {
   return 0;  // not reached: mpirun ended the job
 }
 
+// Rank 0 waits for an all-reduce the others never join (they sleep), times out, and leaves main with
+// the group alive, as an error path does: the exit handler must end the job with MPI_Abort rather than
+// hang in MPI_Finalize.
+int exit_after_timeout() {
+  dist::init_process_group({.backend = "mpi", .timeout = std::chrono::milliseconds(300)});
+  if (R() != 0) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until mpirun ends it
+  }
+  Tensor t = full({4}, 1.0);
+  dist::all_reduce(t);  // throws TimeoutError
+  return 0;
+}
+
 }  // namespace
 #endif  // LOCKSTEP_WITH_MPI
 
@@ -316,6 +330,7 @@ int main(int argc, char** argv) {
 #ifdef LOCKSTEP_WITH_MPI
   try {
     if (argc > 1 && std::strcmp(argv[1], "--kill-rank") == 0) return kill_rank();
+    if (argc > 1 && std::strcmp(argv[1], "--exit-after-timeout") == 0) return exit_after_timeout();
     dist::init_process_group({.backend = "mpi"});
     doctest::Context context(argc, argv);
     const int failed = context.run();

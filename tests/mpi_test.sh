@@ -3,7 +3,8 @@
 #   1. mpi_ranks: every collective's values on every rank, each op and dtype, async work, Work::wait's
 #      timeout, DDP parity with one process at the global batch (tests/mpi_ranks.cpp);
 #   2. linear_demo --backend mpi ends with the same weights as under the launcher with gloo;
-#   3. a rank killed (SIGKILL) mid-job: mpirun ends the job, non-zero, naming the dead rank.
+#   3. a rank killed (SIGKILL) mid-job: mpirun ends the job, non-zero, naming the dead rank;
+#   4. a rank whose wait timed out exits with the group alive: MPI_Abort ends the job instead of a hang.
 set -euo pipefail
 ranks="$1" launch="$2" demo="$3"
 if ! command -v mpirun >/dev/null; then
@@ -54,4 +55,15 @@ grep -Eq "rank 2 .*exited on signal 9|exited on signal 9 \(Killed\)|returned a n
   || { cat "$dir/kill.log"; echo "FAIL: mpirun did not say that a rank died"; exit 1; }
 grep -E "signal 9|non-zero exit" "$dir/kill.log" | head -2
 echo "killed rank: mpirun exited with status $status"
+
+# A rank whose wait timed out leaves with the group alive: MPI_Abort at exit ends the job (no hang in
+# MPI_Finalize), with lockstep's reason on stderr and the timeout's message from the program.
+status=0
+timeout 120 "${mpi[@]}" -np 2 "$ranks" --exit-after-timeout > "$dir/timeout.log" 2>&1 || status=$?
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat "$dir/timeout.log"; echo "FAIL: mpirun exited $status after a timeout"; exit 1; }
+for want in "all_reduce (float32, 4 elements, SUM) (collective #2) did not complete within 0.3s on rank 0 of 2" \
+            "exiting with the mpi process group still alive" "MPI_ABORT was invoked on rank 0"; do
+  grep -qF "$want" "$dir/timeout.log" || { cat "$dir/timeout.log"; echo "FAIL: no \"$want\" after a timeout"; exit 1; }
+done
+echo "timed-out rank: mpirun exited with status $status after MPI_Abort"
 echo "PASS: the mpi backend at 2 and 3 ranks"

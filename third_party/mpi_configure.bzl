@@ -1,9 +1,9 @@
 """Finds Open MPI at fetch time and exposes it as @local_mpi, for the mpi process-group backend
 (distributed/mpi/). The include and library folders come from `mpicc --showme:incdirs` and
-`--showme:libdirs` ($MPI_HOME/bin/mpicc when MPI_HOME is set, else mpicc on the PATH, else Debian's
-libopenmpi-dev folders). Where mpi.h or libmpi.so is not found the repository still exists, with
-MPI_FOUND = False and an empty target, so that the workspace builds without MPI (tools/bazel installs
-libopenmpi-dev)."""
+`--showme:libdirs` ($MPI_HOME/bin/mpicc when MPI_HOME is set, else mpicc on the PATH), else from
+$MPI_HOME/include and $MPI_HOME/lib, else from Debian's libopenmpi-dev folders. Where mpi.h or
+libmpi.so is not found the repository still exists, with MPI_FOUND = False and an empty target, so
+that the workspace builds without MPI (tools/bazel installs libopenmpi-dev)."""
 
 _DEBIAN = "/usr/lib/x86_64-linux-gnu/openmpi"
 
@@ -22,8 +22,9 @@ def _mpi_configure_impl(ctx):
         mpicc = ctx.path(home + "/bin/mpicc")
     elif not home:
         mpicc = ctx.which("mpicc")
-    incdirs = _showme(ctx, mpicc, "incdirs") or [_DEBIAN + "/include", _DEBIAN + "/include/openmpi"]
-    libdirs = _showme(ctx, mpicc, "libdirs") or [_DEBIAN + "/lib"]
+    base = home or _DEBIAN  # where to look when mpicc does not say
+    incdirs = _showme(ctx, mpicc, "incdirs") or [base + "/include", base + "/include/openmpi"]
+    libdirs = _showme(ctx, mpicc, "libdirs") or [base + "/lib"]
     header = [d for d in incdirs if ctx.path(d + "/mpi.h").exists]
     lib = [d for d in libdirs if ctx.path(d + "/libmpi.so").exists]
     found = len(header) > 0 and len(lib) > 0

@@ -4,7 +4,9 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -43,10 +45,27 @@ const char* thread_level_name(int level) {
   return "an unknown thread level";
 }
 
+std::atomic<int> g_live_groups{0};  // ProcessGroupMPI instances not yet destroyed
+std::atomic<bool> g_failed{false};  // a collective returned an MPI error
+
+// MPI_Finalize waits for every rank (Open MPI fences in it). A rank leaving with a group still alive
+// (an error path that skipped destroy_process_group, a collective stuck after a timed-out wait) or
+// after an MPI error would wait there for ranks that are themselves waiting in a collective for it:
+// the job would hang instead of ending. MPI_Abort ends it, and mpirun says which rank did.
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  const int live = g_live_groups.load();
+  if (live > 0 || g_failed.load()) {
+    std::fprintf(stderr, "lockstep: ProcessGroupMPI: exiting %s; MPI_Abort ends the job (MPI_Finalize would wait for "
+                 "the other ranks, which may be waiting for this one)\n",
+                 live > 0 ? "with the mpi process group still alive (no destroy_process_group: an error path?)"
+                          : "after an MPI error");
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
 }
 
 std::mutex g_init_mu;
@@ -151,7 +170,8 @@ class MpiWork : public Work {
           "ProcessGroupMPI: ", what_.str(), " (collective #", seq_, ") did not complete within ", format_seconds(limit),
           " on rank ", rank_, " of ", size_, ". MPI has no timeout of its own: the collective is still running inside "
           "MPI and cannot be cancelled, and later collectives queue behind it; another rank may be hung, dead, or "
-          "not calling it. End the job (exit non-zero: mpirun then stops every rank)."));
+          "not calling it. End the job: leave the process without destroying the group (lockstep's exit handler "
+          "then calls MPI_Abort, and mpirun stops every rank)."));
     }
   }
 
@@ -192,6 +212,7 @@ ProcessGroupMPI::ProcessGroupMPI(std::pair<int, int> rank_and_size, Options opti
   mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm), "ProcessGroupMPI: MPI_Comm_dup(MPI_COMM_WORLD)");
   mpi_check(MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN), "ProcessGroupMPI: MPI_Comm_set_errhandler");
   worker_ = std::thread([this] { worker_loop(); });
+  ++g_live_groups;
 }
 
 ProcessGroupMPI::~ProcessGroupMPI() {
@@ -204,6 +225,7 @@ ProcessGroupMPI::~ProcessGroupMPI() {
   int finalized = 0;
   MPI_Finalized(&finalized);  // at exit, the atexit MPI_Finalize may have run before a static group's end
   if (!finalized && comm_->comm != MPI_COMM_NULL) MPI_Comm_free(&comm_->comm);
+  --g_live_groups;
 }
 
 void ProcessGroupMPI::check_tensor(const Tensor& t, const char* op) const {
@@ -277,6 +299,7 @@ void ProcessGroupMPI::execute(Task& task) {
       task.run();
     } catch (const std::exception& e) {
       failure_ = str_cat(what(), ": ", e.what());
+      g_failed = true;
       error = std::make_exception_ptr(
           Error(str_cat("ProcessGroupMPI: ", what(), " failed on rank ", rank(), " of ", size(), ": ", e.what())));
     }

@@ -11,7 +11,9 @@
 // which is all the worker below needs; a lower level provided by the library is an error) unless the
 // program has already done so. MPI_Finalize runs at exit (std::atexit), not when the group is destroyed:
 // MPI cannot be initialized again in a process, and a later group needs it. A program that initialized
-// MPI itself finalizes it itself.
+// MPI itself finalizes it itself. Leaving with a group still alive (destroy_process_group skipped, as on
+// an error path) or after an MPI error calls MPI_Abort at exit instead: MPI_Finalize waits for every
+// rank, and the others may be waiting in a collective for this one, so the job would hang.
 //
 // One worker thread runs the collectives in the order they were issued, so each Work completes in
 // order and the calls return at once; a blocking call (async_op false) issued while nothing is queued
@@ -22,10 +24,11 @@
 // Timeouts: MPI has none. A collective whose peer hangs blocks inside MPI for ever, and cannot be
 // cancelled. Work::wait() therefore gives up after the group's timeout (or its own) with a TimeoutError
 // naming the collective and the rank; the collective still runs on the worker, every later collective
-// queues behind it, and the job must then be ended (throw to the top, exit non-zero: mpirun ends the
-// other ranks; or MPI_Abort). A rank that dies is noticed by mpirun itself, which ends the whole job
-// with its own message. LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL's cross-rank checks need a store: MPI groups
-// run without them.
+// queues behind it, and the job must then be ended: leave the process without destroying the group
+// (destruction waits for the stuck collective), e.g. throw to main and return non-zero; the exit handler
+// calls MPI_Abort and mpirun ends every rank. A rank that dies is noticed by mpirun itself, which ends
+// the whole job with its own message. LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL's cross-rank checks need a
+// store: MPI groups run without them.
 //
 // Tensors: CPU only. float32, float64, int64 and uint8 map to MPI_FLOAT, MPI_DOUBLE, MPI_INT64_T and
 // MPI_UINT8_T; bool to MPI_C_BOOL, reduced as the gloo backend does (SUM, MAX and AVG are logical or,
