@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compare.sh: lockstep's mpi backend (examples/allreduce_bench --backend mpi) against MPI_Allreduce called
-# directly (mpi_allreduce_bench.c), both under the same mpirun options, interleaved and repeated; then
-# compare_report.py prints medians and best of the repetitions, and the difference.
+# directly, from C (mpi_allreduce_bench.c) and from the same benchmark binary on the same tensors
+# (allreduce_bench --raw-mpi), all under the same mpirun options, interleaved and repeated; then
+# compare_report.py prints medians and best of the repetitions, and the differences.
 #   tools/mpi/compare.sh [--reps N] [--ranks N] [--out DIR] [allreduce flags, default -b 4 -e 64M -f 4]
 #   tools/mpi/compare.sh --sizes "1M 4M 16M 64M" [--reps N] [flags]: one size per run, the two alternating
 #     size by size (a load that changes over a sweep then weighs on both alike)
@@ -26,17 +27,19 @@ root=()
 [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
 export OMP_NUM_THREADS=1
 echo "# $(date -u) $(uptime)" | tee "$out/load.txt"
-lockstep() { mpirun "${root[@]}" --oversubscribe -np "$ranks" bazel-bin/examples/allreduce_bench --backend mpi --csv "$@"; }
+bench() { mpirun "${root[@]}" --oversubscribe -np "$ranks" bazel-bin/examples/allreduce_bench --csv "$@"; }
 for rep in $(seq 1 "$reps"); do
   if [ -z "$sizes" ]; then
-    lockstep "${flags[@]}" > "$out/lockstep_$rep.csv"
+    bench --backend mpi "${flags[@]}" > "$out/lockstep_$rep.csv"
     tools/mpi/run.sh "$ranks" --csv "${flags[@]}" > "$out/mpi_$rep.csv"
+    bench --raw-mpi "${flags[@]}" > "$out/rawbin_$rep.csv"
   else
     first=1
     for s in $sizes; do
       # The CSV header once per file.
-      lockstep -b "$s" -e "$s" "${flags[@]}" | tail -n +$((first ? 1 : 2)) >> "$out/lockstep_$rep.csv"
+      bench --backend mpi -b "$s" -e "$s" "${flags[@]}" | tail -n +$((first ? 1 : 2)) >> "$out/lockstep_$rep.csv"
       tools/mpi/run.sh "$ranks" --csv -b "$s" -e "$s" "${flags[@]}" | tail -n +$((first ? 1 : 2)) >> "$out/mpi_$rep.csv"
+      bench --raw-mpi -b "$s" -e "$s" "${flags[@]}" | tail -n +$((first ? 1 : 2)) >> "$out/rawbin_$rep.csv"
       first=0
     done
   fi
