@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
     Tensor q = randn({B, H, T, hs}), kt = randn({B, H, hs, T});
     Tensor heads = randn({B, T, H, hs});
     Tensor h4 = randn({B, T, 4 * C});
+    Tensor w_fc = randn({4 * C, C}), b_fc = randn({4 * C});  // the MLP's c_fc
     std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
         {"softmax_last", [&] { return softmax(att, -1); }},
         {"layer_norm_composed",
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
         {"transpose12_contiguous", [&] { return heads.transpose(1, 2).contiguous(); }},
         {"cat_last", [&] { return cat({x, x, x}, -1); }},
         {"gelu", [&] { return gelu(h4); }},
+        {"linear_c_fc", [&] { return linear(x, w_fc, b_fc); }},
+        // c_fc's weight gradient as linear's backward issues it: dy^T x, [512, 512 rows] x [512 rows, 128]
+        {"matmul_c_fc_weight_grad", [&] { return matmul(h4.view({-1, 4 * C}).t(), x.view({-1, C})); }},
     };
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
     for (auto& [name, op] : ops) {

@@ -37,6 +37,7 @@ def main():
     q, kt = torch.randn(B, H, T, hs), torch.randn(B, H, hs, T)
     heads = torch.randn(B, T, H, hs)
     h4 = torch.randn(B, T, 4 * C)
+    w_fc, b_fc = torch.randn(4 * C, C), torch.randn(4 * C)
 
     def layer_norm_composed():
         mu = x.mean(-1, keepdim=True)
@@ -50,6 +51,8 @@ def main():
         ("transpose12_contiguous", lambda: heads.transpose(1, 2).contiguous()),
         ("cat_last", lambda: torch.cat([x, x, x], -1)),
         ("gelu", lambda: torch.nn.functional.gelu(h4)),
+        ("linear_c_fc", lambda: torch.nn.functional.linear(x, w_fc, b_fc)),
+        ("matmul_c_fc_weight_grad", lambda: h4.view(-1, 4 * C).t() @ x.view(-1, C)),
     ]
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")
     with torch.no_grad():

@@ -200,6 +200,19 @@ class CpuBackend final : public Backend {
                         bool log) override {
     dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
+      using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+      if (inner == 1) {  // contiguous rows (attention, logits): vectorized as the forward, rows across threads
+        parallel_for(0, outer, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(n, 1)),
+                     [&](int64_t o_begin, int64_t o_end) {
+        for (int64_t o = o_begin; o < o_end; ++o) {
+          Eigen::Map<const Arr> g(go.data<T>() + o * n, n), yr(y.data<T>() + o * n, n);
+          Eigen::Map<Arr> r(gi.data<T>() + o * n, n);
+          if (log) r = g - yr.exp() * g.sum();  // y = log_softmax: dx = g - softmax * sum(g)
+          else r = yr * (g - (g * yr).sum());   // dx = y * (g - sum(g * y))
+        }
+        });
+        return;
+      }
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
           const int64_t base = o * n * inner + i;

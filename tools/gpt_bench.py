@@ -1,0 +1,67 @@
+"""Step time of examples/gpt's default configuration (nanoGPT's CPU shakespeare_char settings: 4 layers,
+4 heads, 128 channels, block 64, batch 12 per rank) in lockstep and in its PyTorch twin
+(tools/gpt_twin.py), from the same initial weights and batches, at 1 and 2 ranks under lockstep's
+launcher, one thread per rank. Runs alternate (lockstep, PyTorch, per world size, round after round);
+each run prints the median of its step times (steps 3..), wall and process CPU, and the table gives, per
+side, the median and best of those over the rounds, and lockstep / PyTorch (below 1: lockstep faster).
+On a loaded machine the CPU time per step is the steadier figure.
+
+    tools/bazel build //examples:gpt //distributed/launch && python3 tools/gpt_bench.py --rounds 3
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+
+
+def step_ms(cmd, env):
+    """(wall ms, CPU ms): the run's medians per step."""
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    f = [l for l in out.splitlines() if l.startswith("step_ms ")][-1].split()
+    return float(f[1]), float(f[3])
+
+
+def main():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--worlds", default="1,2")
+    p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
+    a = p.parse_args()
+    launch = os.path.join(root, "bazel-bin", "distributed", "launch", "launch")
+    gpt = os.path.join(root, "bazel-bin", "examples", "gpt")
+    twin = os.path.join(root, "tools", "gpt_twin.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    init = tempfile.NamedTemporaryFile(suffix=".safetensors", delete=False).name
+    subprocess.run([launch, "--nproc_per_node=1", gpt, "--export-init", init], env=env, check=True,
+                   capture_output=True)
+    times = {}
+    try:
+        for _ in range(a.rounds):
+            for w in map(int, a.worlds.split(",")):
+                run = [launch, f"--nproc_per_node={w}"]
+                times.setdefault(("lockstep", w), []).append(step_ms(
+                    run + [gpt, "--init", init, "--steps", str(a.steps), "--eval-iters", "1", "--eval-interval",
+                           "1000000", "--sample-tokens", "0"], env))
+                times.setdefault(("pytorch", w), []).append(step_ms(
+                    run + [a.python, twin, "--init", init, "--steps", str(a.steps), "--quiet"], env))
+                print(f"# world {w}: lockstep {times[('lockstep', w)][-1]} ms, "
+                      f"PyTorch {times[('pytorch', w)][-1]} ms (wall, CPU)", flush=True)
+    finally:
+        os.unlink(init)
+    print("| ranks | lockstep ms (median / best) | PyTorch ms (median / best) | ratio (median / best) "
+          "| lockstep CPU ms | PyTorch CPU ms | CPU ratio | runs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for w in map(int, a.worlds.split(",")):
+        o, t = times[("lockstep", w)], times[("pytorch", w)]
+        ow, tw = [x[0] for x in o], [x[0] for x in t]
+        oc, tc = statistics.median(x[1] for x in o), statistics.median(x[1] for x in t)
+        om, tm, ob, tb = statistics.median(ow), statistics.median(tw), min(ow), min(tw)
+        print(f"| {w} | {om:.1f} / {ob:.1f} | {tm:.1f} / {tb:.1f} | {om / tm:.2f} / {ob / tb:.2f} "
+              f"| {oc:.1f} | {tc:.1f} | {oc / tc:.2f} | {len(o)} |")
+
+
+if __name__ == "__main__":
+    main()
