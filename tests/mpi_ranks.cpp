@@ -6,6 +6,7 @@
 //   mpi_ranks --built-with-mpi   prints "yes" or "no" (the script's skip), without starting MPI
 //   mpi_ranks --kill-rank        all-reduces in a loop; the last rank kills itself (SIGKILL) at step 3
 //   mpi_ranks --exit-after-timeout  rank 0's all-reduce times out and it leaves main with the group alive
+//   mpi_ranks --blocking-timeout    the same with a blocking all-reduce, run on rank 0's own thread
 //   mpi_ranks [doctest flags]    the cases below
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -306,13 +307,21 @@ int kill_rank() {
 // Rank 0 waits for an all-reduce the others never join (they sleep), times out, and leaves main with
 // the group alive, as an error path does: the exit handler must end the job with MPI_Abort rather than
 // hang in MPI_Finalize.
-int exit_after_timeout() {
+// With `blocking`, rank 0's all-reduce is a blocking call that runs on its own thread (the group is
+// idle after two blocking barriers): the worker, watching it, prints the error and ends the process.
+int exit_after_timeout(bool blocking) {
   dist::init_process_group({.backend = "mpi", .timeout = std::chrono::milliseconds(300)});
+  dist::barrier();
+  dist::barrier();
   if (R() != 0) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until mpirun ends it
   }
   Tensor t = full({4}, 1.0);
-  dist::all_reduce(t);  // throws TimeoutError
+  if (blocking) {
+    dist::all_reduce(t);  // the worker ends the process (or, had it been queued, throws TimeoutError)
+  } else {
+    dist::default_pg()->all_reduce(t)->wait();  // throws TimeoutError
+  }
   return 0;
 }
 
@@ -332,7 +341,8 @@ int main(int argc, char** argv) {
 #ifdef LOCKSTEP_WITH_MPI
   try {
     if (argc > 1 && std::strcmp(argv[1], "--kill-rank") == 0) return kill_rank();
-    if (argc > 1 && std::strcmp(argv[1], "--exit-after-timeout") == 0) return exit_after_timeout();
+    if (argc > 1 && std::strcmp(argv[1], "--exit-after-timeout") == 0) return exit_after_timeout(false);
+    if (argc > 1 && std::strcmp(argv[1], "--blocking-timeout") == 0) return exit_after_timeout(true);
     dist::init_process_group({.backend = "mpi"});
     doctest::Context context(argc, argv);
     const int failed = context.run();

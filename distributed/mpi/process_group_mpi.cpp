@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdio>
@@ -154,6 +155,14 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return x < y + b_bytes && y < x + a_bytes;
 }
 
+std::string timeout_message(const detail::CollectiveInfo& what, uint64_t seq, std::chrono::milliseconds limit, int rank,
+                            int size) {
+  return str_cat("ProcessGroupMPI: ", what.str(), " (collective #", seq, ") did not complete within ",
+                 format_seconds(limit), " on rank ", rank, " of ", size, ". MPI has no timeout of its own: the "
+                 "collective is still running inside MPI and cannot be cancelled, and later collectives queue behind "
+                 "it; another rank may be hung, dead, or not calling it.");
+}
+
 // Work::wait under the group's timeout, which MPI itself does not have (see the header).
 class MpiWork : public Work {
  public:
@@ -166,12 +175,9 @@ class MpiWork : public Work {
     try {
       Work::wait(limit);
     } catch (const TimeoutError&) {
-      throw TimeoutError(str_cat(
-          "ProcessGroupMPI: ", what_.str(), " (collective #", seq_, ") did not complete within ", format_seconds(limit),
-          " on rank ", rank_, " of ", size_, ". MPI has no timeout of its own: the collective is still running inside "
-          "MPI and cannot be cancelled, and later collectives queue behind it; another rank may be hung, dead, or "
-          "not calling it. End the job: leave the process without destroying the group (lockstep's exit handler "
-          "then calls MPI_Abort, and mpirun stops every rank)."));
+      throw TimeoutError(str_cat(timeout_message(what_, seq_, limit, rank_, size_),
+                                 " End the job: leave the process without destroying the group (lockstep's exit "
+                                 "handler then calls MPI_Abort, and mpirun stops every rank)."));
     }
   }
 
@@ -250,6 +256,8 @@ std::shared_ptr<Work> ProcessGroupMPI::enqueue(const detail::CollectiveInfo& wha
     work = task.work;
     if (inline_run) {
       inline_running_ = true;
+      inline_started_ = std::chrono::steady_clock::now();  // the worker watches the clock (worker_loop)
+      inline_task_ = task.work.get();
     } else {
       queue_.push_back(std::move(task));
     }
@@ -258,7 +266,7 @@ std::shared_ptr<Work> ProcessGroupMPI::enqueue(const detail::CollectiveInfo& wha
     cv_.notify_one();
     return work;
   }
-  execute(task);
+  const std::exception_ptr error = execute(task);
   bool wake;
   {
     std::lock_guard lock(mu_);
@@ -266,29 +274,47 @@ std::shared_ptr<Work> ProcessGroupMPI::enqueue(const detail::CollectiveInfo& wha
     wake = !queue_.empty() || stop_;  // the worker waits for inline_running_ to clear
   }
   if (wake) cv_.notify_one();
+  task.work->finish(error);
   return work;
 }
 
 void ProcessGroupMPI::worker_loop() {
+  // While idle the worker also watches a collective that a blocking caller runs on its own thread: that
+  // thread is inside MPI, which nothing can interrupt, so past the timeout the worker prints the error and
+  // ends the process (status 1; mpirun then ends the job). It looks every quarter of the timeout (at most
+  // a second), instead of being woken for every call, which would cost a small all-reduce more than MPI.
+  const auto poll = std::clamp(options_.timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
   for (;;) {
     Task task;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return !inline_running_ && (stop_ || !queue_.empty()); });
+      while (!cv_.wait_for(lock, poll, [&] { return !inline_running_ && (stop_ || !queue_.empty()); })) {
+        if (!inline_running_ || std::chrono::steady_clock::now() - inline_started_ < options_.timeout) continue;
+        const auto& work = static_cast<const MpiWork&>(*inline_task_);
+        std::fprintf(stderr, "%s It is a blocking call, run on the calling thread, which MPI cannot interrupt: "
+                     "ending the process (status 1) so that mpirun ends the job.\n",
+                     timeout_message(work.what(), work.seq(), options_.timeout, rank(), size()).c_str());
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
       if (queue_.empty()) return;  // stopping, with every queued collective done
       task = std::move(queue_.front());
       queue_.pop_front();
       worker_running_ = true;
     }
-    execute(task);
+    const std::exception_ptr error = execute(task);
     {
       std::lock_guard lock(mu_);
       worker_running_ = false;
     }
+    // Idle before the waiter wakes: a blocking call it makes next may then run on its own thread.
+    // (Finishing first let every blocking call after a queued one find the worker still busy, and
+    // queue in turn.)
+    task.work->finish(error);
   }
 }
 
-void ProcessGroupMPI::execute(Task& task) {
+std::exception_ptr ProcessGroupMPI::execute(Task& task) {
   std::exception_ptr error;
   auto what = [&] { return static_cast<const MpiWork&>(*task.work).what().str(); };
   if (!failure_.empty()) {
@@ -305,7 +331,7 @@ void ProcessGroupMPI::execute(Task& task) {
     }
   }
   task.run = nullptr;  // releases the tensors before waiters wake
-  task.work->finish(error);
+  return error;
 }
 
 void* ProcessGroupMPI::scratch(size_t nbytes) {

@@ -22,11 +22,13 @@
 // MPI_Error_string's text in the message; a collective that failed leaves the group unusable.
 //
 // Timeouts: MPI has none. A collective whose peer hangs blocks inside MPI for ever, and cannot be
-// cancelled. Work::wait() therefore gives up after the group's timeout (or its own) with a TimeoutError
-// naming the collective and the rank; the collective still runs on the worker, every later collective
-// queues behind it, and the job must then be ended: leave the process without destroying the group
-// (destruction waits for the stuck collective), e.g. throw to main and return non-zero; the exit handler
-// calls MPI_Abort and mpirun ends every rank. A rank that dies is noticed by mpirun itself, which ends
+// cancelled. A blocking call that runs on the caller's thread is watched by the idle worker: past the
+// timeout it prints the error (op, rank) and ends the process with status 1, and mpirun ends the job.
+// For a queued collective, Work::wait() gives up after the group's timeout (or its own) with a
+// TimeoutError naming the collective and the rank; the collective still runs on the worker, every later
+// collective queues behind it, and the job must then be ended: leave the process without destroying
+// the group (destruction waits for the stuck collective), e.g. throw to main and return non-zero; the
+// exit handler calls MPI_Abort and mpirun ends every rank. A rank that dies is noticed by mpirun itself, which ends
 // the whole job with its own message. LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL's cross-rank checks need a
 // store: MPI groups run without them.
 //
@@ -106,7 +108,8 @@ class ProcessGroupMPI : public ProcessGroup {
   // all-reduce costs about a microsecond more than MPI_Allreduce, and text would be most of it).
   std::shared_ptr<Work> enqueue(const detail::CollectiveInfo& what, std::function<void()> run, bool async_op);
   void worker_loop();
-  void execute(Task& task);
+  // Runs the task on the calling thread; returns its error, for the Work (finished by the caller).
+  std::exception_ptr execute(Task& task);
   // A buffer of at least `nbytes` for the executing collective, reused across collectives.
   void* scratch(size_t nbytes);
 
@@ -120,6 +123,8 @@ class ProcessGroupMPI : public ProcessGroup {
   uint64_t seq_ = 0;               // guarded by mu_
   bool worker_running_ = false;    // guarded by mu_: the worker is executing a task
   bool inline_running_ = false;    // guarded by mu_: a blocking caller is executing one
+  std::chrono::steady_clock::time_point inline_started_;  // guarded by mu_: since when
+  const Work* inline_task_ = nullptr;                      // guarded by mu_: which one
 
   // Used only by the thread executing a collective: one at a time.
   std::string failure_;  // the first collective error; non-empty makes the group unusable
