@@ -46,6 +46,9 @@ cc_library(
     name = "mpi",
     hdrs = glob([{globs}], allow_empty = True),
     includes = {includes},
+    # The C API alone: mpi.h would otherwise pull in the removed C++ bindings, whose symbols live in
+    # libmpi_cxx and stay undefined in the shared objects of test builds.
+    defines = ["OMPI_SKIP_MPICXX", "MPICH_SKIP_MPICXX"],
     linkopts = {linkopts} + ["-lmpi"],
 )
 """.format(
