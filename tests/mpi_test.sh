@@ -2,12 +2,13 @@
 # The mpi process-group backend under Open MPI's mpirun, at 2 and 3 ranks:
 #   1. mpi_ranks: every collective's values on every rank, each op and dtype, async work, Work::wait's
 #      timeout, DDP parity with one process at the global batch (tests/mpi_ranks.cpp);
-#   2. linear_demo --backend mpi ends with the same weights as under the launcher with gloo;
+#   2. linear_demo --backend mpi ends with the same weights as under the launcher with gloo (2, 3 ranks),
+#      and so does train_eval, one epoch at 2 ranks, bit for bit;
 #   3. a rank killed (SIGKILL) mid-job: mpirun ends the job, non-zero, naming the dead rank;
 #   4. a rank whose wait timed out exits with the group alive: MPI_Abort ends the job instead of a hang;
 #   5. a blocking all-reduce past the timeout: the worker ends the process, mpirun the job.
 set -euo pipefail
-ranks="$1" launch="$2" demo="$3"
+ranks="$1" launch="$2" demo="$3" train_eval="$4"
 if ! command -v mpirun >/dev/null; then
   echo "SKIPPED: mpirun (Debian's openmpi-bin) is not installed"
   exit 0
@@ -47,6 +48,17 @@ for n in 2 3; do
   echo "mpi:  $b"
   [[ "$a" == *"identical on all $n ranks: yes"* && "$a" == "$b" ]] || { echo "FAIL: -np $n: mpi differs from gloo"; exit 1; }
 done
+
+# train_eval, one epoch of Fashion-MNIST at 2 ranks: the mpi backend's final weights are gloo's, bit for bit.
+if [ -d /usr/share/datasets/fashion-mnist ]; then  # data::kFashionMnistDir, from dataset-fashion-mnist
+  "$launch" --nproc_per_node=2 "$train_eval" --epochs 1 --backend gloo --save "$dir/gloo.safetensors" > "$dir/te_gloo.log" 2>&1
+  timeout 300 "${mpi[@]}" -np 2 "$train_eval" --epochs 1 --backend mpi --save "$dir/mpi.safetensors" > "$dir/te_mpi.log" 2>&1 || {
+    tail -5 "$dir/te_mpi.log"; echo "FAIL: train_eval --backend mpi under mpirun -np 2"; exit 1; }
+  cmp "$dir/gloo.safetensors" "$dir/mpi.safetensors" || { echo "FAIL: train_eval's weights differ between gloo and mpi"; exit 1; }
+  echo "train_eval, 1 epoch, 2 ranks: mpi's final weights are gloo's, bit for bit"
+else
+  echo "train_eval part SKIPPED: no Fashion-MNIST (dataset-fashion-mnist)"
+fi
 
 # A rank killed mid-job: the others are in an all-reduce that cannot finish; mpirun ends them all.
 status=0
