@@ -1,6 +1,6 @@
 // lockstep::dist in one include: rendezvous stores, process groups, the default group and DDP
 // (init_process_group & co). ProcessGroupNCCL is included where lockstep is built with NCCL
-// (LOCKSTEP_WITH_NCCL).
+// (LOCKSTEP_WITH_NCCL), ProcessGroupMPI where it is built with Open MPI (LOCKSTEP_WITH_MPI).
 #pragma once
 
 #include "distributed/ddp.h"
@@ -15,4 +15,8 @@
 
 #ifdef LOCKSTEP_WITH_NCCL
 #include "distributed/nccl/process_group_nccl.h"
+#endif
+
+#ifdef LOCKSTEP_WITH_MPI
+#include "distributed/mpi/process_group_mpi.h"
 #endif

@@ -27,6 +27,9 @@
 #include "distributed/store/tcp_store.h"
 #include "common/check.h"
 
+#ifdef LOCKSTEP_WITH_MPI
+#include "distributed/mpi/process_group_mpi.h"
+#endif
 #ifdef LOCKSTEP_WITH_NCCL
 #include "distributed/nccl/process_group_nccl.h"
 #include "tensor/cuda/cuda.h"
@@ -112,6 +115,11 @@ Rendezvous parse_init_method(const InitOptions& o) {
 }
 
 std::string resolve_backend(const std::string& backend) {
+#ifndef LOCKSTEP_WITH_MPI
+  LOCKSTEP_CHECK(backend != "mpi", "init_process_group: backend \"mpi\": lockstep was built without MPI (Open MPI's "
+                 "mpi.h and libmpi were not found; tools/bazel installs libopenmpi-dev, then rebuild), use \"gloo\"");
+#endif
+  if (backend == "mpi") return backend;
 #ifdef LOCKSTEP_WITH_NCCL
   if (backend == "nccl") {
     LOCKSTEP_CHECK(cuda::device_count() > 0, "init_process_group: backend \"nccl\" needs a CUDA device and none is "
@@ -124,7 +132,8 @@ std::string resolve_backend(const std::string& backend) {
                  "where the CUDA toolkit and NCCL are found, without --config=nocuda), use \"gloo\"");
   if (backend == "auto") return "gloo";
 #endif
-  LOCKSTEP_CHECK(backend == "gloo", "init_process_group: unknown backend \"", backend, "\" (expected gloo, nccl or auto)");
+  LOCKSTEP_CHECK(backend == "gloo", "init_process_group: unknown backend \"", backend,
+                 "\" (expected gloo, nccl, mpi or auto)");
   return backend;
 }
 
@@ -145,6 +154,32 @@ milliseconds resolve_timeout(const InitOptions& o, const std::string& backend) {
   return backend == "nccl" ? kNcclDefaultTimeout : ProcessGroupGloo::kDefaultTimeout;
 }
 
+// backend "mpi": rank and world size come from MPI_COMM_WORLD, under mpirun; no store, no rendezvous.
+std::unique_ptr<DefaultGroup> init_mpi(const InitOptions& o, milliseconds timeout) {
+  LOCKSTEP_CHECK(o.init_method == "env://", "init_process_group: backend \"mpi\" takes its ranks from MPI (mpirun) "
+                 "and needs no init_method; got \"", o.init_method, "\" (leave it env://)");
+#ifdef LOCKSTEP_WITH_MPI
+  auto group = std::make_unique<DefaultGroup>();
+  group->backend = "mpi";
+  group->pg = std::make_shared<ProcessGroupMPI>(ProcessGroupMPI::Options{timeout});
+  const int rank = group->pg->rank(), world_size = group->pg->size();
+  LOCKSTEP_CHECK(o.world_size < 0 || o.world_size == world_size, "init_process_group: backend \"mpi\": world_size ",
+                 o.world_size, " was given but MPI_COMM_WORLD has ", world_size, " process(es) (mpirun -np)");
+  LOCKSTEP_CHECK(o.rank < 0 || o.rank == rank, "init_process_group: backend \"mpi\": rank ", o.rank,
+                 " was given but this process is rank ", rank, " of MPI_COMM_WORLD");
+  try {
+    group->pg->barrier()->wait();
+  } catch (const Error& e) {
+    fail("init_process_group: rank ", rank, ": the first barrier failed: ", e.what());
+  }
+  data::default_world_provider() = [world_size, rank] { return std::make_pair(world_size, rank); };
+  return group;
+#else
+  (void)timeout;
+  fail("init_process_group: backend \"mpi\": lockstep was built without MPI");
+#endif
+}
+
 std::shared_ptr<ProcessGroup> checked_pg(const char* caller) {
   std::lock_guard lock(g_mu);
   LOCKSTEP_CHECK(g_group != nullptr, caller,
@@ -160,6 +195,11 @@ void init_process_group(const InitOptions& options) {
                  g_group ? g_group->backend : "", ", rank ", g_group ? g_group->pg->rank() : -1,
                  "); call destroy_process_group() first");
   const std::string backend = resolve_backend(options.backend);
+  if (backend == "mpi") {
+    g_group = init_mpi(options, resolve_timeout(options, backend));
+    ++g_generation;
+    return;
+  }
   const Rendezvous rv = parse_init_method(options);
   const milliseconds timeout = resolve_timeout(options, backend);
   const Deadline deadline = deadline_after(timeout);

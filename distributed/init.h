@@ -32,7 +32,10 @@
 namespace lockstep::dist {
 
 struct InitOptions {
-  // "gloo", "nccl", or "auto": nccl when lockstep has NCCL and a CUDA device is visible, else gloo.
+  // "gloo", "nccl", "mpi", or "auto": nccl when lockstep has NCCL and a CUDA device is visible, else
+  // gloo. "mpi" (lockstep built with Open MPI, distributed/mpi/) runs under mpirun: rank and world size
+  // come from MPI_COMM_WORLD, init_method stays env:// and no store is made; MPI is finalized at exit,
+  // not by destroy_process_group (it cannot be initialized twice), so init may follow destroy.
   std::string backend = "auto";
   std::string init_method = "env://";
   int world_size = -1;  // -1: from the environment (env:// only)
@@ -56,7 +59,7 @@ int get_rank();
 int get_world_size();
 // LOCAL_RANK from the environment (set by the launcher), else get_rank().
 int get_local_rank();
-// "gloo" or "nccl".
+// "gloo", "nccl" or "mpi".
 std::string get_backend();
 
 // Collectives on the default group; each waits for completion (use default_pg() for asynchronous ones).

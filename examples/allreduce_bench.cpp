@@ -1,13 +1,17 @@
 // allreduce_bench: all-reduce sweep in nccl-tests' all_reduce_perf format, for lockstep's process groups
-// (gloo on CPU tensors, nccl on CUDA tensors) or for the baselines they are measured against:
+// (gloo or mpi on CPU tensors, nccl on CUDA tensors) or for the baselines they are measured against:
 //   --raw-gloo  gloo's own allreduce called directly on a gloo context of our making (gloo's default
 //               algorithm, the ring, as PyTorch uses; bcube with --raw-algorithm bcube). ProcessGroupGloo
 //               runs its own transport and algorithms (GlooOptions), so this is the bar it must clear.
 //   --raw-nccl  ncclAllReduce called directly on the same CUDA tensors (builds with NCCL only).
+//   --raw-mpi   MPI_Allreduce called directly on the same CPU tensors, on MPI_COMM_WORLD, under mpirun
+//               (builds with Open MPI only): the mpi backend's bar in the same binary and allocator.
+//               tools/mpi/ holds its twin in plain C.
 //
 //   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 4 -e 64M -f 4
 //   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 1M -e 64M -f 4 --raw-gloo
 //   launch --nproc_per_node=1 bazel-bin/examples/allreduce_bench -b 1M -e 256M --backend nccl   # and --raw-nccl
+//   mpirun -np 2 bazel-bin/examples/allreduce_bench --backend mpi   # beside tools/mpi/run.sh 2 (MPI_Allreduce)
 //
 // Per size: -w untimed iterations, then -n timed ones, each timed on its own on every rank (host clock
 // around the call and its wait; on a GPU also around cuda::synchronize). After the loop one MAX all-reduce
@@ -40,8 +44,12 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#ifdef LOCKSTEP_WITH_MPI
+#include <mpi.h>
+#endif
 #ifdef LOCKSTEP_WITH_NCCL
 #include <cuda_runtime_api.h>
 
@@ -220,6 +228,33 @@ class RawNcclCollective : public Collective {
 };
 #endif
 
+#ifdef LOCKSTEP_WITH_MPI
+// MPI_Allreduce in place on the tensor's memory, on MPI_COMM_WORLD, MPI initialized as the mpi backend
+// does it (MPI_THREAD_SERIALIZED, finalized at exit): what ProcessGroupMPI adds to it is what is measured.
+class RawMpiCollective : public Collective {
+ public:
+  RawMpiCollective() { std::tie(rank_, size_) = dist::ProcessGroupMPI::world_rank_and_size(); }
+  void all_reduce(Tensor& t, Op op) override {
+    const MPI_Datatype type = t.dtype() == kFloat32 ? MPI_FLOAT : t.dtype() == kFloat64 ? MPI_DOUBLE : MPI_INT64_T;
+    const MPI_Op mpi_op = op == Op::MIN ? MPI_MIN : op == Op::MAX ? MPI_MAX : op == Op::PRODUCT ? MPI_PROD : MPI_SUM;
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), type, mpi_op, MPI_COMM_WORLD);
+    LOCKSTEP_CHECK(rc == MPI_SUCCESS, "allreduce_bench: MPI_Allreduce failed with MPI error ", rc);
+    if (op != Op::AVG) return;
+    dispatch_compute(t.dtype(), "allreduce_bench", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* data = static_cast<T*>(t.data_ptr());
+      for (int64_t i = 0; i < t.numel(); ++i) data[i] /= static_cast<T>(size_);
+    });
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "raw-mpi"; }
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+#endif
+
 // --- Data and the expected result (see the header) ---
 
 double input_value(Op op, int rank, int n, int64_t i) {
@@ -323,7 +358,7 @@ int main(int argc, char** argv) {
   std::string min_s = "4", max_s = "64M", dtype_s = "float", op_s = "sum", backend = "gloo";
   int64_t factor = 4;
   int iters = 20, warmup = 5, check = 1;
-  bool csv = false, raw_gloo = false, raw_nccl = false;
+  bool csv = false, raw_gloo = false, raw_nccl = false, raw_mpi = false;
   std::string raw_algorithm = "ring";
   double timeout_s = 300;
   app.add_option("-b,--minbytes", min_s, "smallest size in bytes (K, M, G suffixes)");
@@ -334,11 +369,13 @@ int main(int argc, char** argv) {
   app.add_option("-c,--check", check, "check the results against the exact expected values (0 or 1)");
   app.add_option("-d,--datatype", dtype_s, "float, double or int64");
   app.add_option("-o,--op", op_s, "sum, avg, min, max or prod");
-  app.add_option("--backend", backend, "gloo, nccl or auto (nccl when a GPU is visible)");
+  app.add_option("--backend", backend, "gloo, nccl, mpi (under mpirun) or auto (nccl when a GPU is visible)");
   app.add_flag("--csv", csv, "print comma-separated rows (for tools/bench_report.py)");
   app.add_flag("--raw-gloo", raw_gloo, "measure gloo's allreduce called directly (the baseline), not lockstep");
   app.add_option("--raw-algorithm", raw_algorithm, "with --raw-gloo: ring (gloo's default) or bcube");
   app.add_flag("--raw-nccl", raw_nccl, "measure ncclAllReduce called directly on CUDA tensors (the NCCL baseline)");
+  app.add_flag("--raw-mpi", raw_mpi,
+               "measure MPI_Allreduce called directly on CPU tensors, under mpirun (the MPI baseline)");
   app.add_option("--timeout", timeout_s, "rendezvous and collective timeout in seconds");
   CLI11_PARSE(app, argc, argv);
 
@@ -354,7 +391,16 @@ int main(int argc, char** argv) {
 
     std::unique_ptr<Collective> coll;
     Device device = Device::cpu();
-    if (raw_nccl) {
+    LOCKSTEP_CHECK(int(raw_gloo) + int(raw_nccl) + int(raw_mpi) <= 1, "allreduce_bench: --raw-gloo, --raw-nccl and "
+                   "--raw-mpi measure different things; pick one");
+    if (raw_mpi) {
+#ifdef LOCKSTEP_WITH_MPI
+      coll = std::make_unique<RawMpiCollective>();
+#else
+      fail("allreduce_bench: --raw-mpi needs a build with Open MPI (this one has none; tools/bazel installs "
+           "libopenmpi-dev)");
+#endif
+    } else if (raw_nccl) {
       LOCKSTEP_CHECK(!raw_gloo, "allreduce_bench: --raw-gloo and --raw-nccl measure different things; pick one");
 #ifdef LOCKSTEP_WITH_NCCL
       auto nccl = std::make_unique<RawNcclCollective>(timeout);
@@ -492,7 +538,7 @@ int main(int argc, char** argv) {
       std::printf("# Avg bus bandwidth    : %.4f\n", busbw_total / busbw_count);
     }
     coll.reset();
-    if (!raw_gloo) dist::destroy_process_group();
+    if (!raw_gloo && !raw_mpi) dist::destroy_process_group();
     return wrong_total == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "allreduce_bench: %s\n", e.what());

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   double timeout_s = 0;
   std::string backend = "auto";
   app.add_option("--timeout", timeout_s, "process-group timeout in seconds (default: LOCKSTEP_TIMEOUT or PyTorch's)");
-  app.add_option("--backend", backend, "gloo, nccl or auto (nccl when a GPU is visible)");
+  app.add_option("--backend", backend, "gloo, nccl, mpi (under mpirun) or auto (nccl when a GPU is visible)");
   CLI11_PARSE(app, argc, argv);
   try {
     const int64_t input_size = 5, output_size = 2, batch_size = 30, data_size = 90;

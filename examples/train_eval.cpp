@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", f.momentum, "SGD momentum");
   app.add_option("--shuffle", f.shuffle, "shuffle the training set each epoch (true/false)");
   app.add_option("--cosine", f.cosine, "cosine learning-rate decay over the epochs (true/false)");
-  app.add_option("--backend", f.backend, "gloo, nccl or auto");
+  app.add_option("--backend", f.backend, "gloo, nccl, mpi (under mpirun) or auto");
   app.add_option("--device", f.device, "cpu, cuda or auto (cuda:LOCAL_RANK with nccl)");
   app.add_option("--data-dir", f.data_dir, "directory with the Fashion-MNIST IDX files");
   app.add_option("--init", f.init, "load initial weights from this safetensors file");

@@ -8,7 +8,7 @@
 # Then tools/shm_bench_report.py prints the tables: medians and best of the repetitions, as ratios.
 #
 #   tools/shm_benchmarks.sh [--reps N] [--out DIR]
-# Needs tools/bazel install-bench-packages (Open MPI) and PyTorch at $TORCH_PY (default
+# Needs Open MPI (openmpi-bin, libopenmpi-dev: in tools/bazel's packages) and PyTorch at $TORCH_PY (default
 # ~/.cache/torch-venv/bin/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -31,7 +31,7 @@ inline void add_train_flags(CLI::App& app, TrainFlags& f) {
       ->capture_default_str();
   app.add_option("--batch-size", f.batch_size, "batch size per rank")->capture_default_str();
   app.add_option("--lr", f.lr, "peak learning rate")->capture_default_str();
-  app.add_option("--backend", f.backend, "gloo, nccl or auto")->capture_default_str();
+  app.add_option("--backend", f.backend, "gloo, nccl, mpi (under mpirun) or auto")->capture_default_str();
   app.add_option("--device", f.device, "cpu, cuda or auto (cuda:LOCAL_RANK with nccl)")->capture_default_str();
   app.add_option("--init", f.init, "load initial weights from this safetensors file");
   app.add_option("--save", f.save, "write the final weights here (safetensors, PyTorch's names)");

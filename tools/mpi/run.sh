@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds tools/mpi/mpi_allreduce_bench.c with mpicc and runs it on N local ranks with mpirun (Open MPI
 # picks its shared-memory transport between local ranks by itself). Needs openmpi-bin and
-# libopenmpi-dev: `tools/bazel install-bench-packages`.
+# libopenmpi-dev (both in tools/bazel's packages).
 #   tools/mpi/run.sh N [mpi_allreduce_bench flags...]
 set -euo pipefail
 n="$1"; shift

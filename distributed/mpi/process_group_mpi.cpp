@@ -1,0 +1,419 @@
+// ProcessGroupMPI: MPI's initialization, one worker thread, and the collectives as MPI calls on the
+// tensors' memory.
+#include "distributed/mpi/process_group_mpi.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/check.h"
+#include "common/deadline.h"
+
+namespace lockstep::dist {
+
+namespace detail {
+struct MpiComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+}  // namespace detail
+
+namespace {
+
+using lockstep::detail::str_cat;
+
+// An MPI call's failure, with MPI's own text.
+void mpi_check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+  fail(call, " failed: ", len > 0 ? std::string(text, static_cast<size_t>(len)) : "(no error string)", " (MPI error ",
+       rc, ")");
+}
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "an unknown thread level";
+}
+
+std::atomic<int> g_live_groups{0};  // ProcessGroupMPI instances not yet destroyed
+std::atomic<bool> g_failed{false};  // a collective returned an MPI error
+
+// MPI_Finalize waits for every rank (Open MPI fences in it). A rank leaving with a group still alive
+// (an error path that skipped destroy_process_group, a collective stuck after a timed-out wait) or
+// after an MPI error would wait there for ranks that are themselves waiting in a collective for it:
+// the job would hang instead of ending. MPI_Abort ends it, and mpirun says which rank did.
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  const int live = g_live_groups.load();
+  if (live > 0 || g_failed.load()) {
+    std::fprintf(stderr, "lockstep: ProcessGroupMPI: exiting %s; MPI_Abort ends the job (MPI_Finalize would wait for "
+                 "the other ranks, which may be waiting for this one)\n",
+                 live > 0 ? "with the mpi process group still alive (no destroy_process_group: an error path?)"
+                          : "after an MPI error");
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+}
+
+std::mutex g_init_mu;
+
+// MPI_Init_thread once per process (MPI cannot be initialized twice, nor again after MPI_Finalize), and
+// MPI_Finalize at exit when lockstep was the one to initialize it.
+void ensure_mpi_initialized() {
+  std::lock_guard lock(g_init_mu);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  LOCKSTEP_CHECK(!finalized, "ProcessGroupMPI: MPI has already been finalized in this process and cannot be "
+                 "initialized again (lockstep finalizes it at exit, never earlier; did the program call "
+                 "MPI_Finalize?)");
+  int provided = MPI_THREAD_SINGLE;
+  if (initialized) {
+    MPI_Query_thread(&provided);
+    LOCKSTEP_CHECK(provided >= MPI_THREAD_SERIALIZED, "ProcessGroupMPI: the program initialized MPI with ",
+                   thread_level_name(provided), ", but the mpi backend's worker thread calls MPI: initialize it with "
+                   "MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) or let lockstep do it");
+    return;
+  }
+  mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "ProcessGroupMPI: MPI_Init_thread");
+  std::atexit(finalize_at_exit);
+  LOCKSTEP_CHECK(provided >= MPI_THREAD_SERIALIZED, "ProcessGroupMPI: MPI_Init_thread asked for MPI_THREAD_SERIALIZED "
+                 "and the MPI library provides only ", thread_level_name(provided),
+                 ": the mpi backend's worker thread needs it (an MPI built without thread support?)");
+}
+
+// The MPI type of a tensor's elements. `reducing`: for all_reduce and reduce_scatter, which need a type
+// MPI can compute on (bfloat16 only moves, as 16-bit words).
+MPI_Datatype mpi_type(Dtype d, const char* op, bool reducing) {
+  switch (d) {
+    case Dtype::Float32: return MPI_FLOAT;
+    case Dtype::Float64: return MPI_DOUBLE;
+    case Dtype::Int64: return MPI_INT64_T;
+    case Dtype::UInt8: return MPI_UINT8_T;
+    case Dtype::Bool: return MPI_C_BOOL;
+    case Dtype::BFloat16:
+      LOCKSTEP_CHECK(!reducing, op, ": the mpi backend cannot reduce bfloat16 tensors: MPI has no bfloat16 type (as "
+                     "PyTorch's ProcessGroupMPI); reduce a float32 copy (t.to(kFloat32))");
+      return MPI_UINT16_T;
+  }
+  fail(op, ": the mpi backend has no MPI type for ", dtype_name(d));
+}
+
+// MPI defines only the logical ops on C_BOOL: a bool all-reduce gives what the gloo backend's does.
+MPI_Op mpi_op(ReduceOp op, Dtype d) {
+  if (d == Dtype::Bool) return op == ReduceOp::MIN || op == ReduceOp::PRODUCT ? MPI_LAND : MPI_LOR;
+  switch (op) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG: return MPI_SUM;  // then divided by the world size
+    case ReduceOp::MIN: return MPI_MIN;
+    case ReduceOp::MAX: return MPI_MAX;
+    case ReduceOp::PRODUCT: return MPI_PROD;
+  }
+  fail("ProcessGroupMPI: unknown reduce op ", int(op));
+}
+
+int mpi_count(int64_t numel, const char* op) {
+  LOCKSTEP_CHECK(numel <= INT_MAX, op, ": the mpi backend moves at most ", INT_MAX, " elements per collective "
+                 "(MPI's counts are int), got ", numel, "; split the tensor");
+  return static_cast<int>(numel);
+}
+
+void check_contiguous(const Tensor& t, const char* op, const char* what) {
+  LOCKSTEP_CHECK(t.is_contiguous(), op, ": the mpi backend needs contiguous tensors (MPI reads and writes the "
+                 "memory as one run); ", what, " of shape ", t.shape(), " is not (use .contiguous())");
+}
+
+// AVG: the sum divided by the world size, truncating for integers (bools were or'ed, see mpi_op).
+void divide_by(const Tensor& t, int size) {
+  if (t.dtype() == Dtype::Bool) return;
+  dispatch_compute(t.dtype(), "ProcessGroupMPI", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* p = static_cast<T*>(t.data_ptr());
+      const T d = static_cast<T>(size);
+      for (int64_t i = 0; i < t.numel(); ++i) p[i] /= d;
+    }
+  });
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto *x = static_cast<const char*>(a), *y = static_cast<const char*>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+std::string timeout_message(const detail::CollectiveInfo& what, uint64_t seq, std::chrono::milliseconds limit, int rank,
+                            int size) {
+  return str_cat("ProcessGroupMPI: ", what.str(), " (collective #", seq, ") did not complete within ",
+                 format_seconds(limit), " on rank ", rank, " of ", size, ". MPI has no timeout of its own: the "
+                 "collective is still running inside MPI and cannot be cancelled, and later collectives queue behind "
+                 "it; another rank may be hung, dead, or not calling it.");
+}
+
+// Work::wait under the group's timeout, which MPI itself does not have (see the header).
+class MpiWork : public Work {
+ public:
+  MpiWork(const detail::CollectiveInfo& what, uint64_t seq, int rank, int size, std::chrono::milliseconds timeout)
+      : Work(what.op, seq), what_(what), rank_(rank), size_(size), timeout_(timeout) {}
+  const detail::CollectiveInfo& what() const { return what_; }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    const std::chrono::milliseconds limit = timeout > kNoTimeout ? timeout : timeout_;
+    try {
+      Work::wait(limit);
+    } catch (const TimeoutError&) {
+      throw TimeoutError(str_cat(timeout_message(what_, seq_, limit, rank_, size_),
+                                 " End the job: leave the process without destroying the group (lockstep's exit "
+                                 "handler then calls MPI_Abort, and mpirun stops every rank)."));
+    }
+  }
+
+ private:
+  const detail::CollectiveInfo what_;
+  const int rank_, size_;
+  const std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+std::string detail::CollectiveInfo::str() const {
+  std::string s = op;
+  if (numel >= 0) s += str_cat(" (", dtype_name(dtype), ", ", numel, " elements");
+  if (detail) s += str_cat(", ", detail);
+  if (root >= 0) s += str_cat(", root ", root);
+  if (numel >= 0) s += ")";
+  return s;
+}
+
+std::pair<int, int> ProcessGroupMPI::world_rank_and_size() {
+  ensure_mpi_initialized();
+  int rank = 0, size = 0;
+  mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "ProcessGroupMPI: MPI_Comm_rank");
+  mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &size), "ProcessGroupMPI: MPI_Comm_size");
+  return {rank, size};
+}
+
+ProcessGroupMPI::ProcessGroupMPI(Options options) : ProcessGroupMPI(world_rank_and_size(), options) {}
+
+ProcessGroupMPI::ProcessGroupMPI(std::pair<int, int> rank_and_size, Options options)
+    : ProcessGroup(rank_and_size.first, rank_and_size.second), options_(options) {
+  LOCKSTEP_CHECK(options_.timeout.count() > 0, "ProcessGroupMPI: the timeout must be positive, got ",
+                 options_.timeout.count(), " ms");
+  comm_ = std::make_unique<detail::MpiComm>();
+  // A communicator of its own: its messages never match the program's own on MPI_COMM_WORLD, and its
+  // errors come back as codes instead of ending the process (MPI_ERRORS_ARE_FATAL, the default).
+  mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm), "ProcessGroupMPI: MPI_Comm_dup(MPI_COMM_WORLD)");
+  mpi_check(MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN), "ProcessGroupMPI: MPI_Comm_set_errhandler");
+  worker_ = std::thread([this] { worker_loop(); });
+  ++g_live_groups;
+}
+
+ProcessGroupMPI::~ProcessGroupMPI() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  int finalized = 0;
+  MPI_Finalized(&finalized);  // at exit, the atexit MPI_Finalize may have run before a static group's end
+  if (!finalized && comm_->comm != MPI_COMM_NULL) MPI_Comm_free(&comm_->comm);
+  --g_live_groups;
+}
+
+void ProcessGroupMPI::check_tensor(const Tensor& t, const char* op) const {
+  LOCKSTEP_CHECK(t.device().is_cpu(), op, ": the mpi backend takes CPU tensors, got one on ", t.device(),
+                 " (use the nccl backend for CUDA tensors, or move the tensor with .to(Device::cpu()))");
+  check_contiguous(t, op, "the tensor");
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::enqueue(const detail::CollectiveInfo& what, std::function<void()> run,
+                                               bool async_op) {
+  Task task;
+  bool inline_run = false;
+  std::shared_ptr<Work> work;
+  {
+    std::lock_guard lock(mu_);
+    LOCKSTEP_CHECK(!stop_, "ProcessGroupMPI: ", what.op, " on a group being destroyed");
+    task = Task{std::make_shared<MpiWork>(what, ++seq_, rank(), size(), options_.timeout), std::move(run)};
+    // A blocking call with nothing queued or running: run it here (see the header). The worker keeps off
+    // the queue until it is done, so collectives still run one at a time in the order they were issued
+    // (MPI_THREAD_SERIALIZED asks no more).
+    inline_run = !async_op && queue_.empty() && !worker_running_ && !inline_running_;
+    work = task.work;
+    if (inline_run) {
+      inline_running_ = true;
+      inline_started_ = std::chrono::steady_clock::now();  // the worker watches the clock (worker_loop)
+      inline_task_ = task.work.get();
+    } else {
+      queue_.push_back(std::move(task));
+    }
+  }
+  if (!inline_run) {
+    cv_.notify_one();
+    return work;
+  }
+  const std::exception_ptr error = execute(task);
+  bool wake;
+  {
+    std::lock_guard lock(mu_);
+    inline_running_ = false;
+    wake = !queue_.empty() || stop_;  // the worker waits for inline_running_ to clear
+  }
+  if (wake) cv_.notify_one();
+  task.work->finish(error);
+  return work;
+}
+
+void ProcessGroupMPI::worker_loop() {
+  // While idle the worker also watches a collective that a blocking caller runs on its own thread: that
+  // thread is inside MPI, which nothing can interrupt, so past the timeout the worker prints the error and
+  // ends the process (status 1; mpirun then ends the job). It looks every quarter of the timeout (at most
+  // a second), instead of being woken for every call, which would cost a small all-reduce more than MPI.
+  const auto poll = std::clamp(options_.timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lock(mu_);
+      while (!cv_.wait_for(lock, poll, [&] { return !inline_running_ && (stop_ || !queue_.empty()); })) {
+        if (!inline_running_ || std::chrono::steady_clock::now() - inline_started_ < options_.timeout) continue;
+        const auto& work = static_cast<const MpiWork&>(*inline_task_);
+        std::fprintf(stderr, "%s It is a blocking call, run on the calling thread, which MPI cannot interrupt: "
+                     "ending the process (status 1) so that mpirun ends the job.\n",
+                     timeout_message(work.what(), work.seq(), options_.timeout, rank(), size()).c_str());
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+      if (queue_.empty()) return;  // stopping, with every queued collective done
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      worker_running_ = true;
+    }
+    const std::exception_ptr error = execute(task);
+    {
+      std::lock_guard lock(mu_);
+      worker_running_ = false;
+    }
+    // Idle before the waiter wakes: a blocking call it makes next may then run on its own thread.
+    // (Finishing first let every blocking call after a queued one find the worker still busy, and
+    // queue in turn.)
+    task.work->finish(error);
+  }
+}
+
+std::exception_ptr ProcessGroupMPI::execute(Task& task) {
+  std::exception_ptr error;
+  auto what = [&] { return static_cast<const MpiWork&>(*task.work).what().str(); };
+  if (!failure_.empty()) {
+    error = std::make_exception_ptr(Error(str_cat("ProcessGroupMPI: ", what(),
+                                                  " not run: an earlier collective failed on this group: ", failure_)));
+  } else {
+    try {
+      task.run();
+    } catch (const std::exception& e) {
+      failure_ = str_cat(what(), ": ", e.what());
+      g_failed = true;
+      error = std::make_exception_ptr(
+          Error(str_cat("ProcessGroupMPI: ", what(), " failed on rank ", rank(), " of ", size(), ": ", e.what())));
+    }
+  }
+  task.run = nullptr;  // releases the tensors before waiters wake
+  return error;
+}
+
+void* ProcessGroupMPI::scratch(size_t nbytes) {
+  if (nbytes > scratch_bytes_) {
+    scratch_.reset();
+    scratch_.reset(new char[nbytes]);
+    scratch_bytes_ = nbytes;
+  }
+  return scratch_.get();
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
+  if (tensor.numel() == 0) return completed_work("all_reduce");
+  const MPI_Datatype type = mpi_type(tensor.dtype(), "all_reduce", true);
+  const int count = mpi_count(tensor.numel(), "all_reduce");
+  return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op, type, count] {
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, type, mpi_op(op, tensor.dtype()), comm_->comm),
+              "MPI_Allreduce");
+    if (op == ReduceOp::AVG) divide_by(tensor, size());
+  }, async_op);
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::do_broadcast(Tensor& tensor, int root, bool async_op) {
+  if (tensor.numel() == 0) return completed_work("broadcast");
+  const MPI_Datatype type = mpi_type(tensor.dtype(), "broadcast", false);
+  const int count = mpi_count(tensor.numel(), "broadcast");
+  return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root, type, count] {
+    mpi_check(MPI_Bcast(tensor.data_ptr(), count, type, root, comm_->comm), "MPI_Bcast");
+  }, async_op);
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::do_all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                                     bool async_op) {
+  if (input.numel() == 0) return completed_work("all_gather");
+  for (const Tensor& t : outputs) check_contiguous(t, "all_gather", "an output");
+  const MPI_Datatype type = mpi_type(input.dtype(), "all_gather", false);
+  const int count = mpi_count(input.numel(), "all_gather");
+  mpi_count(input.numel() * size(), "all_gather");  // the gathered run, as MPI indexes it
+  return enqueue({"all_gather", input.dtype(), input.numel()}, [this, outputs, input, type, count] {
+    const size_t nbytes = input.nbytes(), total = nbytes * static_cast<size_t>(size());
+    // Straight into the outputs when they are one run (chunks of one tensor) the input does not overlap,
+    // except as this rank's own slot (MPI_IN_PLACE); else through the scratch buffer.
+    char* flat = static_cast<char*>(detail::contiguous_base(outputs));
+    const bool in_place = flat && input.data_ptr() == flat + nbytes * rank();
+    if (flat && !in_place && overlaps(input.data_ptr(), nbytes, flat, total)) flat = nullptr;
+    char* gathered = flat ? flat : static_cast<char*>(scratch(total));
+    if (in_place) {
+      mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered, count, type, comm_->comm), "MPI_Allgather");
+    } else {
+      mpi_check(MPI_Allgather(input.data_ptr(), count, type, gathered, count, type, comm_->comm), "MPI_Allgather");
+    }
+    if (!flat) {
+      for (int r = 0; r < size(); ++r) std::memcpy(outputs[r].data_ptr(), gathered + nbytes * r, nbytes);
+    }
+  }, async_op);
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                                         ReduceOp op, bool async_op) {
+  if (output.numel() == 0) return completed_work("reduce_scatter");
+  for (const Tensor& t : inputs) check_contiguous(t, "reduce_scatter", "an input");
+  const MPI_Datatype type = mpi_type(output.dtype(), "reduce_scatter", true);
+  const int count = mpi_count(output.numel(), "reduce_scatter");
+  mpi_count(output.numel() * size(), "reduce_scatter");
+  const detail::CollectiveInfo what{"reduce_scatter", output.dtype(), output.numel(), reduce_op_name(op)};
+  return enqueue(what, [this, output, inputs, op, type, count] {
+    const size_t nbytes = output.nbytes(), total = nbytes * static_cast<size_t>(size());
+    // MPI_Reduce_scatter_block reads the inputs as one run, which the output must not overlap.
+    const char* in = static_cast<const char*>(detail::contiguous_base(inputs));
+    if (!in || overlaps(output.data_ptr(), nbytes, in, total)) {
+      char* staged = static_cast<char*>(scratch(total));
+      for (int r = 0; r < size(); ++r) std::memcpy(staged + nbytes * r, inputs[r].data_ptr(), nbytes);
+      in = staged;
+    }
+    mpi_check(MPI_Reduce_scatter_block(in, output.data_ptr(), count, type, mpi_op(op, output.dtype()), comm_->comm),
+              "MPI_Reduce_scatter_block");
+    if (op == ReduceOp::AVG) divide_by(output, size());
+  }, async_op);
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::do_barrier(bool async_op) {
+  return enqueue({"barrier"}, [this] { mpi_check(MPI_Barrier(comm_->comm), "MPI_Barrier"); }, async_op);
+}
+
+}  // namespace lockstep::dist
