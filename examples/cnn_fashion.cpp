@@ -23,6 +23,7 @@
 #include "distributed/ddp.h"
 #include "examples/cnn_fashion_net.h"
 #include "examples/common/metrics_log.h"
+#include "examples/common/train_device.h"
 #include "examples/common/train_flags.h"
 #include "nn/api.h"
 #include "optim/api.h"
@@ -168,13 +169,7 @@ int run(const Flags& f) {
   if (f.timeout_s > 0) init.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   dist::init_process_group(init);
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  Device device = Device::cpu();
-  if (f.device == "cuda" || (f.device == "auto" && dist::get_backend() == "nccl")) {
-    cuda::set_device(dist::get_local_rank());
-    device = Device::cuda(dist::get_local_rank());
-  } else if (f.device != "cpu" && f.device != "auto") {
-    device = Device::parse(f.device);
-  }
+  const Device device = examples::training_device(f.device);
 
   auto train_set = fashion_mnist(f, true, f.train_limit);
   auto test_set = fashion_mnist(f, false, f.test_limit);

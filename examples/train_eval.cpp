@@ -16,6 +16,7 @@
 
 #include "data/api.h"
 #include "distributed/api.h"
+#include "examples/common/train_device.h"
 #include "distributed/ddp.h"
 #include "nn/api.h"
 #include "optim/api.h"
@@ -57,13 +58,7 @@ int run(const Flags& f) {
   if (f.timeout_s > 0) init.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   dist::init_process_group(init);
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  Device device = Device::cpu();
-  if (f.device == "cuda" || (f.device == "auto" && dist::get_backend() == "nccl")) {
-    cuda::set_device(dist::get_local_rank());
-    device = Device::cuda(dist::get_local_rank());
-  } else if (f.device != "cpu" && f.device != "auto") {
-    device = Device::parse(f.device);
-  }
+  const Device device = examples::training_device(f.device);
 
   auto train_set = data::load_fashion_mnist(f.data_dir, true);
   auto test_set = data::load_fashion_mnist(f.data_dir, false);

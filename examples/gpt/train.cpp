@@ -13,6 +13,7 @@
 #include "distributed/ddp.h"
 #include "distributed/init.h"
 #include "examples/common/metrics_log.h"
+#include "examples/common/train_device.h"
 #include "nn/utils/clip_grad.h"
 #include "optim/api.h"
 #include "optim/checkpoint.h"
@@ -78,13 +79,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
   check_options(o);
   const TrainFlags& f = o.train;
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  Device device = Device::cpu();
-  if (f.device == "cuda" || (f.device == "auto" && dist::get_backend() == "nccl")) {
-    cuda::set_device(dist::get_local_rank());
-    device = Device::cuda(dist::get_local_rank());
-  } else if (f.device != "cpu" && f.device != "auto") {
-    device = Device::parse(f.device);
-  }
+  const Device device = examples::training_device(f.device);
   const bool talk = rank == 0 && !o.quiet, tty = talk && ::isatty(STDOUT_FILENO);
 
   CharText text(o.text.empty() ? read_fortunes() : read_text_file(o.text));
