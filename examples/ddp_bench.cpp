@@ -31,6 +31,7 @@
 
 #include "distributed/api.h"
 #include "distributed/ddp.h"
+#include "distributed/launch_env.h"
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tensor/cuda/cuda.h"
@@ -143,14 +144,16 @@ int main(int argc, char** argv) {
     else if (workload == "fmnist") w = {"fmnist", 784, 256, 128, 10};
     else fail("ddp_bench: unknown --workload '", workload, "' (mlp or fmnist)");
 
-    const bool launched = std::getenv("WORLD_SIZE") != nullptr;
-    const int env_world = launched ? std::atoi(std::getenv("WORLD_SIZE")) : 1;
-    const int env_rank = launched && std::getenv("RANK") ? std::atoi(std::getenv("RANK")) : 0;
+    // The launcher's variables, or srun's or mpirun's (distributed/launch_env.h).
+    const dist::LaunchEnv env = dist::discover_launch_env();
+    const bool launched = env.world_size > 0;
+    const int env_world = launched ? env.world_size : 1;
+    const int env_rank = env.rank >= 0 ? env.rank : 0;
     LOCKSTEP_CHECK(env_world >= 1 && global_batch % env_world == 0, "ddp_bench: the global batch ", global_batch,
                    " must split evenly over ", env_world, " rank(s)");
 
     const bool on_gpu = backend == "nccl" || (backend == "auto" && cuda::is_available());
-    const int local_rank = std::getenv("LOCAL_RANK") ? std::atoi(std::getenv("LOCAL_RANK")) : env_rank;
+    const int local_rank = env.local_rank >= 0 ? env.local_rank : env_rank;
     const Device device = on_gpu ? Device::cuda(local_rank) : Device::cpu();
     if (on_gpu) cuda::set_device(local_rank);
     auto model_on_device = [&] {
