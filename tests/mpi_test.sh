@@ -21,6 +21,10 @@ dir="${TEST_TMPDIR:-$(mktemp -d)}"
 export HOME="$dir"  # Open MPI writes its session files under HOME/TMPDIR
 export TMPDIR="$dir"
 export OMP_NUM_THREADS=1
+# Under the sanitizers (.ci/run's second stage): Open MPI itself leaves allocations behind at
+# MPI_Finalize, some in components it has already dlclose'd (so no suppression can name them); the
+# ranks' leak check would report Open MPI, not lockstep. AddressSanitizer and UBSan stay on.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo
      --mca oob_tcp_if_include lo)
 for n in 2 3; do
