@@ -49,6 +49,12 @@ TEST_CASE("MetricsLog writes one JSON object per record and a resumed log keeps 
   // loss spans 0.5..2.5 over steps 1..3: its axis labels are those bounds.
   CHECK(chart.find(">2.5<") != std::string::npos);
   CHECK(chart.find(">0.5<") != std::string::npos);
+  // A run resumed from a checkpoint at step 2 drops what came after it (step 3 is redone).
+  MetricsLog again(jsonl, svg, "run <1>", /*append=*/true);
+  again.drop_after(2);
+  REQUIRE(again.records().size() == 2);
+  CHECK(read_all(jsonl) == "{\"step\":1,\"loss\":2.5}\n{\"step\":2,\"loss\":1.25,\"val_loss\":null}\n");
+  CHECK(count(read_all(svg), "<polyline") == 1);  // val_loss has only a NaN left: no line
   MetricsLog fresh(jsonl, "", "", /*append=*/false);
   CHECK(fresh.records().empty());
   CHECK(read_all(jsonl).empty());

@@ -76,6 +76,20 @@ void MetricsLog::log(const Fields& fields) {
   write_svg();
 }
 
+void MetricsLog::drop_after(double x) {
+  std::erase_if(records_, [&](const Fields& r) {
+    for (const auto& [k, v] : r)
+      if (k == x_key_) return v > x;
+    return false;
+  });
+  if (!jsonl_path_.empty()) {
+    std::ofstream out(jsonl_path_, std::ios::trunc);
+    for (const Fields& r : records_) out << to_json(r).dump() << '\n';
+    LOCKSTEP_CHECK(out.good(), "MetricsLog: cannot write ", jsonl_path_);
+  }
+  write_svg();
+}
+
 void MetricsLog::write_svg() const {
   if (svg_path_.empty()) return;
   // Written beside and renamed, so a browser refreshing the chart never reads half a file.

@@ -22,6 +22,10 @@ class MetricsLog {
   // Writes one record (keys in the given order), flushes it and redraws the chart.
   void log(const Fields& fields);
 
+  // Drops the records whose x is past `x` and rewrites the file: what a run resumed from a checkpoint
+  // taken at x calls, so the steps it redoes are not in the curve twice.
+  void drop_after(double x);
+
   const std::vector<Fields>& records() const { return records_; }
 
  private:

@@ -131,7 +131,10 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
   const int64_t B = f.batch_size, T = config.block_size;
   const double tokens_per_step = static_cast<double>(world * B * o.grad_accum * T);
   std::unique_ptr<MetricsLog> log;
-  if (rank == 0) log = std::make_unique<MetricsLog>(f.metrics, f.plot, "gpt", start > 0);
+  if (rank == 0) {
+    log = std::make_unique<MetricsLog>(f.metrics, f.plot, "gpt", start > 0);
+    if (start > 0) log->drop_after(static_cast<double>(start - 1));  // the steps after the checkpoint are redone
+  }
   if (talk)
     std::printf("gpt: %d rank(s), backend %s, device %s, %.2fM parameters, vocab %ld, %zu train / %zu val tokens, "
                 "%.0f tokens per step%s\n", world, dist::get_backend().c_str(), device.str().c_str(),
