@@ -165,17 +165,6 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // exp(x) for x <= 0, exactly 0 where the result would fall below the smallest normal number.
-  // Eigen's AVX2 exp clamps its argument at -88.38, so a masked score (exp(-inf): causal attention)
-  // came out as 2.9e-39, a denormal, not 0; every product with that attention matrix then ran
-  // 30-60x slower (x86 handles denormal operands in microcode): 78 of a GPT step's 190 ms.
-  template <typename Expr>
-  static auto exp_or_zero(const Expr& x) {
-    using T = typename Expr::Scalar;
-    const T lowest = std::log(std::numeric_limits<T>::min());
-    return (x >= lowest).select(x.exp(), T(0));
-  }
-
   void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override {
     dispatch_floating(a.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -189,8 +178,12 @@ class CpuBackend final : public Backend {
           Eigen::Map<const Arr> row(x + o * n, n);
           Eigen::Map<Arr> res(y + o * n, n);
           // Subtracting the max keeps exp() from overflowing (stable log-sum-exp).
+          // math::exp, not Eigen's: Eigen's AVX2 exp clamps its argument at -88.38, so a masked
+          // score (exp(-inf), causal attention) came out as 2.9e-39, a denormal, not 0, and every
+          // product with that attention matrix ran 30-60x slower (x86 handles denormal operands in
+          // microcode): 78 of a GPT step's 190 ms. math::exp gives 0 and vectorizes in float32.
           const T m = row.maxCoeff();
-          res = exp_or_zero(row - m);
+          for (int64_t k = 0; k < n; ++k) res[k] = math::exp(row[k] - m);
           const T s = res.sum();
           if (log) res = row - (m + std::log(s));
           else res /= s;
@@ -224,8 +217,12 @@ class CpuBackend final : public Backend {
         for (int64_t o = o_begin; o < o_end; ++o) {
           Eigen::Map<const Arr> g(go.data<T>() + o * n, n), yr(y.data<T>() + o * n, n);
           Eigen::Map<Arr> r(gi.data<T>() + o * n, n);
-          if (log) r = g - exp_or_zero(yr) * g.sum();  // y = log_softmax: dx = g - softmax * sum(g)
-          else r = yr * (g - (g * yr).sum());   // dx = y * (g - sum(g * y))
+          if (log) {  // y = log_softmax: dx = g - softmax * sum(g); math::exp for exp(-inf) = 0, as above
+            const T s = g.sum();
+            for (int64_t k = 0; k < n; ++k) r[k] = g[k] - math::exp(yr[k]) * s;
+          } else {
+            r = yr * (g - (g * yr).sum());  // dx = y * (g - sum(g * y))
+          }
         }
         });
         return;
