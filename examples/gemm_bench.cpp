@@ -1,5 +1,7 @@
-// gemm_bench: times cpu::gemm on the products of one MLP training step (256-512-512-10, batch
-// 128: three forward, five backward) at a given thread count, and prints each product's median.
+// gemm_bench: times cpu::gemm on the products of one training step at a given thread count, and
+// prints each product's median: --shapes mlp (256-512-512-10, batch 128: three forward, five
+// backward), gpt (examples/gpt's default model: its linear layers and attention) or cnn
+// (examples/cnn_fashion's convolutions as im2col products).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -15,6 +17,8 @@ using namespace lockstep;
 int main(int argc, char** argv) {
   CLI::App app{"cpu::gemm on an MLP step's shapes"};
   int threads = get_num_threads(), reps = 200, rounds = 7;
+  std::string which = "mlp";
+  app.add_option("--shapes", which, "mlp, gpt or cnn")->check(CLI::IsMember({"mlp", "gpt", "cnn"}));
   app.add_option("--threads", threads, "intra-op threads");
   app.add_option("--reps", reps, "products per timed round");
   app.add_option("--rounds", rounds, "timed rounds; the median is reported");
@@ -25,9 +29,23 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes{{false, true, 128, 512, 256}, {false, true, 128, 512, 512}, {false, true, 128, 10, 512},
                             {true, false, 10, 512, 128},  {false, false, 128, 512, 10}, {true, false, 512, 512, 128},
                             {false, false, 128, 512, 512}, {true, false, 512, 256, 128}};
+  // 768 tokens (12 x 64) of width 128: qkv, MLP up and down (forward, input and weight gradients);
+  // per head, scores q k^T and att @ v [64, 64] x [64, 32] and a gradient of each.
+  if (which == "gpt")
+    shapes = {{false, true, 768, 384, 128}, {false, false, 768, 128, 384}, {true, false, 384, 128, 768},
+              {false, true, 768, 512, 128}, {false, false, 768, 128, 512}, {true, false, 512, 128, 768},
+              {false, true, 64, 64, 32},    {false, false, 64, 32, 64},   {true, false, 64, 32, 64}};
+  // Batch 64: conv1 (1 -> 32, 3x3 over 28x28) and conv2 (32 -> 64 over 26x26): forward W @ cols,
+  // weight gradient g @ cols^T, input gradient W^T @ g.
+  if (which == "cnn")
+    shapes = {{false, false, 32, 43264, 9},   {false, true, 32, 9, 43264},   {false, false, 64, 36864, 288},
+              {false, true, 64, 288, 36864},  {true, false, 288, 36864, 64}};
+  if (which != "mlp" && app.count("--reps") == 0) reps = 20;
+  int64_t need = 0;
+  for (const Shape& s : shapes) need = std::max({need, s.m * s.k, s.k * s.n, s.m * s.n});
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> a(512 * 512), b(512 * 512), c(512 * 512);
+  std::vector<float> a(need), b(need), c(need);
   for (auto* v : {&a, &b}) for (float& x : *v) x = u(rng);
   std::printf("threads=%d isa=%s\n", get_num_threads(), cpu::gemm_isa());
   double total = 0;

@@ -1,10 +1,12 @@
-// Conv2d and F::conv2d / F::pad2d. The convolution is im2col through views: for each kernel offset,
-// the padded input seen through as_strided as [N, C, H_out, W_out] is copied into columns laid out as
-// [C, kH, kW, N, H_out, W_out], so one GEMM per group covers the whole batch. Its backward is written
-// beside it (two GEMMs, and col2im as kH * kW strided adds): the composed ops' backward (as_strided's
-// index_add over every window element) made a CNN's backward pass about twice as slow.
+// Conv2d and F::conv2d / F::pad2d. The convolution is im2col through views, one image at a time:
+// for each kernel offset, the padded image seen through as_strided as [C, H_out, W_out] is copied
+// into columns [C, kH, kW, H_out, W_out], and one GEMM per group gives the image's output. Its
+// backward is written beside it (two GEMMs per image, and col2im as kH * kW strided adds): the
+// composed ops' backward (as_strided's index_add over every window element) made a CNN's backward
+// pass about twice as slow.
 #include "nn/conv.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/functions.h"
@@ -80,51 +82,87 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
   const int64_t OW = (Wp - dilation[1] * (kw - 1) - 1) / stride[1] + 1;
   const int64_t G = groups, Cg = C / G, Og = O / G, K = Cg * kh * kw, L = OH * OW;
   const TensorOptions opts(x.dtype(), x.device());
-  // One kernel offset (i, j) of every window of the padded input [N, C, Hp, Wp]: [N, C, OH, OW].
-  auto windows_at = [=](const Tensor& padded, int64_t i, int64_t j) {
-    return internal::as_strided(padded, {N, C, OH, OW}, {C * Hp * Wp, Hp * Wp, stride[0] * Wp, stride[1]},
-                                padded.storage_offset() + i * dilation[0] * Wp + j * dilation[1]);
+  // One kernel offset (i, j) of every window of one padded image [C, Hp, Wp]: [C, OH, OW].
+  auto windows_at = [=](const Tensor& image, int64_t i, int64_t j) {
+    return internal::as_strided(image, {C, OH, OW}, {Hp * Wp, stride[0] * Wp, stride[1]},
+                                image.storage_offset() + i * dilation[0] * Wp + j * dilation[1]);
   };
+  // im2col of image n of the padded batch into cols6 [C, kh, kw, OH, OW] (= [G, K, L]): kh * kw
+  // strided copies.
+  auto im2col = [=](const Tensor& padded, int64_t n, Tensor& cols6) {
+    Tensor image = internal::select(padded, 0, n);
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        Tensor dst = internal::select(internal::select(cols6, 1, i), 1, j);
+        internal::copy_(dst, windows_at(image, i, j));
+      }
+  };
+  // Group g's rows of a [G * rows, cols] matrix.
+  auto group = [](const Tensor& m, int64_t g, int64_t rows) { return internal::narrow(m, 0, g * rows, rows); };
 
-  // Forward, unrecorded: pad; im2col as kh * kw strided copies into columns [C, kh, kw, N, OH, OW]
-  // (= [G, K, N * L]); one GEMM per group, [G, Og, K] @ [G, K, N * L].
-  Tensor xp = zeros({N, C, Hp, Wp}, opts);
-  {
+  // Forward, unrecorded, one image at a time (as Caffe does): the image's columns [G, K, L] (663 KB
+  // for cnn_fashion's conv2) stay in the cache between im2col and the GEMM, and the product
+  // W [Og, K] @ cols [K, L] is already image n's output [Og, OH * OW], written in place. Over the
+  // whole batch at once the columns were 42 MB, and the output needed a transposing copy.
+  Tensor xp = x.detach();
+  if (padding[0] || padding[1] || !xp.is_contiguous()) {
+    xp = zeros({N, C, Hp, Wp}, opts);
     Tensor inner = internal::narrow(internal::narrow(xp, 2, padding[0], H), 3, padding[1], W);
     internal::copy_(inner, x.detach());
   }
-  Tensor cols6 = empty({C, kh, kw, N, OH, OW}, opts);
-  for (int64_t i = 0; i < kh; ++i)
-    for (int64_t j = 0; j < kw; ++j) {
-      Tensor dst = internal::select(internal::select(cols6, 1, i), 1, j);  // [C, N, OH, OW]
-      internal::copy_(dst, internal::permute(windows_at(xp, i, j), {1, 0, 2, 3}));
+  Tensor w = internal::reshape(weight.detach(), {O, K});
+  Tensor cols6 = empty({C, kh, kw, OH, OW}, opts);
+  Tensor cols = internal::reshape(cols6, {G * K, L});
+  Tensor out = empty({N, O, OH, OW}, opts);
+  for (int64_t n = 0; n < N; ++n) {
+    im2col(xp, n, cols6);
+    Tensor out_n = internal::reshape(internal::select(out, 0, n), {O, L});
+    for (int64_t g = 0; g < G; ++g) {
+      Tensor dst = group(out_n, g, Og);
+      internal::gemm_(dst, group(w, g, Og), false, group(cols, g, K), false, 1.0, 0.0);
     }
-  Tensor cols = internal::reshape(cols6, {G, K, N * L});
-  Tensor w = internal::reshape(weight.detach(), {G, Og, K});
-  Tensor out = internal::reshape(internal::matmul(w, cols), {O, N, OH, OW});  // [G, Og, N * L]
-  out = internal::contiguous(internal::permute(out, {1, 0, 2, 3}));         // [N, O, OH, OW]
-  if (bias.defined()) out = internal::add(out, internal::reshape(bias.detach(), {1, O, 1, 1}));
+  }
+  if (bias.defined()) internal::add_(out, internal::reshape(bias.detach(), {1, O, 1, 1}));
 
   std::vector<Tensor> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   if (!autograd::needs_grad(inputs)) return batched ? out : internal::squeeze(out, 0);
   const bool grad_x = x.requires_grad(), has_bias = bias.defined();
   const Shape weight_shape = weight.shape();
-  out = autograd::record("conv2d", out, inputs, [=](const Tensor& g) {
-    // g [N, O, OH, OW] -> [G, Og, N * L]
-    Tensor gg = internal::reshape(internal::contiguous(internal::permute(g, {1, 0, 2, 3})), {G, Og, N * L});
-    // dW = g cols^T (the batch summed inside the GEMM); db = g summed over all but the channels.
-    Tensor gw = internal::reshape(internal::matmul(gg, internal::transpose(cols, 1, 2)), weight_shape);
-    std::vector<Tensor> grads{Tensor(), gw};
-    if (grad_x) {
-      // col2im: dcols = W^T g [C, kh, kw, N, OH, OW], added back into the padded input offset by offset.
-      Tensor gcols = internal::reshape(internal::matmul(internal::transpose(w, 1, 2), gg), {C, kh, kw, N, OH, OW});
-      Tensor gxp = zeros({N, C, Hp, Wp}, {g.dtype(), g.device()});
-      for (int64_t i = 0; i < kh; ++i)
-        for (int64_t j = 0; j < kw; ++j) {
-          Tensor dst = windows_at(gxp, i, j);
-          internal::add_(dst, internal::permute(internal::select(internal::select(gcols, 1, i), 1, j), {1, 0, 2, 3}));
+  // The backward keeps the padded input (5.5 MB for conv2), not the columns, and rebuilds each
+  // image's columns as the forward did.
+  out = autograd::record("conv2d", out, inputs, [=](const Tensor& g_in) {
+    Tensor g = internal::contiguous(g_in);  // [N, O, OH, OW]: image n's gradient is [O, L]
+    Tensor gw = N ? empty({O, K}, {g.dtype(), g.device()}) : zeros({O, K}, {g.dtype(), g.device()});
+    Tensor gxp = grad_x ? zeros({N, C, Hp, Wp}, {g.dtype(), g.device()}) : Tensor();
+    Tensor cols6 = empty({C, kh, kw, OH, OW}, {g.dtype(), g.device()});
+    Tensor cols = internal::reshape(cols6, {G * K, L});
+    Tensor gcols6 = grad_x ? empty({C, kh, kw, OH, OW}, {g.dtype(), g.device()}) : Tensor();
+    Tensor gcols = grad_x ? internal::reshape(gcols6, {G * K, L}) : Tensor();
+    for (int64_t n = 0; n < N; ++n) {
+      Tensor g_n = internal::reshape(internal::select(g, 0, n), {O, L});
+      im2col(xp, n, cols6);
+      for (int64_t gi = 0; gi < G; ++gi) {
+        // dW += g_n cols^T, summed over the batch image by image.
+        Tensor dw = group(gw, gi, Og);
+        internal::gemm_(dw, group(g_n, gi, Og), false, group(cols, gi, K), true, 1.0, n == 0 ? 0.0 : 1.0);
+        // col2im: dcols = W^T g_n [K, L], added back into the padded image offset by offset.
+        if (grad_x) {
+          Tensor dc = group(gcols, gi, K);
+          internal::gemm_(dc, group(w, gi, Og), true, group(g_n, gi, Og), false, 1.0, 0.0);
         }
+      }
+      if (grad_x) {
+        Tensor image = internal::select(gxp, 0, n);
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            Tensor dst = windows_at(image, i, j);
+            internal::add_(dst, internal::select(internal::select(gcols6, 1, i), 1, j));
+          }
+      }
+    }
+    std::vector<Tensor> grads{Tensor(), internal::reshape(gw, weight_shape)};
+    if (grad_x) {
       grads[0] = internal::contiguous(internal::narrow(internal::narrow(gxp, 2, padding[0], H), 3, padding[1], W));
     }
     if (has_bias) grads.push_back(internal::sum(g, {0, 2, 3}));
