@@ -59,6 +59,9 @@ _ORDER_ARGS = ["--no-dropout", "--no-shuffle", "--seed", "0"]
 #   drifts apart between any two implementations while the losses do not see it.
 FIXTURES = {
     "cnn_fashion_parity": (_DATA_ARGS + ["--optimizer", "adam", "--lr", "0.002"] + _ORDER_ARGS, [], []),
+    # mnist/main.py's own optimizer and schedule: Adadelta lr 1.0, StepLR x0.7 per epoch.
+    "cnn_fashion_adadelta_parity": (_DATA_ARGS + ["--optimizer", "adadelta", "--lr", "1.0", "--schedule", "step"]
+                                    + _ORDER_ARGS, [], []),
     "cnn_fashion_sync_bn_parity": (_DATA_ARGS + ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
                                                  "--schedule", "step"] + _ORDER_ARGS + ["--batch-norm"],
                                    ["--sync-bn"], ["--float64"]),
