@@ -1,7 +1,8 @@
 // cnn_fashion: the CNN of pytorch/examples mnist/main.py (examples/cnn_fashion_net.h) learns
 // Fashion-MNIST with DistributedDataParallel. Per step: the rank's batch from a DistributedSampler,
-// CrossEntropyLoss, backward (gradients averaged over the ranks), an optimizer step (Adam by default)
-// and a per-step lr schedule (cosine to 0 over --epochs by default). Every --log-every steps and at the
+// CrossEntropyLoss, backward (gradients averaged over the ranks), an optimizer step (Adam by default;
+// --optimizer adadelta is mnist/main.py's own choice) and a per-step lr schedule (cosine to 0 over
+// --epochs by default; x0.7 per epoch, mnist/main.py's StepLR, with Adadelta). Every --log-every steps and at the
 // end of each epoch rank 0 writes a metrics record (the global loss since the last record, lr,
 // samples/s; at epoch ends the global test accuracy) and rewrites the checkpoint, which holds model,
 // optimizer, scheduler and the step, so a resumed run continues mid-epoch exactly where it stopped:
@@ -76,7 +77,9 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Ten
     return std::make_unique<optim::Adam>(params, optim::AdamOptions(f.lr).set_weight_decay(f.weight_decay));
   if (f.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(f.lr).set_weight_decay(f.weight_decay));
-  LOCKSTEP_CHECK(false, "--optimizer must be sgd, adam or adamw, got '", f.optimizer, "'");
+  if (f.optimizer == "adadelta")
+    return std::make_unique<optim::Adadelta>(params, optim::AdadeltaOptions(f.lr).set_weight_decay(f.weight_decay));
+  LOCKSTEP_CHECK(false, "--optimizer must be sgd, adam, adamw or adadelta, got '", f.optimizer, "'");
   return nullptr;
 }
 
@@ -321,7 +324,8 @@ int main(int argc, char** argv) {
   f.batch_size = 64;
   f.lr = 1e-3;
   examples::add_train_flags(app, f);
-  app.add_option("--optimizer", f.optimizer, "sgd, adam or adamw")->capture_default_str();
+  app.add_option("--optimizer", f.optimizer, "sgd, adam, adamw or adadelta (mnist/main.py's: with it --lr defaults "
+                 "to 1.0 and --schedule to step, as there)")->capture_default_str();
   app.add_option("--momentum", f.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--weight-decay", f.weight_decay, "weight decay (AdamW: decoupled)")->capture_default_str();
   app.add_option("--schedule", f.schedule, "lr schedule, stepped per step: cosine (to 0 over --epochs), step "
@@ -341,6 +345,10 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", f.data_dir, "directory with the Fashion-MNIST IDX files")->capture_default_str();
   app.add_option("--bench-steps", f.bench_steps, "time this many training steps (step_ms: the median) and exit");
   CLI11_PARSE(app, argc, argv);
+  if (f.optimizer == "adadelta") {  // mnist/main.py's defaults: Adadelta(lr=1.0), StepLR(step_size=1, gamma=0.7)
+    if (!app.count("--lr")) f.lr = 1.0;
+    if (!app.count("--schedule")) f.schedule = "step";
+  }
   try {
     return run(f);
   } catch (const std::exception& e) {

@@ -1,4 +1,4 @@
-// Optimizers on the GPU: Adam/AdamW (every option) and SGD steps on cuda:0 equal the CPU's, their
+// Optimizers on the GPU: Adam/AdamW (every option), SGD and Adadelta steps on cuda:0 equal the CPU's, their
 // state_dict moves between devices, and clip_grad_norm_ agrees. Without a visible device every case
 // skips, and the binary prints "SKIPPED: no CUDA device" (CI counts it as skipped).
 #include <doctest/doctest.h>
@@ -58,7 +58,7 @@ void compare(O options, Dtype dtype, double rtol) {
   for (size_t i = 0; i < cpu.size(); ++i) CHECK(internal::allclose(moved[i], cpu[i], rtol, rtol));
 }
 
-TEST_CASE("Adam, AdamW and SGD steps on the GPU equal the CPU's") {
+TEST_CASE("Adam, AdamW, SGD and Adadelta steps on the GPU equal the CPU's") {
   REQUIRE_DEVICE();
   for (Dtype dtype : {kFloat32, kFloat64}) {
     CAPTURE(dtype);
@@ -69,6 +69,8 @@ TEST_CASE("Adam, AdamW and SGD steps on the GPU equal the CPU's") {
     compare<optim::Adam>(optim::AdamOptions(1e-2).set_amsgrad(true).set_betas(0.5, 0.8).set_eps(1e-4), dtype, rtol);
     compare<optim::SGD>(optim::SGDOptions(0.1).set_momentum(0.9).set_nesterov(true).set_weight_decay(0.01), dtype,
                         rtol);
+    compare<optim::Adadelta>(optim::AdadeltaOptions(1.0).set_weight_decay(0.1).set_maximize(true), dtype, rtol);
+    compare<optim::Adadelta>(optim::AdadeltaOptions(0.5).set_rho(0.6).set_eps(1e-3), dtype, rtol);
   }
 }
 

@@ -66,6 +66,7 @@ MakeOptimizer two_groups(O ow, O ob) {
   };
 }
 
+using optim::AdadeltaOptions;
 using optim::AdamOptions;
 using optim::AdamWOptions;
 using optim::SGDOptions;
@@ -94,6 +95,13 @@ const std::vector<std::pair<std::string, MakeOptimizer>>& cases() {
                                                 AdamOptions(AdamWOptions(0.003).set_weight_decay(0.0)))},
       {"adamw_f32", one_group<optim::AdamW>(AdamWOptions(0.01).set_weight_decay(0.1))},
       {"adam_amsgrad_f32", one_group<optim::Adam>(AdamOptions(0.01).set_amsgrad(true).set_weight_decay(0.1))},
+      {"adadelta", one_group<optim::Adadelta>(AdadeltaOptions())},
+      {"adadelta_rho_eps", one_group<optim::Adadelta>(AdadeltaOptions(0.5).set_rho(0.6).set_eps(1e-3))},
+      {"adadelta_weight_decay", one_group<optim::Adadelta>(AdadeltaOptions(1.0).set_weight_decay(0.1))},
+      {"adadelta_maximize", one_group<optim::Adadelta>(AdadeltaOptions(1.0).set_weight_decay(0.1).set_maximize(true))},
+      {"adadelta_groups", two_groups<optim::Adadelta>(AdadeltaOptions(1.0),
+                                                      AdadeltaOptions(0.3).set_rho(0.95).set_weight_decay(0.05))},
+      {"adadelta_f32", one_group<optim::Adadelta>(AdadeltaOptions(1.0).set_weight_decay(0.1))},
   };
   return all;
 }

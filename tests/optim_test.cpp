@@ -121,6 +121,32 @@ TEST_CASE("bad options are errors naming the optimizer and the value") {
   CHECK(error_of([&] { adamw.params(3); }) == "AdamW: no param group 3 (it has 1)");
 }
 
+TEST_CASE("Adadelta's bad options are errors naming the optimizer and the value") {
+  Tensor p = zeros({2}).set_requires_grad();
+  using optim::AdadeltaOptions;
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions(-1)); }) == "Adadelta: invalid learning rate -1");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_rho(1.5)); }) ==
+        "Adadelta: invalid rho value 1.5 (expected [0, 1])");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_rho(-0.1)); }) ==
+        "Adadelta: invalid rho value -0.1 (expected [0, 1])");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_eps(-1e-6)); }) ==
+        "Adadelta: invalid epsilon value -1e-06");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_weight_decay(-0.01)); }) ==
+        "Adadelta: invalid weight_decay value -0.01");
+  CHECK(error_of([&] { optim::Adadelta({}, AdadeltaOptions()); }) == "Adadelta: got an empty parameter list");
+  optim::Adadelta adadelta({p});
+  CHECK(adadelta.lr(0) == 1.0);  // torch.optim.Adadelta's defaults: lr 1, rho 0.9, eps 1e-6
+  CHECK(adadelta.options().rho == 0.9);
+  CHECK(adadelta.options().eps == 1e-6);
+  CHECK(error_of([&] { adadelta.set_lr(0, NAN); }) == "Adadelta: invalid learning rate nan");
+  Tensor q = zeros({3}).set_requires_grad();
+  CHECK(error_of([&] { adadelta.add_param_group({q}, AdadeltaOptions().set_rho(2)); }) ==
+        "Adadelta (param group 1): invalid rho value 2 (expected [0, 1])");
+  // rho's ends are allowed, as in PyTorch.
+  CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().set_rho(0)));
+  CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().set_rho(1)));
+}
+
 TEST_CASE("bad scheduler settings are errors naming the scheduler and the value") {
   Tensor p = zeros({2}).set_requires_grad();
   optim::SGD sgd({p}, optim::SGDOptions(0.1));

@@ -11,7 +11,8 @@ be compared step by step and timed side by side. Run with one thread per process
   OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python tools/cnn_fashion_twin.py --bench-steps 50
   OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python -m torch.distributed.run --nproc_per_node=2 \
       tools/cnn_fashion_twin.py --bench-steps 50
-  # tests/data/cnn_fashion_parity.json, which tests/cnn_fashion_parity_test.sh reads
+  # tests/data/cnn_fashion_parity.json and cnn_fashion_sync_bn_parity.json, which
+  # tests/cnn_fashion_parity_test.sh reads
   ~/.cache/torch-venv/bin/python tools/cnn_fashion_twin.py --write-fixture --lockstep bazel-bin/examples/cnn_fashion \
       --launch bazel-bin/distributed/launch/launch
 
@@ -35,16 +36,36 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # data/idx_dataset.h's kFashionMnistMean / kFashionMnistStd
-FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "cnn_fashion_parity.json")
-# The fixture's run: small widths and a small slice keep the test fast; two epochs cross an epoch end.
-FIXTURE_ARGS = ["--width", "8,16,32", "--train-limit", "320", "--test-limit", "100", "--epochs", "2",
-                "--optimizer", "adam", "--lr", "0.002", "--no-dropout", "--no-shuffle", "--seed", "0"]
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
+# The fixtures' runs: small widths and a small slice keep the tests fast; two epochs cross an epoch end.
 FIXTURE_BATCH = 16  # per rank at 2 ranks; 32 at 1 rank
 FIXTURE_STEPS = 20
+_DATA_ARGS = ["--width", "8,16,32", "--train-limit", "320", "--test-limit", "100", "--epochs", "2"]
+_ORDER_ARGS = ["--no-dropout", "--no-shuffle", "--seed", "0"]
+# name: (the flags of both runs, those added to lockstep's 2-rank run, those added to the twin's run).
+# The sync_bn fixture is PyTorch's BatchNorm2d at batch 32 on one process (nn.SyncBatchNorm refuses CPU
+# tensors): SyncBatchNorm over 2 ranks x 16 computes the same statistics, so lockstep's --sync-bn at 2
+# ranks must match it, as must its --batch-norm at 1 rank; the final running_mean/running_var go into
+# the fixture too. Two choices keep that comparison about BatchNorm and not about rounding:
+# - PyTorch runs in float64. Its float32 CPU run with BatchNorm drifts from its own float64 run by up to
+#   5e-4 in the first 20 losses and 17% in a running_mean element; lockstep's float32 stays within
+#   1.5e-5 (1 rank) and 4.7e-7 (2 ranks) of the float64 losses.
+# - SGD, not Adam: a convolution's bias before a BatchNorm has a gradient of zero up to rounding, which
+#   Adam's g / sqrt(v) turns into steps of about lr in a direction rounding picks, so running_mean
+#   drifts apart between any two implementations while the losses do not see it.
+FIXTURES = {
+    "cnn_fashion_parity": (_DATA_ARGS + ["--optimizer", "adam", "--lr", "0.002"] + _ORDER_ARGS, [], []),
+    # mnist/main.py's own optimizer and schedule: Adadelta lr 1.0, StepLR x0.7 per epoch.
+    "cnn_fashion_adadelta_parity": (_DATA_ARGS + ["--optimizer", "adadelta", "--lr", "1.0", "--schedule", "step"]
+                                    + _ORDER_ARGS, [], []),
+    "cnn_fashion_sync_bn_parity": (_DATA_ARGS + ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
+                                                 "--schedule", "step"] + _ORDER_ARGS + ["--batch-norm"],
+                                   ["--sync-bn"], ["--float64"]),
+}
 
 
 class Net(nn.Module):
@@ -106,11 +127,11 @@ def main():
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--steps", type=int, default=-1)
     p.add_argument("--batch-size", type=int, default=64, help="per rank")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--optimizer", default="adam", choices=["sgd", "adam", "adamw"])
+    p.add_argument("--lr", type=float, help="default 1e-3, with adadelta 1.0 (as cnn_fashion)")
+    p.add_argument("--optimizer", default="adam", choices=["sgd", "adam", "adamw", "adadelta"])
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--schedule", default="cosine", choices=["cosine", "step", "none"])
+    p.add_argument("--schedule", choices=["cosine", "step", "none"], help="default cosine, with adadelta step")
     p.add_argument("--gamma", type=float, default=0.7)
     p.add_argument("--width", default="32,64,128")
     p.add_argument("--no-dropout", action="store_true")
@@ -122,11 +143,17 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--init", help="initial weights (safetensors, e.g. cnn_fashion --steps 0 --save)")
     p.add_argument("--losses", help="write every step's global loss here (JSON)")
+    p.add_argument("--save", help="write the final model state_dict here (safetensors, as cnn_fashion --save)")
+    p.add_argument("--float64", action="store_true", help="model and data in float64 (a reference without float32 "
+                   "rounding; the --init weights are widened)")
     p.add_argument("--bench-steps", type=int, default=0, help="time this many steps and exit")
-    p.add_argument("--write-fixture", action="store_true", help="write " + FIXTURE)
+    p.add_argument("--write-fixture", action="store_true", help="write tests/data/{" + ",".join(FIXTURES) + "}.json")
     p.add_argument("--lockstep", help="with --write-fixture: the cnn_fashion binary (writes the initial weights)")
     p.add_argument("--launch", help="with --write-fixture: lockstep's launcher")
     a = p.parse_args()
+    adadelta = a.optimizer == "adadelta"  # mnist/main.py's defaults: Adadelta(lr=1.0), StepLR(gamma=0.7)
+    a.lr = a.lr if a.lr is not None else (1.0 if adadelta else 1e-3)
+    a.schedule = a.schedule or ("step" if adadelta else "cosine")
     if a.write_fixture:
         return write_fixture(a)
     train(a)
@@ -141,7 +168,8 @@ def train(a):
     c1, c2, hidden = (int(v) for v in a.width.split(","))
     torch.manual_seed(a.seed)
     norm = "sync" if a.sync_bn else ("batch" if a.batch_norm else None)
-    model = Net(c1, c2, hidden, dropout=not a.no_dropout, norm=norm)
+    dtype = torch.float64 if a.float64 else torch.float32
+    model = Net(c1, c2, hidden, dropout=not a.no_dropout, norm=norm).to(dtype)
     if a.init:
         model.load_state_dict({k: v for k, v in load_file(a.init).items()
                                if not k.startswith(("optimizer.", "scheduler."))})
@@ -150,10 +178,13 @@ def train(a):
         opt = torch.optim.SGD(model.parameters(), a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
     elif a.optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), a.lr, weight_decay=a.weight_decay)
-    else:
+    elif a.optimizer == "adamw":
         opt = torch.optim.AdamW(model.parameters(), a.lr, weight_decay=a.weight_decay)
+    else:
+        opt = torch.optim.Adadelta(model.parameters(), a.lr, weight_decay=a.weight_decay)
     x_train, y_train = load("train", a.train_limit)
     x_test, y_test = load("t10k", a.test_limit)
+    x_train, x_test = x_train.to(dtype), x_test.to(dtype)
     spe = math.ceil(math.ceil(len(x_train) / world) / a.batch_size)  # steps per epoch
     sched = None
     if a.schedule == "cosine":
@@ -198,6 +229,8 @@ def train(a):
     if rank == 0 and a.losses:
         with open(a.losses, "w") as f:
             json.dump({"losses": losses}, f)
+    if rank == 0 and a.save:
+        save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, a.save)
     if world > 1:
         dist.destroy_process_group()
 
@@ -248,27 +281,41 @@ def bench(a, ddp, opt, batches, world, rank):
 
 
 def write_fixture(a):
-    """Initial weights from lockstep's --seed 0 (not stored), then PyTorch's losses at 1 rank, batch 2B."""
+    """Each of FIXTURES: initial weights from lockstep's --seed 0 (not stored), then PyTorch's losses at
+    1 rank, batch 2B, and the final BatchNorm running statistics where the model has them."""
     assert a.lockstep and a.launch, "--write-fixture needs --lockstep and --launch"
-    with tempfile.TemporaryDirectory() as tmp:
-        init = os.path.join(tmp, "init.safetensors")
-        subprocess.run([a.launch, "--nproc_per_node=1", a.lockstep, *FIXTURE_ARGS, "--steps", "0", "--save", init],
-                       check=True)
-        losses = os.path.join(tmp, "losses.json")
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        env.pop("WORLD_SIZE", None)
-        subprocess.run([sys.executable, __file__, *FIXTURE_ARGS, "--batch-size", str(2 * FIXTURE_BATCH), "--steps",
-                        str(FIXTURE_STEPS), "--init", init, "--losses", losses], check=True, env=env)
-        with open(losses) as f:
-            got = json.load(f)["losses"]
-    fixture = {"about": "PyTorch's global loss after each of the first steps of cnn_fashion at 1 rank, batch "
-                        "2 * batch_per_rank, from lockstep's initial weights (--seed 0); tools/cnn_fashion_twin.py "
-                        "--write-fixture wrote it, with torch " + torch.__version__,
-               "args": FIXTURE_ARGS, "batch_per_rank": FIXTURE_BATCH, "steps": FIXTURE_STEPS, "losses": got}
-    with open(FIXTURE, "w") as f:
-        json.dump(fixture, f, indent=1)
-        f.write("\n")
-    print(f"wrote {FIXTURE}: {len(got)} losses, {got[0]:.6f} .. {got[-1]:.6f}")
+    for name, (args, two_rank_extra, twin_extra) in FIXTURES.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            init = os.path.join(tmp, "init.safetensors")
+            subprocess.run([a.launch, "--nproc_per_node=1", a.lockstep, *args, "--steps", "0", "--save", init],
+                           check=True)
+            losses, final = os.path.join(tmp, "losses.json"), os.path.join(tmp, "final.safetensors")
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            env.pop("WORLD_SIZE", None)
+            subprocess.run([sys.executable, __file__, *args, *twin_extra, "--batch-size", str(2 * FIXTURE_BATCH),
+                            "--steps", str(FIXTURE_STEPS), "--init", init, "--losses", losses, "--save", final],
+                           check=True, env=env)
+            with open(losses) as f:
+                got = json.load(f)["losses"]
+            running = {k: v.tolist() for k, v in load_file(final).items() if k.endswith((".running_mean", ".running_var"))}
+        fixture = {"about": "PyTorch's global loss after each of the first steps of cnn_fashion at 1 rank, batch "
+                            "2 * batch_per_rank, from lockstep's initial weights (--seed 0); tools/cnn_fashion_twin.py "
+                            "--write-fixture wrote it, with torch " + torch.__version__,
+                   "args": args}
+        if twin_extra:
+            fixture["about"] += " (twin flags " + " ".join(twin_extra) + ")"
+        if two_rank_extra:
+            fixture["two_rank_args"] = two_rank_extra
+        fixture.update({"batch_per_rank": FIXTURE_BATCH, "steps": FIXTURE_STEPS, "losses": got})
+        if running:
+            fixture["about"] += "; running holds the BatchNorm statistics after the last step"
+            fixture["running"] = running
+        path = os.path.join(DATA_DIR, name + ".json")
+        with open(path, "w") as f:
+            json.dump(fixture, f, indent=1)
+            f.write("\n")
+        print(f"wrote {os.path.normpath(path)}: {len(got)} losses, {got[0]:.6f} .. {got[-1]:.6f}"
+              + (f", {len(running)} running statistics" if running else ""))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ CASES = {
     "adamw_groups": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1), [dict(), dict(lr=0.003, weight_decay=0.0)]),
     "adamw_f32": (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1), None),
     "adam_amsgrad_f32": (torch.optim.Adam, dict(lr=0.01, amsgrad=True, weight_decay=0.1), None),
+    "adadelta": (torch.optim.Adadelta, dict(), None),
+    "adadelta_rho_eps": (torch.optim.Adadelta, dict(lr=0.5, rho=0.6, eps=1e-3), None),
+    "adadelta_weight_decay": (torch.optim.Adadelta, dict(lr=1.0, weight_decay=0.1), None),
+    "adadelta_maximize": (torch.optim.Adadelta, dict(lr=1.0, weight_decay=0.1, maximize=True), None),
+    "adadelta_groups": (torch.optim.Adadelta, dict(lr=1.0), [dict(), dict(lr=0.3, rho=0.95, weight_decay=0.05)]),
+    "adadelta_f32": (torch.optim.Adadelta, dict(lr=1.0, weight_decay=0.1), None),
 }
 
 
