@@ -149,8 +149,17 @@ class CpuBackend final : public Backend {
           // Sum and mean accumulate in double for float inputs: a long sum of float32 loses digits.
           using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
           if (inner == 1) {
+            // 16 independent partial sums, so the loop vectorizes: one running sum is a chain of
+            // dependent adds (4 cycles each), and LayerNorm's row means and variances were 7% of a
+            // GPT step.
+            constexpr int kLanes = 16;
+            Acc part[kLanes] = {};
+            int64_t k = 0;
+            for (; k + kLanes <= n; k += kLanes)
+              for (int j = 0; j < kLanes; ++j) part[j] += base[k + j];
             Acc s = 0;
-            for (int64_t k = 0; k < n; ++k) s += base[k];
+            for (; k < n; ++k) s += base[k];
+            for (int j = 0; j < kLanes; ++j) s += part[j];
             y[0] = static_cast<T>(op == ReduceOp::Mean ? s / static_cast<Acc>(n) : s);
           } else {
             std::fill(y, y + inner, T(0));
