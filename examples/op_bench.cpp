@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autograd/api.h"
+#include "nn/functional.h"
 #include "tensor/parallel.h"
 
 using namespace lockstep;
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
            Tensor var_ = var(x, {-1}, /*unbiased=*/false, true);
            return (x - mu) / sqrt(var_ + 1e-5) * w + b;
          }},
+        {"layer_norm", [&] { return nn::functional::layer_norm(x, {C}, w, b); }},
         {"bmm_8x4x64x32", [&] { return matmul(q, kt); }},
         {"transpose12_contiguous", [&] { return heads.transpose(1, 2).contiguous(); }},
         {"cat_last", [&] { return cat({x, x, x}, -1); }},

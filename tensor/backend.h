@@ -86,6 +86,18 @@ class Backend {
   // log: grad_in = g - exp(y) * sum(g); else grad_in = y * (g - sum(g * y)); sums along the dimension.
   virtual void softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer,
                                 int64_t n, int64_t inner, bool log) = 0;
+  // LayerNorm over the last dimension of x [rows, n], all contiguous and of one floating dtype:
+  // y = (x - mean) * rstd * weight + bias (weight and bias [n], each may be undefined), with
+  // rstd = 1 / sqrt(biased variance + eps); mean and rstd [rows] are kept for the backward.
+  virtual void layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                          const Tensor& bias, int64_t rows, int64_t n, double eps) = 0;
+  // Its gradients from grad_y: grad_x [rows, n]; grad_weight and grad_bias [n] where defined (undefined:
+  // not wanted). With xhat = (x - mean) * rstd and gh = grad_y * weight:
+  // grad_x = rstd * (gh - mean_j(gh) - xhat * mean_j(gh * xhat)), grad_weight = sum over rows of
+  // grad_y * xhat, grad_bias = sum over rows of grad_y.
+  virtual void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
+                                   const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                                   int64_t rows, int64_t n) = 0;
   // out (one element) = -scale * sum_i logp[i, target[i]]; logp [N, C], target int64 [N].
   // A target outside [0, C) is an error.
   virtual void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) = 0;

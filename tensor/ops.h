@@ -103,6 +103,19 @@ Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims);
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log);
 Tensor log_softmax(const Tensor& a, int64_t dim);
+// LayerNorm over the trailing elements of x that form one normalized group of n (x viewed as
+// [numel / n, n]); weight and bias hold n elements each, or are undefined. Returns (y, mean, rstd),
+// mean and rstd one per row ([rows]), for the backward. bfloat16 computes in float32.
+struct LayerNormResult {
+  Tensor y, mean, rstd;
+};
+LayerNormResult layer_norm(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias, double eps);
+// Gradients of layer_norm for x, weight and bias; each is computed only where `want_*` (else undefined).
+struct LayerNormGrads {
+  Tensor x, weight, bias;
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, int64_t n, bool want_x, bool want_weight, bool want_bias);
 // Mean (or sum) over the batch of -logp[i, target[i]]; logp [N, C] floating, target int64 [N].
 Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean = true);
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean = true);

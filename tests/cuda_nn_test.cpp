@@ -105,17 +105,17 @@ TEST_CASE("the layers and losses of nn/ on the GPU equal the CPU: values and gra
   const Device gpu = Device::cuda(0);
   manual_seed(2);
   Tensor x = randn({4, 3, 9, 8}), w = randn({6, 3, 3, 3}) * 0.3, b = randn({6});
-  Tensor bn_w = randn({6}), ln_w = randn({12}), table = randn({10, 12});
+  Tensor bn_w = randn({6}), ln_w = randn({12}), table = randn({10, 12}), ln_b = randn({12});
   Tensor idx = randint(0, 10, {4, 5}), target = randint(0, 5, {4}), tokens = randint(0, 5, {4});
   // The same computation on each device; returns the loss and the leaves whose gradients to compare.
   auto run = [&](Device d, std::vector<Tensor>& leaves) {
     leaves.clear();
-    for (const Tensor& t : {x, w, b, bn_w, ln_w, table}) leaves.push_back(t.detach().to(d).set_requires_grad());
+    for (const Tensor& t : {x, w, b, bn_w, ln_w, table, ln_b}) leaves.push_back(t.detach().to(d).set_requires_grad());
     Tensor h = F::conv2d(leaves[0], leaves[1], leaves[2], {2, 1}, 1, {1, 2});
     h = F::batch_norm(h, Tensor(), Tensor(), leaves[3], Tensor(), true);
     h = F::max_pool2d(F::gelu(h), 3, 1, 1) + F::avg_pool2d(h, 3, 1, 1, false, false);
     h = F::adaptive_avg_pool2d(h, {1, 2}).flatten(1);                 // [4, 12]
-    h = F::layer_norm(h, {12}, leaves[4]);
+    h = F::layer_norm(h, {12}, leaves[4], leaves[6]);
     Tensor logits = h.narrow(1, 0, 5);
     Tensor emb = F::embedding(idx.to(d), leaves[5], 0);            // [4, 5, 12]
     Tensor lm = matmul(emb, h.unsqueeze(2)).squeeze(2);             // [4, 5] logits over 5 "classes"

@@ -214,6 +214,10 @@ TEST_CASE("gradcheck: conv, pooling, normalization, embedding, losses") {
   gradcheck([](auto& v) { return F::avg_pool2d(v[0], 3, 2, 1, true, false); }, {r({1, 2, 5, 4})});
   gradcheck([](auto& v) { return F::adaptive_avg_pool2d(v[0], {2, 3}); }, {r({1, 2, 5, 4})});
   gradcheck([](auto& v) { return F::layer_norm(v[0], {4}, v[1], v[2]); }, {r({3, 4}), r({4}), r({4})});
+  // The fused kernel's other forms: several normalized dims, a strided input, weight only, neither.
+  gradcheck([](auto& v) { return F::layer_norm(v[0], {2, 3}, v[1]); }, {r({2, 2, 3}), r({2, 3})});
+  gradcheck([](auto& v) { return F::layer_norm(v[0].transpose(0, 1), {3}); }, {r({3, 4})});
+  gradcheck([](auto& v) { return F::layer_norm(v[0], {20}, Tensor(), v[1]); }, {r({2, 20}), r({20})});
   gradcheck([](auto& v) { return F::batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
             {r({3, 2, 2, 2}), r({2}), r({2})});
   Tensor idx = tensor(std::vector<int64_t>{2, 0, 2, 1});
@@ -404,6 +408,9 @@ TEST_CASE("layers name themselves and the shapes in their errors") {
         "BatchNorm2d: expected more than 1 value per channel when training, got input [1, 3, 1, 1]");
   nn::LayerNorm ln(8);
   CHECK(error_of([&] { ln(zeros({2, 7})); }) == "layer_norm: input [2, 7] does not end with normalized_shape [8]");
+  CHECK(error_of([&] { F::layer_norm(zeros({2, 8}), {8}, Tensor(), Tensor(), -1e-5); }) ==
+        "layer_norm: eps must be non-negative, got -1e-05");
+  CHECK(error_of([&] { F::layer_norm(zeros({2, 8}, kInt64), {8}); }).find("layer_norm") == 0);
   nn::Embedding emb(10, 4);
   CHECK(error_of([&] { emb(zeros({3})); }) == "Embedding(10, 4): expected int64 indices, got float32");
   CHECK(error_of([&] { F::cross_entropy(zeros({4, 3}), tensor(std::vector<int64_t>{0, 1, 2})); }) ==

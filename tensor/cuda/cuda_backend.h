@@ -9,6 +9,7 @@
 //   gemm                                      gemm.cpp (cuBLAS, strided batched)
 //   reduce                                    reduce.cu
 //   softmax(+backward), nll_loss(+backward)   softmax_loss.cu
+//   layer_norm(+backward)                     layer_norm.cu
 //   index_select, index_add, gather,          indexing.cu
 //   scatter_add
 //   sort                                      sort.cu
@@ -39,6 +40,11 @@ class CudaBackend final : public Backend {
   void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override;
   void softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer, int64_t n,
                         int64_t inner, bool log) override;
+  void layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  int64_t rows, int64_t n, double eps) override;
+  void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
+                           const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t rows,
+                           int64_t n) override;
   void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) override;
   void nll_loss_backward(Tensor& grad_logp, const Tensor& grad_out, const Tensor& target, double scale) override;
   void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
