@@ -11,6 +11,7 @@ namespace {
 // One field's value from the first source that sets it; a later source that sets it differently is a
 // conflict. Sources are listed in priority order.
 struct Field {
+  explicit Field(const char* w) : what(w) {}
   const char* what;
   std::string value, from;
   void offer(const GetEnv& getenv, const char* var) {
