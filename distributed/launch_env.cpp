@@ -1,5 +1,7 @@
 #include "distributed/launch_env.h"
 
+#include <utility>
+
 #include <charconv>
 #include <cstdlib>
 
@@ -11,7 +13,8 @@ namespace {
 // One field's value from the first source that sets it; a later source that sets it differently is a
 // conflict. Sources are listed in priority order.
 struct Field {
-  explicit Field(const char* w) : what(w) {}
+  explicit Field(const char* w, std::string v = {}, std::string f = {})
+      : what(w), value(std::move(v)), from(std::move(f)) {}
   const char* what;
   std::string value, from;
   void offer(const GetEnv& getenv, const char* var) {
