@@ -1,9 +1,8 @@
 #include "distributed/launch_env.h"
 
-#include <utility>
-
 #include <charconv>
 #include <cstdlib>
+#include <utility>
 
 #include "common/check.h"
 
