@@ -10,8 +10,9 @@ faster). On a loaded machine the CPU time per step is the steadier figure.
 import argparse
 import os
 import re
-import statistics
 import subprocess
+
+from twin_table import print_table
 
 
 def step_ms(cmd, env):
@@ -44,16 +45,7 @@ def main():
                  str(a.steps)], env))
             print(f"# world {w}: lockstep {times[('lockstep', w)][-1]} ms, "
                   f"PyTorch {times[('pytorch', w)][-1]} ms (wall, CPU)", flush=True)
-    print("| ranks | lockstep ms (median / best) | PyTorch ms (median / best) | ratio (median / best) "
-          "| lockstep CPU ms | PyTorch CPU ms | CPU ratio | runs |")
-    print("|---|---|---|---|---|---|---|---|")
-    for w in map(int, a.worlds.split(",")):
-        o, t = times[("lockstep", w)], times[("pytorch", w)]
-        ow, tw = [x[0] for x in o], [x[0] for x in t]
-        oc, tc = statistics.median(x[1] for x in o), statistics.median(x[1] for x in t)
-        om, tm, ob, tb = statistics.median(ow), statistics.median(tw), min(ow), min(tw)
-        print(f"| {w} | {om:.1f} / {ob:.1f} | {tm:.1f} / {tb:.1f} | {om / tm:.2f} / {ob / tb:.2f} "
-              f"| {oc:.1f} | {tc:.1f} | {oc / tc:.2f} | {len(o)} |")
+    print_table(times, list(map(int, a.worlds.split(","))))
 
 
 if __name__ == "__main__":
