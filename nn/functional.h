@@ -3,6 +3,7 @@
 // Shape errors name the function and the shapes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,17 @@ inline Tensor softmax(const Tensor& x, int64_t dim) { return lockstep::softmax(x
 inline Tensor log_softmax(const Tensor& x, int64_t dim) { return lockstep::log_softmax(x, dim); }
 inline Tensor dropout(const Tensor& x, double p = 0.5, bool training = true) { return lockstep::dropout(x, p, training); }
 inline Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor()) { return lockstep::linear(x, w, b); }
+
+// --- attention (nn/attention.cpp) ---
+// torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale + mask) v, with
+// q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dimensions broadcast) -> [..., L, Ev]. scale
+// defaults to 1 / sqrt(E). attn_mask broadcasts to [..., L, S]: bool (true: may attend) or floating
+// (added to the scores). is_causal masks position j > i (it excludes attn_mask). dropout_p > 0 drops
+// attention weights, as PyTorch's function does whatever the module's mode (pass 0 in evaluation).
+// Composed from the differentiable ops (the same work as nanoGPT's manual path).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
 
 // --- losses (nn/loss.cpp), with PyTorch's semantics ---
 // input [N, C] or [N, C, d1, ...] logits; target int64 class indices [N] / [N, d1, ...] (entries equal

@@ -233,6 +233,47 @@ TEST_CASE("gradcheck: conv, pooling, normalization, embedding, losses") {
 
 // --- modes, initialisation, containers ---------------------------------------------------------
 
+TEST_CASE("scaled_dot_product_attention equals its definition: masks, causal, scale, broadcast batches") {
+  manual_seed(3);
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor q0 = randn({2, 3, 4, 8}, kFloat64), k0 = randn({2, 3, 5, 8}, kFloat64), v0 = randn({1, 3, 5, 6}, kFloat64);
+  // Random, but every row may attend to key 0 (a row with no key at all gives NaN, in PyTorch too).
+  Tensor bool_mask = logical_or(rand({4, 5}, kFloat64) > 0.3, arange(5) == int64_t(0));
+  Tensor float_mask = randn({4, 5}, kFloat64);
+  // softmax(q k^T * scale + mask) v, written out; then the function, both with gradients.
+  auto both = [&](auto&& manual, auto&& fused) {
+    std::vector<Tensor> a{q0.detach().set_requires_grad(), k0.detach().set_requires_grad(), v0.detach().set_requires_grad()};
+    std::vector<Tensor> b{q0.detach().set_requires_grad(), k0.detach().set_requires_grad(), v0.detach().set_requires_grad()};
+    Tensor want = manual(a[0], a[1], a[2]), got = fused(b[0], b[1], b[2]);
+    check_close(got, want, "sdpa output", 1e-12);
+    (want * want).sum().backward();
+    (got * got).sum().backward();
+    for (int i = 0; i < 3; ++i) check_close(b[i].grad(), a[i].grad(), "sdpa gradient " + std::to_string(i), 1e-12);
+  };
+  auto scores = [](const Tensor& q, const Tensor& k, double s) { return matmul(q, k.transpose(-2, -1)) * s; };
+  const double s8 = 1 / std::sqrt(8.0);
+  both([&](auto& q, auto& k, auto& v) { return matmul(softmax(scores(q, k, s8), -1), v); },
+       [&](auto& q, auto& k, auto& v) { return F::scaled_dot_product_attention(q, k, v); });
+  both([&](auto& q, auto& k, auto& v) { return matmul(softmax(scores(q, k, 0.5).masked_fill(logical_not(bool_mask), -inf), -1), v); },
+       [&](auto& q, auto& k, auto& v) { return F::scaled_dot_product_attention(q, k, v, bool_mask, 0.0, false, 0.5); });
+  both([&](auto& q, auto& k, auto& v) { return matmul(softmax(scores(q, k, s8) + float_mask, -1), v); },
+       [&](auto& q, auto& k, auto& v) { return F::scaled_dot_product_attention(q, k, v, float_mask); });
+  // Causal with L < S, as PyTorch: position i attends to j <= i (a top-left triangle).
+  Tensor causal = tril(ones({4, 5}, kBool));
+  both([&](auto& q, auto& k, auto& v) { return matmul(softmax(scores(q, k, s8).masked_fill(logical_not(causal), -inf), -1), v); },
+       [&](auto& q, auto& k, auto& v) { return F::scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true); });
+  testing::gradcheck([](auto& t) { return F::scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), 0.0, true); },
+                     {randn({2, 3, 4}, kFloat64), randn({2, 3, 4}, kFloat64), randn({2, 3, 2}, kFloat64)});
+  // dropout_p = 1 drops every weight.
+  CHECK(F::scaled_dot_product_attention(q0, k0, v0, Tensor(), 1.0).abs().sum().item<double>() == 0.0);
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q0, k0, v0, bool_mask, 0.0, true); }) ==
+        "scaled_dot_product_attention: give attn_mask or is_causal, not both");
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q0, randn({2, 3, 5, 7}), v0); }).find(
+            "scaled_dot_product_attention: q [2, 3, 4, 8], k [2, 3, 5, 7] and v [1, 3, 5, 6] do not fit") == 0);
+  CHECK(error_of([&] { F::scaled_dot_product_attention(q0, k0, v0, Tensor(), 1.5); }) ==
+        "scaled_dot_product_attention: dropout_p must be in [0, 1], got 1.5");
+}
+
 TEST_CASE("Dropout honours train() and eval()") {
   manual_seed(0);
   nn::Dropout drop(0.25);
