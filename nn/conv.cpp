@@ -1,9 +1,9 @@
-// Conv2d and F::conv2d / F::pad2d. The convolution is im2col through views, one image at a time:
-// for each kernel offset, the padded image seen through as_strided as [C, H_out, W_out] is copied
-// into columns [C, kH, kW, H_out, W_out], and one GEMM per group gives the image's output. Its
-// backward is written beside it (two GEMMs per image, and col2im as kH * kW strided adds): the
-// composed ops' backward (as_strided's index_add over every window element) made a CNN's backward
-// pass about twice as slow.
+// Conv2d and F::conv2d / F::pad2d. The convolution is im2col through views, a chunk of images at a
+// time: for each kernel offset, the padded images seen through as_strided as [n, C, H_out, W_out]
+// are copied into columns [C, kH, kW, n, H_out, W_out], and one GEMM per group gives the chunk's
+// output. Its backward is written beside it (two GEMMs per chunk, and col2im as kH * kW strided
+// adds): the composed ops' backward (as_strided's index_add over every window element) made a CNN's
+// backward pass about twice as slow.
 #include "nn/conv.h"
 
 #include <algorithm>
@@ -82,28 +82,37 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
   const int64_t OW = (Wp - dilation[1] * (kw - 1) - 1) / stride[1] + 1;
   const int64_t G = groups, Cg = C / G, Og = O / G, K = Cg * kh * kw, L = OH * OW;
   const TensorOptions opts(x.dtype(), x.device());
-  // One kernel offset (i, j) of every window of one padded image [C, Hp, Wp]: [C, OH, OW].
-  auto windows_at = [=](const Tensor& image, int64_t i, int64_t j) {
-    return internal::as_strided(image, {C, OH, OW}, {Hp * Wp, stride[0] * Wp, stride[1]},
-                                image.storage_offset() + i * dilation[0] * Wp + j * dilation[1]);
+  // One kernel offset (i, j) of every window of a chunk of the padded batch [n, C, Hp, Wp]:
+  // [n, C, OH, OW].
+  auto windows_at = [=](const Tensor& padded, int64_t i, int64_t j) {
+    return internal::as_strided(padded, {padded.size(0), C, OH, OW}, {C * Hp * Wp, Hp * Wp, stride[0] * Wp, stride[1]},
+                                padded.storage_offset() + i * dilation[0] * Wp + j * dilation[1]);
   };
-  // im2col of image n of the padded batch into cols6 [C, kh, kw, OH, OW] (= [G, K, L]): kh * kw
-  // strided copies.
-  auto im2col = [=](const Tensor& padded, int64_t n, Tensor& cols6) {
-    Tensor image = internal::select(padded, 0, n);
+  // The batch goes through in chunks of images. On the CPU a chunk's columns ([G * K, n * L]) are
+  // kept near 1 MiB, so they stay in the cache between im2col and the GEMM: one image at a time for
+  // cnn_fashion's conv2 (663 KB), 43 for conv1. Over the whole batch at once the columns were 42 MB,
+  // written and read back through memory. A one-image chunk's product is that image's output in
+  // place; larger chunks are transposed into place. On CUDA the whole batch is one chunk: there,
+  // kernel launches cost more than memory traffic.
+  const int64_t per_image = C * kh * kw * L;
+  const int64_t chunk = x.device().is_cuda() ? std::max<int64_t>(N, 1)
+                                             : std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(per_image, 1),
+                                                                   1, std::max<int64_t>(N, 1));
+  // im2col of images [n0, n0 + n) of the padded batch: kh * kw strided copies into columns
+  // [C, kh, kw, n, OH, OW] (= [G * K, n * L]).
+  auto im2col = [=](const Tensor& padded, int64_t n0, int64_t n) {
+    Tensor cols6 = empty({C, kh, kw, n, OH, OW}, TensorOptions(padded.dtype(), padded.device()));
+    Tensor images = internal::narrow(padded, 0, n0, n);
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
-        Tensor dst = internal::select(internal::select(cols6, 1, i), 1, j);
-        internal::copy_(dst, windows_at(image, i, j));
+        Tensor dst = internal::select(internal::select(cols6, 1, i), 1, j);  // [C, n, OH, OW]
+        internal::copy_(dst, internal::permute(windows_at(images, i, j), {1, 0, 2, 3}));
       }
+    return internal::reshape(cols6, {G * K, n * L});
   };
   // Group g's rows of a [G * rows, cols] matrix.
   auto group = [](const Tensor& m, int64_t g, int64_t rows) { return internal::narrow(m, 0, g * rows, rows); };
 
-  // Forward, unrecorded, one image at a time (as Caffe does): the image's columns [G, K, L] (663 KB
-  // for cnn_fashion's conv2) stay in the cache between im2col and the GEMM, and the product
-  // W [Og, K] @ cols [K, L] is already image n's output [Og, OH * OW], written in place. Over the
-  // whole batch at once the columns were 42 MB, and the output needed a transposing copy.
   Tensor xp = x.detach();
   if (padding[0] || padding[1] || !xp.is_contiguous()) {
     xp = zeros({N, C, Hp, Wp}, opts);
@@ -111,15 +120,18 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
     internal::copy_(inner, x.detach());
   }
   Tensor w = internal::reshape(weight.detach(), {O, K});
-  Tensor cols6 = empty({C, kh, kw, OH, OW}, opts);
-  Tensor cols = internal::reshape(cols6, {G * K, L});
   Tensor out = empty({N, O, OH, OW}, opts);
-  for (int64_t n = 0; n < N; ++n) {
-    im2col(xp, n, cols6);
-    Tensor out_n = internal::reshape(internal::select(out, 0, n), {O, L});
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t n = std::min(chunk, N - n0);
+    Tensor cols = im2col(xp, n0, n);
+    Tensor prod = n == 1 ? internal::reshape(internal::select(out, 0, n0), {O, L}) : empty({O, n * L}, opts);
     for (int64_t g = 0; g < G; ++g) {
-      Tensor dst = group(out_n, g, Og);
+      Tensor dst = group(prod, g, Og);
       internal::gemm_(dst, group(w, g, Og), false, group(cols, g, K), false, 1.0, 0.0);
+    }
+    if (n > 1) {  // [O, n, L] -> images [n, O, L]
+      Tensor dst = internal::reshape(internal::narrow(out, 0, n0, n), {n, O, L});
+      internal::copy_(dst, internal::permute(internal::reshape(prod, {O, n, L}), {1, 0, 2}));
     }
   }
   if (bias.defined()) internal::add_(out, internal::reshape(bias.detach(), {1, O, 1, 1}));
@@ -129,35 +141,39 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
   if (!autograd::needs_grad(inputs)) return batched ? out : internal::squeeze(out, 0);
   const bool grad_x = x.requires_grad(), has_bias = bias.defined();
   const Shape weight_shape = weight.shape();
-  // The backward keeps the padded input (5.5 MB for conv2), not the columns, and rebuilds each
-  // image's columns as the forward did.
+  // The backward keeps the padded input (5.5 MB for cnn_fashion's conv2), not the columns, and
+  // rebuilds each chunk's columns as the forward did.
   out = autograd::record("conv2d", out, inputs, [=](const Tensor& g_in) {
-    Tensor g = internal::contiguous(g_in);  // [N, O, OH, OW]: image n's gradient is [O, L]
-    Tensor gw = N ? empty({O, K}, {g.dtype(), g.device()}) : zeros({O, K}, {g.dtype(), g.device()});
-    Tensor gxp = grad_x ? zeros({N, C, Hp, Wp}, {g.dtype(), g.device()}) : Tensor();
-    Tensor cols6 = empty({C, kh, kw, OH, OW}, {g.dtype(), g.device()});
-    Tensor cols = internal::reshape(cols6, {G * K, L});
-    Tensor gcols6 = grad_x ? empty({C, kh, kw, OH, OW}, {g.dtype(), g.device()}) : Tensor();
-    Tensor gcols = grad_x ? internal::reshape(gcols6, {G * K, L}) : Tensor();
-    for (int64_t n = 0; n < N; ++n) {
-      Tensor g_n = internal::reshape(internal::select(g, 0, n), {O, L});
-      im2col(xp, n, cols6);
+    const TensorOptions go(g_in.dtype(), g_in.device());
+    Tensor g = internal::contiguous(g_in);  // [N, O, OH, OW]
+    Tensor gw = N ? empty({O, K}, go) : zeros({O, K}, go);
+    Tensor gxp = grad_x ? zeros({N, C, Hp, Wp}, go) : Tensor();
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+      const int64_t n = std::min(chunk, N - n0);
+      // The chunk's gradient as [O, n * L].
+      Tensor gc = n == 1 ? internal::reshape(internal::select(g, 0, n0), {O, L})
+                         : internal::reshape(internal::contiguous(internal::permute(
+                                                 internal::reshape(internal::narrow(g, 0, n0, n), {n, O, L}), {1, 0, 2})),
+                                             {O, n * L});
+      Tensor cols = im2col(xp, n0, n);
+      Tensor gcols = grad_x ? empty({G * K, n * L}, go) : Tensor();
       for (int64_t gi = 0; gi < G; ++gi) {
-        // dW += g_n cols^T, summed over the batch image by image.
+        // dW += g cols^T, summed over the batch chunk by chunk.
         Tensor dw = group(gw, gi, Og);
-        internal::gemm_(dw, group(g_n, gi, Og), false, group(cols, gi, K), true, 1.0, n == 0 ? 0.0 : 1.0);
-        // col2im: dcols = W^T g_n [K, L], added back into the padded image offset by offset.
+        internal::gemm_(dw, group(gc, gi, Og), false, group(cols, gi, K), true, 1.0, n0 == 0 ? 0.0 : 1.0);
+        // col2im: dcols = W^T g [K, n * L], added back into the padded images offset by offset.
         if (grad_x) {
           Tensor dc = group(gcols, gi, K);
-          internal::gemm_(dc, group(w, gi, Og), true, group(g_n, gi, Og), false, 1.0, 0.0);
+          internal::gemm_(dc, group(w, gi, Og), true, group(gc, gi, Og), false, 1.0, 0.0);
         }
       }
       if (grad_x) {
-        Tensor image = internal::select(gxp, 0, n);
+        Tensor gcols6 = internal::reshape(gcols, {C, kh, kw, n, OH, OW});
+        Tensor images = internal::narrow(gxp, 0, n0, n);
         for (int64_t i = 0; i < kh; ++i)
           for (int64_t j = 0; j < kw; ++j) {
-            Tensor dst = windows_at(image, i, j);
-            internal::add_(dst, internal::select(internal::select(gcols6, 1, i), 1, j));
+            Tensor dst = windows_at(images, i, j);
+            internal::add_(dst, internal::permute(internal::select(internal::select(gcols6, 1, i), 1, j), {1, 0, 2, 3}));
           }
       }
     }

@@ -85,6 +85,27 @@ TEST_CASE("Conv2d matches PyTorch: padding, stride, dilation, groups, bias") {
   check_close(conv(fx("conv_strided.x").select(0, 1)), fx("conv_strided.out").select(0, 1), "Conv2d unbatched");
 }
 
+TEST_CASE("conv2d over a batch in chunks equals it image by image, gradients included") {
+  // 7 images of 8 x 40 x 40: about 104K column elements per image, so the CPU path takes chunks of
+  // 2 images (2, 2, 2 and a last one of 1); each image alone is a one-image chunk.
+  manual_seed(4);
+  Tensor x0 = randn({7, 8, 40, 40}, kFloat64), w0 = randn({6, 4, 3, 3}, kFloat64), b0 = randn({6}, kFloat64);
+  Tensor x = x0.detach().set_requires_grad(), w = w0.detach().set_requires_grad(), b = b0.detach().set_requires_grad();
+  Tensor y = F::conv2d(x, w, b, 1, 1, 1, 2);
+  Tensor gy = randn(y.shape(), kFloat64);
+  (y * gy).sum().backward();
+  Tensor wi = w0.detach().set_requires_grad(), bi = b0.detach().set_requires_grad();
+  for (int64_t n = 0; n < 7; ++n) {
+    Tensor xi = x0.narrow(0, n, 1).detach().set_requires_grad();
+    Tensor yi = F::conv2d(xi, wi, bi, 1, 1, 1, 2);
+    check_close(yi, y.narrow(0, n, 1), "conv2d image " + std::to_string(n), 1e-12);
+    (yi * gy.narrow(0, n, 1)).sum().backward();
+    check_close(xi.grad(), x.grad().narrow(0, n, 1), "conv2d input gradient " + std::to_string(n), 1e-12);
+  }
+  check_close(wi.grad(), w.grad(), "conv2d weight gradient", 1e-10);
+  check_close(bi.grad(), b.grad(), "conv2d bias gradient", 1e-10);
+}
+
 TEST_CASE("pooling matches PyTorch") {
   check_case("maxpool", {"x"}, [](auto& v) { return nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))(v[0]); });
   check_case("maxpool_ceil", {"x"},
