@@ -40,8 +40,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                  " (move one with .to(device))");
   // x: [..., in] as [rows, in] (a view where the layout allows); w: [out, in]; one GEMM.
   Tensor x2 = in::reshape(x, {-1, w.size(1)});
-  Tensor out2 = in::matmul(x2, w, false, true);  // [rows, out]
-  if (bias.defined()) in::add_(out2, bias);
+  Tensor out2;
+  if (bias.defined() && bias.dtype() == x.dtype() && bias.device() == x.device() && x.dtype() != kBFloat16) {
+    // The rows start as the bias and the GEMM adds x w^T onto them: one pass over the output fewer
+    // than a product (which first zeroes its output) followed by a bias add.
+    out2 = Tensor(Shape{x2.size(0), w.size(0)}, x.dtype(), x.device());  // a copy, never a view of bias
+    in::copy_(out2, in::expand(bias, out2.shape()));
+    in::gemm_(out2, x2, false, w, true, 1.0, 1.0);
+  } else {
+    out2 = in::matmul(x2, w, false, true);  // [rows, out]
+    if (bias.defined()) in::add_(out2, bias);
+  }
   Shape out_shape = x.shape();
   out_shape.back() = w.size(0);
   Tensor out = in::view(out2, out_shape);

@@ -51,6 +51,16 @@ TEST_CASE("gradients of matrix products, reshapes and reductions") {
   gradcheck([](V x) { return std::get<0>(x[0].max(0, true)); }, {r({3, 2})});
 }
 
+TEST_CASE("linear: the output starts as a copy of the bias, never the bias itself") {
+  // One row: the bias expanded to [1, out] is already contiguous, and writing the product into that
+  // view would overwrite the bias.
+  Tensor x = tensor({1.0, 2.0, 3.0}, {1, 3}), w = tensor({1.0, 0.0, 0.0, 0.0, 1.0, 1.0}, {2, 3});
+  Tensor b = tensor({10.0, 20.0});
+  for (int i = 0; i < 2; ++i) CHECK(linear(x, w, b).to_vector<double>() == std::vector<double>{11.0, 25.0});
+  CHECK(b.to_vector<double>() == std::vector<double>{10.0, 20.0});
+  CHECK(linear(zeros({0, 3}, kFloat64), w, b).shape() == Shape{0, 2});
+}
+
 TEST_CASE("gradients of log_softmax, cross entropy, index_select and conversions") {
   manual_seed(2);
   using V = const std::vector<Tensor>&;
