@@ -7,12 +7,10 @@ faster). On a loaded machine the CPU time per step is the steadier figure.
 
     tools/bazel build //examples:cnn_fashion //distributed/launch && python3 tools/cnn_fashion_bench.py --rounds 3
 """
-import argparse
-import os
 import re
 import subprocess
 
-from twin_table import print_table
+from twin_bench import parse_args, print_table
 
 
 def step_ms(cmd, env):
@@ -24,28 +22,18 @@ def step_ms(cmd, env):
 
 
 def main():
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    p = argparse.ArgumentParser()
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--worlds", default="1,2")
-    p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
-    a = p.parse_args()
-    launch = os.path.join(root, "bazel-bin", "distributed", "launch", "launch")
-    cnn = os.path.join(root, "bazel-bin", "examples", "cnn_fashion")
-    twin = os.path.join(root, "tools", "cnn_fashion_twin.py")
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    a = parse_args("cnn_fashion", "cnn_fashion_twin.py", default_steps=20)
     times = {}
     for _ in range(a.rounds):
-        for w in map(int, a.worlds.split(",")):
+        for w in a.worlds:
             times.setdefault(("lockstep", w), []).append(step_ms(
-                [launch, f"--nproc_per_node={w}", cnn, "--bench-steps", str(a.steps)], env))
+                [a.launch, f"--nproc_per_node={w}", a.binary, "--bench-steps", str(a.steps)], a.env))
             times.setdefault(("pytorch", w), []).append(step_ms(
-                [a.python, "-m", "torch.distributed.run", f"--nproc_per_node={w}", twin, "--bench-steps",
-                 str(a.steps)], env))
+                [a.python, "-m", "torch.distributed.run", f"--nproc_per_node={w}", a.twin, "--bench-steps",
+                 str(a.steps)], a.env))
             print(f"# world {w}: lockstep {times[('lockstep', w)][-1]} ms, "
                   f"PyTorch {times[('pytorch', w)][-1]} ms (wall, CPU)", flush=True)
-    print_table(times, list(map(int, a.worlds.split(","))))
+    print_table(times, a.worlds)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,11 @@ On a loaded machine the CPU time per step is the steadier figure.
 
     tools/bazel build //examples:gpt //distributed/launch && python3 tools/gpt_bench.py --rounds 3
 """
-import argparse
 import os
 import subprocess
 import tempfile
 
-from twin_table import print_table
+from twin_bench import parse_args, print_table
 
 
 def step_ms(cmd, env):
@@ -24,35 +23,25 @@ def step_ms(cmd, env):
 
 
 def main():
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    p = argparse.ArgumentParser()
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--worlds", default="1,2")
-    p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
-    a = p.parse_args()
-    launch = os.path.join(root, "bazel-bin", "distributed", "launch", "launch")
-    gpt = os.path.join(root, "bazel-bin", "examples", "gpt")
-    twin = os.path.join(root, "tools", "gpt_twin.py")
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    a = parse_args("gpt", "gpt_twin.py", default_steps=30)
     init = tempfile.NamedTemporaryFile(suffix=".safetensors", delete=False).name
-    subprocess.run([launch, "--nproc_per_node=1", gpt, "--export-init", init], env=env, check=True,
+    subprocess.run([a.launch, "--nproc_per_node=1", a.binary, "--export-init", init], env=a.env, check=True,
                    capture_output=True)
     times = {}
     try:
         for _ in range(a.rounds):
-            for w in map(int, a.worlds.split(",")):
-                run = [launch, f"--nproc_per_node={w}"]
+            for w in a.worlds:
+                run = [a.launch, f"--nproc_per_node={w}"]
                 times.setdefault(("lockstep", w), []).append(step_ms(
-                    run + [gpt, "--init", init, "--steps", str(a.steps), "--eval-iters", "1", "--eval-interval",
-                           "1000000", "--sample-tokens", "0"], env))
+                    run + [a.binary, "--init", init, "--steps", str(a.steps), "--eval-iters", "1", "--eval-interval",
+                           "1000000", "--sample-tokens", "0"], a.env))
                 times.setdefault(("pytorch", w), []).append(step_ms(
-                    run + [a.python, twin, "--init", init, "--steps", str(a.steps), "--quiet"], env))
+                    run + [a.python, a.twin, "--init", init, "--steps", str(a.steps), "--quiet"], a.env))
                 print(f"# world {w}: lockstep {times[('lockstep', w)][-1]} ms, "
                       f"PyTorch {times[('pytorch', w)][-1]} ms (wall, CPU)", flush=True)
     finally:
         os.unlink(init)
-    print_table(times, list(map(int, a.worlds.split(","))))
+    print_table(times, a.worlds)
 
 
 if __name__ == "__main__":
