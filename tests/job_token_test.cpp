@@ -20,6 +20,7 @@
 #include "tests/test_util.h"
 
 using namespace lockstep;
+using lockstep::testing::thrown_by;
 using dist::JobToken;
 using std::chrono::milliseconds;
 
@@ -27,15 +28,6 @@ namespace {
 
 const JobToken kToken("0123456789abcdef0123456789abcdef", "test");
 const JobToken kOtherToken("fedcba9876543210fedcba9876543210", "test");
-
-std::string thrown_by(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Sets an environment variable for one scope.
 struct ScopedEnv {

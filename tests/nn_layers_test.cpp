@@ -12,8 +12,10 @@
 #include "nn/api.h"
 #include "tensor/safetensors.h"
 #include "tests/gradcheck.h"
+#include "tests/test_util.h"
 
 using namespace lockstep;
+using lockstep::testing::error_of;
 namespace F = lockstep::nn::functional;
 
 namespace {
@@ -58,15 +60,6 @@ void check_case(const std::string& c, const std::vector<std::string>& inputs,
   check_close(out, fx(c + ".out"), c + ".out");
   sum(out * fx(c + ".gout")).backward();
   for (size_t i = 0; i < inputs.size(); ++i) check_close(leaves[i].grad(), fx(c + ".grad." + inputs[i]), c + ".grad." + inputs[i]);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -38,6 +38,7 @@
 namespace {
 
 using lockstep::testing::error_of;
+using lockstep::testing::thrown_by;
 using lockstep::testing::expect_error;
 
 using namespace lockstep;
@@ -559,16 +560,6 @@ TEST_CASE("gloo listens where it is told: a hostname, GLOO_SOCKET_IFNAME, or the
 // sharing a FileStore and connections to rank 0's mesh listener that never say which rank they are
 // (a hung peer, or a stray client such as a port scanner) or say something that is no rank.
 namespace {
-
-// What fn() throws, as text; "" when it returns.
-std::string thrown_by(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Connects to rank `rank`'s mesh listener once it is published under "direct_mesh/<rank>", and sends nothing.
 dist::Socket silent_connection(const std::string& store_path, int rank) {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -21,6 +22,18 @@ std::string error_of(F&& f) {
   try {
     std::forward<F>(f)();
   } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The message of any std::exception f() throws (error_of catches lockstep::Error alone); "" when
+// it throws none.
+template <typename F>
+std::string thrown_by(F&& f) {
+  try {
+    std::forward<F>(f)();
+  } catch (const std::exception& e) {
     return e.what();
   }
   return "";
