@@ -98,10 +98,16 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
   const int64_t chunk = x.device().is_cuda() ? std::max<int64_t>(N, 1)
                                              : std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(per_image, 1),
                                                                    1, std::max<int64_t>(N, 1));
+  // `buf` when it already has this shape, else a new tensor kept in `buf`: the chunk loops below
+  // allocate their work tensors once (and once more for a shorter last chunk), not per chunk.
+  auto reuse = [](Tensor& buf, const Shape& shape, const TensorOptions& o) -> Tensor& {
+    if (!buf.defined() || buf.shape() != shape) buf = empty(shape, o);
+    return buf;
+  };
   // im2col of images [n0, n0 + n) of the padded batch: kh * kw strided copies into columns
-  // [C, kh, kw, n, OH, OW] (= [G * K, n * L]).
-  auto im2col = [=](const Tensor& padded, int64_t n0, int64_t n) {
-    Tensor cols6 = empty({C, kh, kw, n, OH, OW}, TensorOptions(padded.dtype(), padded.device()));
+  // [C, kh, kw, n, OH, OW] (held in `buf`), returned as [G * K, n * L].
+  auto im2col = [=](const Tensor& padded, int64_t n0, int64_t n, Tensor& buf) {
+    Tensor& cols6 = reuse(buf, {C, kh, kw, n, OH, OW}, TensorOptions(padded.dtype(), padded.device()));
     Tensor images = internal::narrow(padded, 0, n0, n);
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
@@ -121,10 +127,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
   }
   Tensor w = internal::reshape(weight.detach(), {O, K});
   Tensor out = empty({N, O, OH, OW}, opts);
+  Tensor cols_buf, prod_buf;
   for (int64_t n0 = 0; n0 < N; n0 += chunk) {
     const int64_t n = std::min(chunk, N - n0);
-    Tensor cols = im2col(xp, n0, n);
-    Tensor prod = n == 1 ? internal::reshape(internal::select(out, 0, n0), {O, L}) : empty({O, n * L}, opts);
+    Tensor cols = im2col(xp, n0, n, cols_buf);
+    Tensor prod = n == 1 ? internal::reshape(internal::select(out, 0, n0), {O, L}) : reuse(prod_buf, {O, n * L}, opts);
     for (int64_t g = 0; g < G; ++g) {
       Tensor dst = group(prod, g, Og);
       internal::gemm_(dst, group(w, g, Og), false, group(cols, g, K), false, 1.0, 0.0);
@@ -148,15 +155,20 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
     Tensor g = internal::contiguous(g_in);  // [N, O, OH, OW]
     Tensor gw = N ? empty({O, K}, go) : zeros({O, K}, go);
     Tensor gxp = grad_x ? zeros({N, C, Hp, Wp}, go) : Tensor();
+    Tensor cols_buf, gcols_buf, gc_buf;
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
       const int64_t n = std::min(chunk, N - n0);
       // The chunk's gradient as [O, n * L].
-      Tensor gc = n == 1 ? internal::reshape(internal::select(g, 0, n0), {O, L})
-                         : internal::reshape(internal::contiguous(internal::permute(
-                                                 internal::reshape(internal::narrow(g, 0, n0, n), {n, O, L}), {1, 0, 2})),
-                                             {O, n * L});
-      Tensor cols = im2col(xp, n0, n);
-      Tensor gcols = grad_x ? empty({G * K, n * L}, go) : Tensor();
+      Tensor gc;
+      if (n == 1) {
+        gc = internal::reshape(internal::select(g, 0, n0), {O, L});
+      } else {  // images [n, O, L] -> [O, n, L]
+        gc = reuse(gc_buf, {O, n * L}, go);
+        Tensor dst = internal::reshape(gc, {O, n, L});
+        internal::copy_(dst, internal::permute(internal::reshape(internal::narrow(g, 0, n0, n), {n, O, L}), {1, 0, 2}));
+      }
+      Tensor cols = im2col(xp, n0, n, cols_buf);
+      Tensor gcols = grad_x ? reuse(gcols_buf, {G * K, n * L}, go) : Tensor();
       for (int64_t gi = 0; gi < G; ++gi) {
         // dW += g cols^T, summed over the batch chunk by chunk.
         Tensor dw = group(gw, gi, Og);
