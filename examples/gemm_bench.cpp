@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/parallel.h"
 
 using namespace lockstep;
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> a(need), b(need), c(need);
   for (auto* v : {&a, &b}) for (float& x : *v) x = u(rng);
-  std::printf("threads=%d isa=%s\n", get_num_threads(), cpu::gemm_isa());
+  std::printf("threads=%d isa=%s\n", get_num_threads(), cpu::isa_name());
   double total = 0;
   for (const Shape& s : shapes) {
     int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;

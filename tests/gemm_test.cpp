@@ -112,6 +112,19 @@ TEST_CASE_TEMPLATE("gemm: every transpose, padded leading dimensions, alpha and 
             check_case<T>({ta, tb, m, n, k, pad, 2 * pad, pad + 1, alpha, beta});
 }
 
+// Products small enough for small_gemm (no packing), whose column count is a whole number of vectors:
+// every column-block width (1-4 vectors of 8 or 16), leftover rows, transposes, leading dimensions.
+TEST_CASE_TEMPLATE("gemm: small products, every block width and leftover rows", T, float, double) {
+  ThreadsGuard guard;
+  set_num_threads(1);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
+               {64, 64, 32}, {64, 32, 64}, {7, 16, 9}, {5, 48, 40}, {13, 80, 16}, {3, 112, 5}, {1, 8, 1}})
+        for (auto [alpha, beta] : std::vector<std::pair<double, double>>{{1, 0}, {-0.5, 0.25}})
+          check_case<T>({ta, tb, m, n, k, 1, 3, 2, alpha, beta});
+}
+
 TEST_CASE_TEMPLATE("gemm: beta 0 overwrites a C full of NaN; beta 1 accumulates", T, float, double) {
   const T nan = std::numeric_limits<T>::quiet_NaN();
   // A = [[1, 2], [3, 4]], B = I: C = A.

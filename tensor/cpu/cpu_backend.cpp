@@ -1,6 +1,6 @@
-// The CPU backend: lockstep's kernels on host memory. Elementwise ops are in cpu/elementwise.cpp; GEMM
-// is cpu/gemm.h; the rest are plain loops over contiguous [outer, n, inner] views.
-#include <Eigen/Dense>
+// The CPU backend: lockstep's kernels on host memory. Elementwise ops are in cpu/elementwise.cpp,
+// softmax and LayerNorm in cpu/rows.cpp (each built per ISA, cpu/isa.h), GEMM in cpu/gemm.h; the rest
+// are plain loops over contiguous [outer, n, inner] views.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +14,9 @@
 #include "tensor/cpu/adam.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/elementwise.h"
+#include "tensor/cpu/isa.h"
+#include "tensor/cpu/row_reduce.h"
+#include "tensor/cpu/rows.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
 
@@ -63,9 +66,6 @@ void check_index(int64_t v, int64_t n, int64_t pos, const char* op) {
                  n);
 }
 
-// Rows of work per thread below which a reduction or softmax stays on the calling thread.
-constexpr int64_t kRowGrain = 32768;
-
 class CpuBackend final : public Backend {
  public:
   CpuBackend() : cache_(size_t(env_int("LOCKSTEP_CPU_CACHE_MB", 1024, 0, 1 << 20)) << 20) {}
@@ -87,19 +87,39 @@ class CpuBackend final : public Backend {
     std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
   }
 
-  // Elementwise kernels: tensor/cpu/elementwise.cpp.
-  void fill(const StridedPlan& p, Tensor& out, double v) override { cpu::fill(p, out, v); }
-  void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override { cpu::copy_(p, out, a); }
-  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override { cpu::unary(op, p, out, a); }
-  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) override {
-    cpu::binary(op, p, out, a, b);
+  // Elementwise kernels: tensor/cpu/elementwise.cpp, in the processor's widest ISA build.
+  void fill(const StridedPlan& p, Tensor& out, double v) override {
+    LOCKSTEP_CPU_ISA_CALL(fill, p, out.dtype(), out.data_ptr(), v);
   }
+  void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override {
+    LOCKSTEP_CPU_ISA_CALL(copy_, p, out.dtype(), out.data_ptr(), a.dtype(), a.data_ptr());
+  }
+  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override {
+    LOCKSTEP_CPU_ISA_CALL(unary, op, p, out.data_ptr(), a.dtype(), a.data_ptr());
+  }
+  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) override {
+    LOCKSTEP_CPU_ISA_CALL(binary, op, p, out.data_ptr(), a.dtype(), a.data_ptr(), b.data_ptr());
+  }
+  // The scalar becomes an operand of stride 0, so binary's kernels serve (one instantiation per op and
+  // dtype instead of three); it lives on the stack, as wide as the widest dtype.
   void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
                      bool reverse) override {
-    cpu::binary_scalar(op, p, out, a, s, reverse);
+    alignas(8) unsigned char scalar[8];
+    dispatch_compute(a.dtype(), op_name(op), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      static_assert(sizeof(T) <= sizeof scalar);
+      *reinterpret_cast<T*>(scalar) = static_cast<T>(s);
+    });
+    StridedPlan q = p;
+    for (int d = 0; d < q.nd; ++d) {
+      q.stride[2][d] = reverse ? p.stride[1][d] : 0;
+      q.stride[1][d] = reverse ? 0 : p.stride[1][d];
+    }
+    LOCKSTEP_CPU_ISA_CALL(binary, op, q, out.data_ptr(), a.dtype(), reverse ? scalar : a.data_ptr(),
+                          reverse ? a.data_ptr() : scalar);
   }
   void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override {
-    cpu::where(p, out, cond, a, b);
+    LOCKSTEP_CPU_ISA_CALL(where, p, out.data_ptr(), a.dtype(), cond.data<bool>(), a.data_ptr(), b.data_ptr());
   }
 
   void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& g) override {
@@ -119,7 +139,7 @@ class CpuBackend final : public Backend {
       using T = typename decltype(tag)::type;
       const T* x = a.data<T>();
       // Rows [outer] are independent: large reductions split them across threads.
-      parallel_for(0, outer, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(n * inner, 1)),
+      parallel_for(0, outer, std::max<int64_t>(1, cpu::kRowGrain / std::max<int64_t>(n * inner, 1)),
                    [&](int64_t o_begin, int64_t o_end) {
       for (int64_t o = o_begin; o < o_end; ++o) {
         const T* base = x + o * n * inner;
@@ -149,7 +169,7 @@ class CpuBackend final : public Backend {
           // Sum and mean accumulate in double for float inputs: a long sum of float32 loses digits.
           using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
           if (inner == 1) {
-            const Acc s = row_sum<Acc>(n, [&](int64_t k) { return base[k]; });
+            const Acc s = cpu::avx2::row_sum<Acc>(n, cpu::avx2::kIdentity, base);
             y[0] = static_cast<T>(op == ReduceOp::Mean ? s / static_cast<Acc>(n) : s);
           } else {
             std::fill(y, y + inner, T(0));
@@ -164,43 +184,13 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // sum of f(0 .. n-1) in Acc, as 16 independent partial sums so the loop vectorizes: one running
-  // sum is a chain of dependent adds (4 cycles each); LayerNorm's row sums were 7% of a GPT step.
-  template <typename Acc, typename F>
-  static Acc row_sum(int64_t n, F&& f) {
-    constexpr int kLanes = 16;
-    Acc part[kLanes] = {};
-    int64_t k = 0;
-    for (; k + kLanes <= n; k += kLanes)
-      for (int j = 0; j < kLanes; ++j) part[j] += static_cast<Acc>(f(k + j));
-    Acc s = 0;
-    for (; k < n; ++k) s += static_cast<Acc>(f(k));
-    for (int j = 0; j < kLanes; ++j) s += part[j];
-    return s;
-  }
-
   void layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
                   int64_t rows, int64_t n, double eps) override {
     dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* w = weight.defined() ? weight.data<T>() : nullptr;
-      const T* b = bias.defined() ? bias.data<T>() : nullptr;
-      parallel_for(0, rows, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const T* xr = x.data<T>() + r * n;
-          T* yr = y.data<T>() + r * n;
-          // Two passes in double: the mean, then the mean squared deviation (no cancellation).
-          const double mu = row_sum<double>(n, [&](int64_t j) { return xr[j]; }) / double(n);
-          const double var = row_sum<double>(n, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); }) / double(n);
-          const T m = static_cast<T>(mu), rs = static_cast<T>(1 / std::sqrt(var + eps));
-          mean.data<T>()[r] = m;
-          rstd.data<T>()[r] = rs;
-          if (w && b) for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) * rs * w[j] + b[j];
-          else if (w) for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) * rs * w[j];
-          else if (b) for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) * rs + b[j];
-          else for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) * rs;
-        }
-      });
+      LOCKSTEP_CPU_ISA_CALL(layer_norm_rows<T>, x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
+                            bias.defined() ? bias.data<T>() : nullptr, y.data<T>(), mean.data<T>(), rstd.data<T>(),
+                            rows, n, eps);
     });
   }
 
@@ -208,67 +198,18 @@ class CpuBackend final : public Backend {
                            const Tensor& rstd, const Tensor& weight, int64_t rows, int64_t n) override {
     dispatch_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* w = weight.defined() ? weight.data<T>() : nullptr;
-      const T *xd = x.data<T>(), *gd = gy.data<T>(), *md = mean.data<T>(), *rd = rstd.data<T>();
-      if (gx.defined()) {
-        parallel_for(0, rows, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const T *xr = xd + r * n, *gr = gd + r * n;
-            const T m = md[r], rs = rd[r];
-            T* out = gx.data<T>() + r * n;
-            auto gh = [&](int64_t j) { return w ? gr[j] * w[j] : gr[j]; };
-            const T a = static_cast<T>(row_sum<double>(n, gh) / double(n));
-            const T c = static_cast<T>(row_sum<double>(n, [&](int64_t j) { return gh(j) * ((xr[j] - m) * rs); }) /
-                                       double(n));
-            for (int64_t j = 0; j < n; ++j) out[j] = rs * (gh(j) - a - (xr[j] - m) * rs * c);
-          }
-        });
-      }
-      if (!gw.defined() && !gb.defined()) return;
-      // Column sums over the rows; threads take disjoint column ranges.
-      parallel_for(0, n, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(rows, 1)), [&](int64_t j0, int64_t j1) {
-        T* sw = gw.defined() ? gw.data<T>() : nullptr;
-        T* sb = gb.defined() ? gb.data<T>() : nullptr;
-        for (int64_t j = j0; j < j1; ++j) {
-          if (sw) sw[j] = T(0);
-          if (sb) sb[j] = T(0);
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          const T *xr = xd + r * n, *gr = gd + r * n;
-          const T m = md[r], rs = rd[r];
-          if (sw) for (int64_t j = j0; j < j1; ++j) sw[j] += gr[j] * ((xr[j] - m) * rs);
-          if (sb) for (int64_t j = j0; j < j1; ++j) sb[j] += gr[j];
-        }
-      });
+      auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+      LOCKSTEP_CPU_ISA_CALL(layer_norm_backward_rows<T>, gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
+                            ptr(weight), ptr(gx), ptr(gw), ptr(gb), rows, n);
     });
   }
 
   void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override {
     dispatch_floating(a.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
       const T* x = a.data<T>();
       T* y = out.data<T>();
-      if (inner == 1) {  // rows are contiguous: Eigen's vectorized exp; rows split across threads
-        parallel_for(0, outer, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(n, 1)),
-                     [&](int64_t o_begin, int64_t o_end) {
-        for (int64_t o = o_begin; o < o_end; ++o) {
-          Eigen::Map<const Arr> row(x + o * n, n);
-          Eigen::Map<Arr> res(y + o * n, n);
-          // Subtracting the max keeps exp() from overflowing (stable log-sum-exp).
-          // math::exp, not Eigen's: Eigen's AVX2 exp clamps its argument at -88.38, so a masked
-          // score (exp(-inf), causal attention) came out as 2.9e-39, a denormal, not 0, and every
-          // product with that attention matrix ran 30-60x slower (x86 handles denormal operands in
-          // microcode): 78 of a GPT step's 190 ms. math::exp gives 0 and vectorizes in float32.
-          const T m = row.maxCoeff();
-          for (int64_t k = 0; k < n; ++k) res[k] = math::exp(row[k] - m);
-          const T s = res.sum();
-          if (log) res = row - (m + std::log(s));
-          else res /= s;
-        }
-        });
-        return;
-      }
+      if (inner == 1) return LOCKSTEP_CPU_ISA_CALL(softmax_rows<T>, x, y, outer, n, log);  // cpu/rows.cpp
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
           const T* xr = x + o * n * inner + i;
@@ -288,23 +229,8 @@ class CpuBackend final : public Backend {
                         bool log) override {
     dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
-      if (inner == 1) {  // contiguous rows (attention, logits): vectorized as the forward, rows across threads
-        parallel_for(0, outer, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(n, 1)),
-                     [&](int64_t o_begin, int64_t o_end) {
-        for (int64_t o = o_begin; o < o_end; ++o) {
-          Eigen::Map<const Arr> g(go.data<T>() + o * n, n), yr(y.data<T>() + o * n, n);
-          Eigen::Map<Arr> r(gi.data<T>() + o * n, n);
-          if (log) {  // y = log_softmax: dx = g - softmax * sum(g); math::exp for exp(-inf) = 0, as above
-            const T s = g.sum();
-            for (int64_t k = 0; k < n; ++k) r[k] = g[k] - math::exp(yr[k]) * s;
-          } else {
-            r = yr * (g - (g * yr).sum());  // dx = y * (g - sum(g * y))
-          }
-        }
-        });
-        return;
-      }
+      if (inner == 1)  // contiguous rows (attention, logits): cpu/rows.cpp
+        return LOCKSTEP_CPU_ISA_CALL(softmax_backward_rows<T>, go.data<T>(), y.data<T>(), gi.data<T>(), outer, n, log);
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
           const int64_t base = o * n * inner + i;

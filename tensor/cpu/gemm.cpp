@@ -3,10 +3,10 @@
 #include "tensor/cpu/gemm.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "common/check.h"
+#include "tensor/cpu/isa.h"
+#include "tensor/cpu/small_gemm.h"
 #include "tensor/parallel.h"
 
 namespace lockstep::cpu {
@@ -24,18 +24,6 @@ LOCKSTEP_GEMM_DECL(avx512)
 
 namespace {
 
-bool use_avx512() {
-  static const bool yes = [] {
-    const char* isa = std::getenv("LOCKSTEP_CPU_ISA");
-    if (isa && std::strcmp(isa, "avx2") == 0) return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512cd");
-  }();
-  return yes;
-}
-
 template <typename T>
 using Kernel = void (*)(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, T*,
                         int64_t);
@@ -48,6 +36,10 @@ Kernel<double> kernel_for(double*) { return use_avx512() ? avx512::gemm_f64 : av
 // times what waking a sleeping worker costs; the MLP's 655K-multiply-add products (~25-35 us each)
 // stay on the caller. Not tuned further: the 2-core machine was saturated by other builds.
 constexpr int64_t kMinWorkPerThread = int64_t(1) << 21;
+
+// Products with at most this many multiply-adds go to small_gemm (no packing) where it applies:
+// attention's per-head products (64 x 64 x 32) are 2^17.
+constexpr int64_t kSmallGemmWork = int64_t(1) << 18;
 
 template <typename T>
 void gemm_checked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
@@ -67,6 +59,9 @@ void gemm_checked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, co
     }
     return;
   }
+  if (m * n * k <= kSmallGemmWork &&
+      LOCKSTEP_CPU_ISA_CALL(small_gemm<T>, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
   Kernel<T> kernel = kernel_for(static_cast<T*>(nullptr));
   // Split C into blocks of whole rows when op(A) has at least as many rows as op(B) has columns,
   // else into blocks of columns, so each thread runs one ordinary (smaller) product on the longer
@@ -86,8 +81,6 @@ void gemm_checked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, co
 }
 
 }  // namespace
-
-const char* gemm_isa() { return use_avx512() ? "avx512" : "avx2"; }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

@@ -11,9 +11,11 @@
 #include <utility>
 
 #include "tensor/backend.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/parallel.h"
 
-namespace lockstep::cpu {
+// In the including file's ISA build (tensor/cpu/isa.h): each ISA gets its own instantiations.
+LOCKSTEP_ISA_BEGIN
 
 template <typename F, typename Out, typename... In, size_t... I>
 void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const In*...> in, int64_t begin,
@@ -107,4 +109,4 @@ void strided_apply(const StridedPlan& p, const F& f, Out* out, const In*... in) 
   });
 }
 
-}  // namespace lockstep::cpu
+LOCKSTEP_ISA_END

@@ -1,0 +1,22 @@
+#include "tensor/cpu/isa.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace lockstep::cpu {
+
+bool use_avx512() {
+  static const bool yes = [] {
+    const char* isa = std::getenv("LOCKSTEP_CPU_ISA");
+    if (isa && std::strcmp(isa, "avx2") == 0) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512cd");
+  }();
+  return yes;
+}
+
+const char* isa_name() { return use_avx512() ? "avx512" : "avx2"; }
+
+}  // namespace lockstep::cpu
