@@ -1,7 +1,7 @@
-// Pooling over the kH * kW offsets of the windows: each offset of every window is a strided view
-// [N, C, H_out, W_out] of the padded input, combined with maximum (max pooling; the gradient goes to
-// the first maximal offset, as PyTorch, through one index_add) or added up (average pooling, whose
-// backward is strided adds into the padded gradient). Backward is written beside each.
+// Pooling. Max pooling is one kernel (internal::max_pool2d) that also says where each maximum is;
+// its gradient goes there through one index_add, as PyTorch's index-based backward. Average pooling
+// adds up the kH * kW offsets of the windows, each a strided view [N, C, H_out, W_out] of the padded
+// input; its backward is strided adds into the padded gradient. Backward is written beside each.
 // Adaptive average pooling is separable: P_h x P_w^T with constant averaging matrices.
 #include <cmath>
 #include <limits>
@@ -70,9 +70,8 @@ Tensor pad(const Tensor& x, const Geometry& g, double value) {
 
 }  // namespace
 
-// Max pooling over the kH * kW offsets of the windows: a running maximum of strided [N, C, OH, OW]
-// views of the (-inf padded) input. Backward sends each output's gradient to the first offset that
-// holds the maximum, as PyTorch's index-based backward does.
+// Max pooling: the maximum of each window of the (-inf padded) input, by one kernel that also says
+// where it is. Backward sends each output's gradient there, as PyTorch's index-based backward does.
 Tensor max_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s, ExpandingArray<2> p,
                   ExpandingArray<2> d, bool ceil_mode) {
   namespace in = internal;
@@ -80,36 +79,20 @@ Tensor max_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
   const bool batched = input.dim() == 4;
   Tensor x = batched ? input : unsqueeze(input, 0);
   const int64_t H = x.size(2), W = x.size(3);
-  Tensor xp = in::contiguous(pad(x.detach(), g, -std::numeric_limits<double>::infinity()));  // unrecorded
-  Tensor out = in::contiguous(offset(xp, g, 0, 0));
-  for (int64_t i = 0; i < g.k[0]; ++i)
-    for (int64_t j = 0; j < g.k[1]; ++j)
-      if (i || j) out = in::maximum(out, offset(xp, g, i, j));
+  // Padded with -inf where there is padding (unrecorded).
+  const bool padded = g.p[0] || g.p[1] || g.extra[0] || g.extra[1];
+  Tensor xp = in::contiguous(padded ? pad(x.detach(), g, -std::numeric_limits<double>::infinity()) : x.detach());
+  MaxPool2dArgs a;
+  a.planes = xp.size(0) * xp.size(1), a.H = xp.size(2), a.W = xp.size(3), a.OH = g.out[0], a.OW = g.out[1];
+  a.kh = g.k[0], a.kw = g.k[1], a.sh = g.s[0], a.sw = g.s[1], a.dh = g.d[0], a.dw = g.d[1];
+  auto [out, indices] = in::max_pool2d(xp, a);
   if (autograd::needs_grad({x})) {
-    out = autograd::record("max_pool2d", out, {x}, [=](const Tensor& grad) {
-      // Each output's gradient goes to one cell of the padded input: its window's first offset holding
-      // the maximum (argmax's rule: the first NaN, else the first maximum, as PyTorch's indices). One
-      // argmax over the stacked offsets and one index_add, rather than a mask per offset.
-      const int64_t N = xp.size(0), C = xp.size(1), Hp = xp.size(2), Wp = xp.size(3);
-      const int64_t OH = g.out[0], OW = g.out[1], K = g.k[0] * g.k[1];
-      const TensorOptions lo(kInt64, grad.device());
-      Tensor stacked = empty({K, N, C, OH, OW}, {xp.dtype(), xp.device()});
-      std::vector<int64_t> shift(K);  // offset k's distance from its window's first cell in xp
-      for (int64_t i = 0; i < g.k[0]; ++i)
-        for (int64_t j = 0; j < g.k[1]; ++j) {
-          Tensor dst = in::select(stacked, 0, i * g.k[1] + j);
-          in::copy_(dst, offset(xp, g, i, j));
-          shift[i * g.k[1] + j] = i * g.d[0] * Wp + j * g.d[1];
-        }
-      Tensor winner = in::reshape(in::argmax(stacked, 0), {-1});  // [N * C * OH * OW]: which offset
-      // Each window's first cell: (n * C + c) * Hp * Wp + oh * s0 * Wp + ow * s1, [N * C, OH, OW].
-      Tensor first = in::add(in::add(in::reshape(arange(0, N * C * Hp * Wp, Hp * Wp, lo), {N * C, 1, 1}),
-                                     in::reshape(arange(0, OH * g.s[0] * Wp, g.s[0] * Wp, lo), {1, OH, 1})),
-                             in::reshape(arange(0, OW * g.s[1], g.s[1], lo), {1, 1, OW}));
-      Tensor cell = in::add(in::reshape(first, {-1}), in::index_select(tensor(shift, {K}, grad.device()), 0, winner));
-      Tensor gxp = zeros({N * C * Hp * Wp}, {grad.dtype(), grad.device()});
-      in::index_add_(gxp, 0, cell, in::reshape(grad, {-1}));
-      return std::vector<Tensor>{unpad(in::view(gxp, xp.shape()), g, H, W)};
+    out = autograd::record("max_pool2d", out, {x}, [g, H, W, indices = indices, shape = xp.shape(), cells = xp.numel()](const Tensor& grad) {
+      // Each output's gradient goes to the cell that held its maximum (the first NaN, else the first
+      // maximum of its window, as PyTorch's indices): one index_add into the padded input's shape.
+      Tensor gxp = zeros({cells}, {grad.dtype(), grad.device()});
+      in::index_add_(gxp, 0, in::reshape(indices, {-1}), in::reshape(in::contiguous(grad), {-1}));
+      return std::vector<Tensor>{unpad(in::view(gxp, shape), g, H, W)};
     });
   }
   return batched ? out : squeeze(out, 0);

@@ -52,6 +52,14 @@ struct GemmArgs {
   double alpha = 1, beta = 0;
 };
 
+// Max pooling windows over planes [planes, H, W] (padding already applied by the caller): output
+// [planes, OH, OW], window (oh, ow) covering rows oh * sh + i * dh and columns ow * sw + j * dw for
+// i < kh, j < kw.
+struct MaxPool2dArgs {
+  int64_t planes = 0, H = 0, W = 0, OH = 0, OW = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -98,6 +106,10 @@ class Backend {
   virtual void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
                                    const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
                                    int64_t rows, int64_t n) = 0;
+  // out = each window's maximum, and indices (int64, as out) the flat position in x of the cell that
+  // holds it: the first NaN, else the first maximum in row-major window order (PyTorch's indices).
+  // x contiguous and floating.
+  virtual void max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& args) = 0;
   // out (one element) = -scale * sum_i logp[i, target[i]]; logp [N, C], target int64 [N].
   // A target outside [0, C) is an error.
   virtual void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) = 0;

@@ -116,6 +116,12 @@ struct LayerNormGrads {
 };
 LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, int64_t n, bool want_x, bool want_weight, bool want_bias);
+// Max pooling of contiguous planes (tensor/backend.h's MaxPool2dArgs; x is [..., H, W], already
+// padded): (out [..., OH, OW], indices: each maximum's flat position in x, int64).
+struct MaxPoolResult {
+  Tensor out, indices;
+};
+MaxPoolResult max_pool2d(const Tensor& x, const MaxPool2dArgs& args);
 // Mean (or sum) over the batch of -logp[i, target[i]]; logp [N, C] floating, target int64 [N].
 Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean = true);
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean = true);

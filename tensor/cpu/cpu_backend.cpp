@@ -146,11 +146,17 @@ class CpuBackend final : public Backend {
         if (op == ReduceOp::Argmax || op == ReduceOp::Argmin) {
           int64_t* y = out.data<int64_t>() + o * inner;
           const bool is_max = op == ReduceOp::Argmax;
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t best = 0;
-            for (int64_t k = 1; k < n; ++k)
-              if (better(base[k * inner + i], base[best * inner + i], is_max)) best = k;
-            y[i] = best;
+          // Along rows of `inner` (max_pool2d's backward: [4, N * C * OH * OW]), keeping each column's
+          // best value so far: sequential reads, not one strided column at a time.
+          std::vector<std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>> best(base, base + inner);
+          std::fill(y, y + inner, int64_t{0});
+          for (int64_t k = 1; k < n; ++k) {
+            const T* row = base + k * inner;
+            for (int64_t i = 0; i < inner; ++i)
+              if (better<T>(row[i], static_cast<T>(best[i]), is_max)) {
+                best[i] = row[i];
+                y[i] = k;
+              }
           }
           continue;
         }
@@ -243,6 +249,33 @@ class CpuBackend final : public Backend {
             r[k * inner] = log ? g[k * inner] - std::exp(yr[k * inner]) * static_cast<T>(s)
                                : yr[k * inner] * (g[k * inner] - static_cast<T>(s));
         }
+    });
+  }
+
+  void max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& a) override {
+    dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const int64_t plane = a.H * a.W, out_plane = a.OH * a.OW;
+      parallel_for(0, a.planes, std::max<int64_t>(1, cpu::kRowGrain / std::max<int64_t>(out_plane * a.kh * a.kw, 1)),
+                   [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const T* xp = x.data<T>() + p * plane;
+          T* y = out.data<T>() + p * out_plane;
+          int64_t* ix = indices.data<int64_t>() + p * out_plane;
+          for (int64_t oh = 0; oh < a.OH; ++oh)
+            for (int64_t ow = 0; ow < a.OW; ++ow) {
+              const int64_t first = oh * a.sh * a.W + ow * a.sw;
+              int64_t at = first;
+              for (int64_t i = 0; i < a.kh; ++i)
+                for (int64_t j = 0; j < a.kw; ++j) {
+                  const int64_t q = first + i * a.dh * a.W + j * a.dw;
+                  if (better(xp[q], xp[at], true)) at = q;
+                }
+              y[oh * a.OW + ow] = xp[at];
+              ix[oh * a.OW + ow] = p * plane + at;
+            }
+        }
+      });
     });
   }
 

@@ -1,6 +1,6 @@
-// Sums and maxima along a row, for the per-ISA kernel files (tensor/cpu/isa.h): the accumulator is
-// one vector register of independent partial results (16 floats with AVX-512, 8 with AVX2), folded
-// in halves at the end. One running sum is a chain of dependent adds (4
+// Sums and maxima along a row, for the per-ISA kernel files (tensor/cpu/isa.h): the accumulators are
+// four vector registers of independent partial results (16 floats each with AVX-512, 8 with AVX2),
+// folded in halves at the end. One running sum is a chain of dependent adds (4
 // cycles each), and a running max does not vectorize at all without -ffast-math; LayerNorm's row
 // sums were 7% of a GPT step, softmax's max and sum half of the op.
 #pragma once
@@ -59,9 +59,12 @@ Acc row_reduce(int64_t n, Op op, Acc init, F&& f, const T*... p) {
   if constexpr (std::is_floating_point_v<Acc>) {
     using V = typename Vec<Acc>::type;
     constexpr int kLanes = kVectorBytes / sizeof(Acc);
-    V acc = V{} + init;
-    for (; k + kLanes <= n; k += kLanes) acc = op(acc, f(load_as<Acc>(p + k)...));
-    r = fold(acc, op);
+    // Four accumulators: one would be a chain of dependent adds (4 cycles each) over a long row.
+    V acc[4] = {V{} + init, V{} + init, V{} + init, V{} + init};
+    for (; k + 4 * kLanes <= n; k += 4 * kLanes)
+      for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], f(load_as<Acc>(p + k + u * kLanes)...));
+    for (; k + kLanes <= n; k += kLanes) acc[0] = op(acc[0], f(load_as<Acc>(p + k)...));
+    r = fold(op(op(acc[0], acc[1]), op(acc[2], acc[3])), op);
   }
   for (; k < n; ++k) r = op(r, f(static_cast<Acc>(p[k])...));
   return r;

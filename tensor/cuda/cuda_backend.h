@@ -10,6 +10,7 @@
 //   reduce                                    reduce.cu
 //   softmax(+backward), nll_loss(+backward)   softmax_loss.cu
 //   layer_norm(+backward)                     layer_norm.cu
+//   max_pool2d                                pool.cu
 //   index_select, index_add, gather,          indexing.cu
 //   scatter_add
 //   sort                                      sort.cu
@@ -45,6 +46,7 @@ class CudaBackend final : public Backend {
   void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
                            const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t rows,
                            int64_t n) override;
+  void max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& args) override;
   void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) override;
   void nll_loss_backward(Tensor& grad_logp, const Tensor& grad_out, const Tensor& target, double scale) override;
   void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
