@@ -38,7 +38,9 @@ template <bool kTransA, int R, int NV, typename T>
 void block(int64_t i0, int64_t j0, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
            T beta, T* c, int64_t ldc) {
   constexpr int kLanes = sizeof(V<T>) / sizeof(T);
-  V<T> acc[R][NV] = {};
+  V<T> acc[R][NV];  // set lane by lane: "= {}" became a memset of the stack copy, 6% of the kernel
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = V<T>{};
   for (int64_t p = 0; p < k; ++p) {
     V<T> bv[NV];
     for (int v = 0; v < NV; ++v) bv[v] = load(b + p * ldb + j0 + v * kLanes);
