@@ -55,6 +55,19 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op) {
 // the flag is set. Operands no GEMM layout fits are made contiguous first.
 void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alpha, double beta) {
   const int64_t nb = out.dim() - 2;
+  // Matrices the GEMM can read in place, whose batch dimensions no single stride walks (the heads
+  // of attention's q, k and v: [B, H, T, hs] views of [B, T, 3C], strides 3TC and hs): one batched
+  // product per index of the first batch dimension instead of copying the operand.
+  auto fits = [&](const Tensor& x) {
+    return mat_layout(x.shape()[nb], x.shape()[nb + 1], x.strides()[nb], x.strides()[nb + 1]).has_value();
+  };
+  if (nb >= 2 && fits(a) && fits(b) && (!batch_stride(a, nb) || !batch_stride(b, nb))) {
+    for (int64_t i = 0; i < out.shape()[0]; ++i) {
+      Tensor oi = select(out, 0, i);
+      batched_gemm(oi, select(a, 0, i), ta, select(b, 0, i), tb, alpha, beta);
+    }
+    return;
+  }
   auto layout = [&](Tensor& x) {
     const int64_t r = x.shape()[nb], c = x.shape()[nb + 1];
     auto l = mat_layout(r, c, x.strides()[nb], x.strides()[nb + 1]);

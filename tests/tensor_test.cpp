@@ -170,6 +170,27 @@ TEST_CASE("matmul against a naive triple loop on odd and non-square sizes, with 
   }
 }
 
+TEST_CASE("matmul of attention's head views, read in place by the GEMM one batch index at a time") {
+  // q, k, v as nanoGPT splits them: [B, H, T, hs] views of one [B, T, 3C] tensor, whose batch
+  // dimensions (strides 3TC and hs) no single stride walks. Each product must equal the one of
+  // contiguous copies, and leave the operands untouched.
+  manual_seed(3);
+  const int64_t B = 3, T = 5, H = 2, hs = 4, C = H * hs;
+  Tensor qkv = randn({B, T, 3 * C}, kFloat64);
+  const std::vector<double> before = qkv.to_vector<double>();
+  auto heads = [&](int64_t part) {
+    return internal::transpose(internal::view(internal::narrow(qkv, 2, part * C, C), {B, T, H, hs}), 1, 2);
+  };
+  Tensor q = heads(0), k = heads(1), v = heads(2);
+  Tensor kt = internal::transpose(k, 2, 3);
+  Tensor att = internal::matmul(q, kt);
+  CHECK(internal::allclose(att, internal::matmul(internal::contiguous(q), internal::contiguous(kt)), 1e-12, 1e-12));
+  Tensor y = internal::matmul(att, v);
+  CHECK(internal::allclose(y, internal::matmul(att, internal::contiguous(v)), 1e-12, 1e-12));
+  CHECK(y.shape() == Shape{B, H, T, hs});
+  CHECK(qkv.to_vector<double>() == before);
+}
+
 TEST_CASE("matmul rejects bad shapes and dtypes") {
   CHECK(error_of([] { internal::matmul(zeros({3, 4}), zeros({5, 2})); }) == "matmul: [3, 4] x [5, 2]: inner dimensions differ");
   CHECK(error_of([] { internal::matmul(zeros({3, 4}), zeros({2, 5}), false, true); }) ==
