@@ -57,8 +57,10 @@ void binary(BinaryOp op, const StridedPlan& p, void* out, Dtype dt, const void* 
 void where(const StridedPlan& p, void* out, Dtype dt, const bool* cond, const void* a, const void* b) {
   dispatch_compute(dt, "where", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    strided_apply(p, [](bool c, T x, T y) { return c ? x : y; }, static_cast<T*>(out), cond,
-                  static_cast<const T*>(a), static_cast<const T*>(b));
+    // The condition read as bytes: GCC vectorizes a select on uint8_t but not on bool (masked_fill of
+    // the causal mask, 3% of a GPT step, ran one element at a time).
+    strided_apply(p, [](uint8_t c, T x, T y) { return c ? x : y; }, static_cast<T*>(out),
+                  reinterpret_cast<const uint8_t*>(cond), static_cast<const T*>(a), static_cast<const T*>(b));
   });
 }
 
