@@ -74,12 +74,23 @@ void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const 
     // [.., 4, 32] blocks) would otherwise pay the counter bookkeeping once per 32 elements.
     if (nd >= 2 && idx[nd - 1] == 0) {
       const int64_t rows = std::min(p.shape[nd - 2] - idx[nd - 2], (end - pos) / n);
-      if (rows > 1) {
+      if (rows > 1 && contiguous) {  // raw pointers, one add each per row: no offsets kept in memory
+        Out* dst = out + off[0];
+        std::tuple<const In*...> src{(std::get<I>(in) + off[I + 1])...};
+        const int64_t ds = p.stride[0][nd - 2];
+        [[maybe_unused]] const std::array<int64_t, N> rs = {p.stride[0][nd - 2], p.stride[I + 1][nd - 2]...};
+        for (int64_t r = 0; r < rows; ++r, dst += ds) {
+          for (int64_t i = 0; i < n; ++i) dst[i] = f(std::get<I>(src)[i]...);
+          ((std::get<I>(src) += rs[I + 1]), ...);
+        }
+      } else if (rows > 1) {
         std::array<int64_t, N> o = off;
         for (int64_t r = 0; r < rows; ++r) {
           run(o, n);
           for (int k = 0; k < N; ++k) o[k] += p.stride[k][nd - 2];
         }
+      }
+      if (rows > 1) {
         for (int k = 0; k < N; ++k) off[k] += rows * p.stride[k][nd - 2];
         idx[nd - 2] += rows;
         pos += rows * n;
