@@ -141,14 +141,15 @@ class CpuBackend final : public Backend {
       // Rows [outer] are independent: large reductions split them across threads.
       parallel_for(0, outer, std::max<int64_t>(1, cpu::kRowGrain / std::max<int64_t>(n * inner, 1)),
                    [&](int64_t o_begin, int64_t o_end) {
+      std::vector<std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>> best;  // argmax's, one per chunk
       for (int64_t o = o_begin; o < o_end; ++o) {
         const T* base = x + o * n * inner;
         if (op == ReduceOp::Argmax || op == ReduceOp::Argmin) {
           int64_t* y = out.data<int64_t>() + o * inner;
           const bool is_max = op == ReduceOp::Argmax;
-          // Along rows of `inner` (max_pool2d's backward: [4, N * C * OH * OW]), keeping each column's
-          // best value so far: sequential reads, not one strided column at a time.
-          std::vector<std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>> best(base, base + inner);
+          // Along rows of `inner`, keeping each column's best value so far: sequential reads, not one
+          // strided column at a time.
+          best.assign(base, base + inner);
           std::fill(y, y + inner, int64_t{0});
           for (int64_t k = 1; k < n; ++k) {
             const T* row = base + k * inner;

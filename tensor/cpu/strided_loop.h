@@ -77,11 +77,9 @@ void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const 
       if (rows > 1 && contiguous) {  // raw pointers, one add each per row: no offsets kept in memory
         Out* dst = out + off[0];
         std::tuple<const In*...> src{(std::get<I>(in) + off[I + 1])...};
-        const int64_t ds = p.stride[0][nd - 2];
-        [[maybe_unused]] const std::array<int64_t, N> rs = {p.stride[0][nd - 2], p.stride[I + 1][nd - 2]...};
-        for (int64_t r = 0; r < rows; ++r, dst += ds) {
+        for (int64_t r = 0; r < rows; ++r, dst += p.stride[0][nd - 2]) {
           for (int64_t i = 0; i < n; ++i) dst[i] = f(std::get<I>(src)[i]...);
-          ((std::get<I>(src) += rs[I + 1]), ...);
+          ((std::get<I>(src) += p.stride[I + 1][nd - 2]), ...);
         }
       } else if (rows > 1) {
         std::array<int64_t, N> o = off;
