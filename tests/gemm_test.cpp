@@ -125,6 +125,20 @@ TEST_CASE_TEMPLATE("gemm: small products, every block width and leftover rows", 
           check_case<T>({ta, tb, m, n, k, 1, 3, 2, alpha, beta});
 }
 
+// float32 products for blocked_gemm (C 32-2048 columns wide, at least 16 rows): several depth blocks
+// (k > 128, beta applied by the first alone), rows not a whole number of tiles (6), columns not a whole
+// number of panels (64) nor of 8 (the transposed packing's edge), transposes and leading dimensions.
+TEST_CASE_TEMPLATE("gemm: blocked products, depth blocks and ragged tiles", T, float, double) {
+  ThreadsGuard guard;
+  set_num_threads(1);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
+               {100, 200, 300}, {17, 33, 129}, {64, 128, 256}, {45, 70, 9}, {16, 2048, 3}, {31, 77, 1}})
+        for (auto [alpha, beta] : std::vector<std::pair<double, double>>{{1, 0}, {-0.5, 0.25}, {1, 1}})
+          check_case<T>({ta, tb, m, n, k, 1, 3, 2, alpha, beta});
+}
+
 TEST_CASE_TEMPLATE("gemm: beta 0 overwrites a C full of NaN; beta 1 accumulates", T, float, double) {
   const T nan = std::numeric_limits<T>::quiet_NaN();
   // A = [[1, 2], [3, 4]], B = I: C = A.
