@@ -74,17 +74,22 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-// out[0..n) = src[0] op src[1] op ... op src[W-1], in that order, block by block. `tmp` (kFoldBlock
-// elements) holds a block's partial result when `out` is one of the sources.
+// out[0..n) = src[0] op src[1] op ... op src[W-1], in that order, block by block, divided by
+// `divisor` where it is non-zero (AVG). `tmp` (kFoldBlock elements) holds a block's partial result
+// when `out` is one of the sources; `copy`, where given, receives the result too, while the block is
+// still in L1.
 template <typename T>
-void fold(T* out, const std::vector<const T*>& src, size_t n, detail::ReduceFn fn, T* tmp) {
+void fold(T* out, const std::vector<const T*>& src, size_t n, detail::ReduceFn fn, T* tmp, int divisor = 0,
+          T* copy = nullptr) {
   const size_t W = src.size();
   for (size_t at = 0; at < n; at += kFoldBlock) {
     const size_t len = std::min(kFoldBlock, n - at);
     T* acc = tmp ? tmp : out + at;
     fn(acc, src[0] + at, src[1] + at, len);
     for (size_t k = 2; k < W; ++k) fn(acc, acc, src[k] + at, len);
+    if (divisor) detail::divide(acc, len, divisor);
     if (tmp) std::memcpy(out + at, tmp, len * sizeof(T));
+    if (copy) std::memcpy(copy + at, acc, len * sizeof(T));
   }
 }
 
@@ -255,24 +260,25 @@ void ShmGroup::all_reduce(void* data, size_t n, Dtype dtype, ReduceOp op, int av
     const size_t bytes = n * sizeof(T);
     std::vector<const T*> src(W);
     const size_t per_step = options_.slot_bytes / sizeof(T);
-    if (bytes <= kSmallBytes || W == 2) {
-      // Every rank folds the whole step itself: one synchronization a step. For two ranks this moves
-      // no more memory than the reduce-scatter and all-gather (each rank reads both copies and writes
-      // its own, against reading one, writing half and copying all out) and saves the second
-      // synchronization, a wake-up of the peer on a busy host.
+    if (bytes <= kSmallBytes) {
+      // Every rank folds the whole step itself: one synchronization a step, the fewest wake-ups.
       for (size_t off = 0; off < n; off += per_step) {
         const size_t m = std::min(per_step, n - off);
         const int b = next_buffer();
         std::memcpy(slot(local_, b), x + off, m * sizeof(T));
         sync("all_reduce", what(kAllReduce, bytes));
         for (int k = 0; k < W; ++k) src[k] = reinterpret_cast<const T*>(slot(k, b));
-        fold<T>(x + off, src, m, fn, nullptr);
-        if (op == ReduceOp::AVG) detail::divide(x + off, m, avg_divisor);
+        fold<T>(x + off, src, m, fn, nullptr, op == ReduceOp::AVG ? avg_divisor : 0);
       }
       return;
     }
-    // Reduce-scatter then all-gather, a step of up to slot_bytes at a time. Slices start on 64-byte
-    // boundaries, so that no two ranks write one cache line.
+    // Reduce-scatter then all-gather, a step of up to slot_bytes at a time. Rank i reduces slice i:
+    // it stages only the other slices (the ones the other ranks reduce), reads its own slice of its
+    // input in place, and writes the result both into its input and into its slot, for the others to
+    // copy out. Per rank and step of S bytes that moves S (W-1)/W in, reads the others' slices of its
+    // own, and copies S (W-1)/W out: for two ranks 4 S of memory traffic against 5 S for folding the
+    // whole step on every rank, and half the arithmetic. Slices start on 64-byte boundaries, so that
+    // no two ranks write one cache line.
     constexpr size_t kAlign = 64 / sizeof(T);
     fold_tmp_.resize(kFoldBlock * sizeof(T));
     for (size_t off = 0; off < n; off += per_step) {
@@ -280,14 +286,16 @@ void ShmGroup::all_reduce(void* data, size_t n, Dtype dtype, ReduceOp op, int av
       auto begin = [&](int i) { return i == W ? m : (m * i / W) / kAlign * kAlign; };
       const int b = next_buffer();
       T* mine = reinterpret_cast<T*>(slot(local_, b));
-      std::memcpy(mine, x + off, m * sizeof(T));
-      sync("all_reduce", what(kAllReduce, bytes));
       const size_t lo = begin(local_), hi = begin(local_ + 1);
-      for (int k = 0; k < W; ++k) src[k] = reinterpret_cast<const T*>(slot(k, b)) + lo;
-      fold<T>(mine + lo, src, hi - lo, fn, reinterpret_cast<T*>(fold_tmp_.data()));
-      if (op == ReduceOp::AVG) detail::divide(mine + lo, hi - lo, avg_divisor);
+      std::memcpy(mine, x + off, lo * sizeof(T));
+      std::memcpy(mine + hi, x + off + hi, (m - hi) * sizeof(T));
+      sync("all_reduce", what(kAllReduce, bytes));
+      for (int k = 0; k < W; ++k) src[k] = k == local_ ? x + off + lo : reinterpret_cast<const T*>(slot(k, b)) + lo;
+      fold<T>(x + off + lo, src, hi - lo, fn, reinterpret_cast<T*>(fold_tmp_.data()),
+              op == ReduceOp::AVG ? avg_divisor : 0, mine + lo);
       sync("all_reduce", what(kAllReduce, bytes));
       for (int k = 0; k < W; ++k) {
+        if (k == local_) continue;
         std::memcpy(x + off + begin(k), reinterpret_cast<const T*>(slot(k, b)) + begin(k),
                     (begin(k + 1) - begin(k)) * sizeof(T));
       }

@@ -7,13 +7,12 @@
 // next, so a rank may write the next step's slot while slower ranks still read the last one: one
 // synchronization per step, none to release a buffer.
 //
-// all_reduce of more than kSmallBytes: reduce-scatter then all-gather through the segment. Each rank
-// copies its chunk in; rank i folds slice i of every rank's copy, in rank order, in place in its own
-// slot; after a second synchronization every rank copies all the reduced slices out. The ranks reduce
-// disjoint slices in parallel, every element is reduced once in a fixed order, so every rank ends with
-// the same bits. Smaller ones, and every size between two ranks: one synchronization a step, then
-// every rank folds the whole step, in rank order (for two ranks no more memory traffic, one wake-up
-// fewer).
+// all_reduce of more than kSmallBytes: reduce-scatter then all-gather through the segment. Rank i
+// stages the slices the others reduce; after a synchronization it folds slice i, its own copy read in
+// place and the others' from their slots, in rank order, into its input and its slot; after a second
+// synchronization every rank copies the other reduced slices out. The ranks reduce disjoint slices in
+// parallel, every element is reduced once in a fixed order, so every rank ends with the same bits.
+// Smaller ones: one synchronization a step, then every rank folds the whole step, in rank order.
 //
 // Waiting: a short spin, then futex waits of kPollPeriod, between which a waiter looks whether the
 // rank it waits for is still alive (pidfd) and whether the timeout has passed. Errors (ShmError) name
