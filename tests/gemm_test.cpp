@@ -99,6 +99,19 @@ struct ThreadsGuard {
   ~ThreadsGuard() { set_num_threads(saved); }
 };
 
+// Every transpose of each [m, n, k] in `shapes` with each (alpha, beta), on one thread, with padded
+// leading dimensions (1, 3, 2).
+template <typename T>
+void check_shapes(const std::vector<std::array<int64_t, 3>>& shapes,
+                  const std::vector<std::pair<double, double>>& scales) {
+  ThreadsGuard guard;
+  set_num_threads(1);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [m, n, k] : shapes)
+        for (auto [alpha, beta] : scales) check_case<T>({ta, tb, m, n, k, 1, 3, 2, alpha, beta});
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("gemm: every transpose, padded leading dimensions, alpha and beta", T, float, double) {
@@ -115,28 +128,16 @@ TEST_CASE_TEMPLATE("gemm: every transpose, padded leading dimensions, alpha and 
 // Products small enough for small_gemm (no packing), whose column count is a whole number of vectors:
 // every column-block width (1-4 vectors of 8 or 16), leftover rows, transposes, leading dimensions.
 TEST_CASE_TEMPLATE("gemm: small products, every block width and leftover rows", T, float, double) {
-  ThreadsGuard guard;
-  set_num_threads(1);
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-               {64, 64, 32}, {64, 32, 64}, {7, 16, 9}, {5, 48, 40}, {13, 80, 16}, {3, 112, 5}, {1, 8, 1}})
-        for (auto [alpha, beta] : std::vector<std::pair<double, double>>{{1, 0}, {-0.5, 0.25}})
-          check_case<T>({ta, tb, m, n, k, 1, 3, 2, alpha, beta});
+  check_shapes<T>({{64, 64, 32}, {64, 32, 64}, {7, 16, 9}, {5, 48, 40}, {13, 80, 16}, {3, 112, 5}, {1, 8, 1}},
+                  {{1, 0}, {-0.5, 0.25}});
 }
 
 // float32 products for blocked_gemm (C 32-2048 columns wide, at least 16 rows): several depth blocks
 // (k > 128, beta applied by the first alone), rows not a whole number of tiles (6), columns not a whole
 // number of panels (64) nor of 8 (the transposed packing's edge), transposes and leading dimensions.
 TEST_CASE_TEMPLATE("gemm: blocked products, depth blocks and ragged tiles", T, float, double) {
-  ThreadsGuard guard;
-  set_num_threads(1);
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-               {100, 200, 300}, {17, 33, 129}, {64, 128, 256}, {45, 70, 9}, {16, 2048, 3}, {31, 77, 1}})
-        for (auto [alpha, beta] : std::vector<std::pair<double, double>>{{1, 0}, {-0.5, 0.25}, {1, 1}})
-          check_case<T>({ta, tb, m, n, k, 1, 3, 2, alpha, beta});
+  check_shapes<T>({{100, 200, 300}, {17, 33, 129}, {64, 128, 256}, {45, 70, 9}, {16, 2048, 3}, {31, 77, 1}},
+                  {{1, 0}, {-0.5, 0.25}, {1, 1}});
 }
 
 TEST_CASE_TEMPLATE("gemm: beta 0 overwrites a C full of NaN; beta 1 accumulates", T, float, double) {

@@ -52,7 +52,8 @@ void pack_b(bool tb, const float* b, int64_t ldb, int64_t n, int64_t p0, int64_t
   }
 }
 
-// C[0..R, 0..cols) = alpha * A[0..R, 0..kc) @ panel + (first ? beta * C : C). `a` is A's element
+// C[0..R, 0..cols) = alpha * A[0..R, 0..kc) @ panel + beta * C (run() passes beta for the first depth
+// block, 1 for the later ones; beta == 0 never reads C). `a` is A's element
 // (i0, p0); rows of A step by lda, or, transposed, its columns do.
 template <bool kTransA, int R>
 void tile(int64_t kc, const float* a, int64_t lda, const float* panel, float alpha, float beta, float* c,

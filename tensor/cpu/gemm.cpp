@@ -30,8 +30,8 @@ using Kernel = void (*)(bool, bool, int64_t, int64_t, int64_t, T, const T*, int6
                         int64_t);
 
 // float32 products of the shapes a transformer's layers make (C at most a few hundred columns wide,
-// of at least a tile's height) go to blocked_gemm, 10-25% faster than Eigen's there (gemm_bench
-// --shapes gpt). Eigen keeps the rest: a convolution's im2col products (C tens of thousands of
+// of at least a tile's height) go to blocked_gemm: on AVX-512 6-25% faster than Eigen's there, with
+// AVX2 within 3% (gemm_bench --shapes gpt). Eigen keeps the rest: a convolution's im2col products (C tens of thousands of
 // columns wide, where blocked_gemm's column strips of C conflict in the caches: 1.5-2.5x slower) and
 // very narrow ones (most of a blocked_gemm tile would be padding).
 Kernel<float> kernel_for(float*, int64_t m, int64_t n) {
