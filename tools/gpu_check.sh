@@ -11,6 +11,13 @@ if [ $# -ge 1 ]; then bundle="$1"; elif [ -f "$here/MANIFEST" ]; then bundle="$h
 [ -f "$bundle/MANIFEST" ] || { echo "gpu_check: no $bundle/MANIFEST; make a bundle with tools/make_gpu_bundle.sh" >&2; exit 2; }
 bundle="$(cd "$bundle" && pwd)"
 per_binary_timeout="${GPU_CHECK_TIMEOUT:-600}"
+# compute-sanitizer's memcheck and racecheck over the CUDA tests, after everything else, each run limited
+# to GPU_CHECK_SANITIZE_TIMEOUT seconds, and none started once GPU_CHECK_DEADLINE seconds have passed
+# since this script started (so that one device call ends in time). GPU_CHECK_SANITIZE=0 skips them.
+sanitize="${GPU_CHECK_SANITIZE:-1}"
+sanitize_timeout="${GPU_CHECK_SANITIZE_TIMEOUT:-150}"
+deadline="${GPU_CHECK_DEADLINE:-360}"
+script_start=$(date +%s)
 
 # --- the CUDA libraries ----------------------------------------------------------------------------
 # Likely places first (a toolkit, the system, PyTorch's nvidia-* wheels); one scan of / for the rest.
@@ -71,6 +78,7 @@ while read -r kind name args; do
   line=$((line + 1))
   log="$bundle/logs/$name.$line.log"
   start=$(date +%s.%N)
+  args="${args//@BUNDLE@/$bundle}"
   # shellcheck disable=SC2206  # args are split on purpose
   cmd=("$bundle/bin/$name" $args)
   if [ "$kind" = ranks ]; then
@@ -126,13 +134,44 @@ fi
 for log in "${ranks_logs[@]}"; do
   echo
   echo "$(basename "$log" .log): $(grep -m1 '^#' "$log" | cut -c1-100)"
-  grep -v '^#' "$log" | grep -E '^ *[0-9]' | head -n 20
+  grep -v '^#' "$log" | tail -n 24 | cut -c1-160
 done
 # Side by side with PyTorch on the same GPU (the issue's GEMM-bound MLP), where the image has it.
 if [ -f "$bundle/torch_mlp.py" ] && python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
   echo
   echo "PyTorch, same workload:"
   timeout 300 python3 "$bundle/torch_mlp.py" 1 50 --device cuda --in 4096 --hidden 4096 --batch 1024 2>&1 | tail -n 1
+  [ -f "$bundle/torch_linear_overhead.py" ] && timeout 120 python3 "$bundle/torch_linear_overhead.py" --device cuda 2>&1
+fi
+
+# --- compute-sanitizer over the CUDA tests ---------------------------------------------------------
+sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
+if [ "$sanitize" = 1 ] && [ -n "$sanitizer" ]; then
+  echo
+  echo "compute-sanitizer ($sanitizer):"
+  for run in "memcheck cuda_test" "memcheck cuda_nn_test" "memcheck cuda_optim_test" "memcheck nccl_test" \
+             "racecheck cuda_test" "racecheck cuda_nn_test" "racecheck cuda_optim_test"; do
+    read -r tool name <<<"$run"
+    [ -x "$bundle/bin/$name" ] || continue
+    if [ $(($(date +%s) - script_start)) -ge "$deadline" ]; then
+      echo "   $tool $name: not run (past GPU_CHECK_DEADLINE=${deadline}s)"
+      continue
+    fi
+    log="$bundle/logs/$name.$tool.log"
+    start=$(date +%s)
+    cmd=("$sanitizer" --tool "$tool" --error-exitcode 99 "$bundle/bin/$name")
+    [ "$use_bundled_glibc" = 1 ] && cmd=("$sanitizer" --tool "$tool" --error-exitcode 99 \
+      "$bundle/lib/glibc/ld-linux-x86-64.so.2" --library-path "$libpath:$bundle/lib/glibc" "$bundle/bin/$name")
+    LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout "$sanitize_timeout" "${cmd[@]}" >"$log" 2>&1
+    rc=$?
+    case $rc in 0) result=PASS ;; 124) result="TIMEOUT(${sanitize_timeout}s)" ;; *) result="FAIL($rc)"; failed=1 ;; esac
+    printf '   %-10s %-18s %-16s %4ss  %s\n' "$tool" "$name" "$result" $(($(date +%s) - start)) \
+      "$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log")"
+    [ $rc = 0 ] || [ $rc = 124 ] || grep -m 12 -E '^=========' "$log" | sed 's/^/   | /'
+  done
+elif [ "$sanitize" = 1 ]; then
+  echo
+  echo "compute-sanitizer: not found here"
 fi
 echo
 if [ $failed = 0 ]; then echo "gpu_check: all passed"; else echo "gpu_check: FAILURES (logs in $bundle/logs)"; fi

@@ -28,7 +28,14 @@ TARGETS=(
   "tool //distributed/launch:launch"
   "ranks //examples:allreduce_bench --backend nccl -b 1M -e 256M -f 4 -n 20"
   "ranks //examples:allreduce_bench --raw-nccl -b 1M -e 256M -f 4 -n 20"
+  "bench //examples:linear_overhead_bench --device cuda"
+  "ranks //examples:train_eval --device cuda --epochs 1 --data-dir @BUNDLE@/data/fashion-mnist"
+  "ranks //examples:cnn_fashion --device cuda --bench-steps 200 --data-dir @BUNDLE@/data/fashion-mnist"
+  "ranks //examples:cnn_fashion --device cuda --steps 20 --no-dropout --no-shuffle --log-every 1 --data-dir @BUNDLE@/data/fashion-mnist"
+  "ranks //examples:gpt --device cuda --text @BUNDLE@/data/fortunes.txt --steps 20 --log-interval 1 --eval-interval 20 --sample-tokens 100"
 )
+# Arguments may name @BUNDLE@, the bundle's folder where gpu_check.sh runs; the data the runs read is
+# copied under data/ below (Fashion-MNIST's IDX files, the fortunes as one text file).
 
 out="${1:-gpu_bundle}"
 labels=()
@@ -78,7 +85,13 @@ strip --strip-unneeded "$out"/bin/* "$out"/lib/*.so* 2>/dev/null || true
   echo "glibc $(getconf GNU_LIBC_VERSION | awk '{print $2}')"
   echo "cuda $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 } >"$out/BUILD_INFO"
-cp tools/gpu_check.sh "$out/"
+cp tools/gpu_check.sh tools/torch_linear_overhead.py "$out/"
+mkdir -p "$out/data"
+cp -r /usr/share/datasets/fashion-mnist "$out/data/" 2>/dev/null ||
+  echo "make_gpu_bundle: no Fashion-MNIST in /usr/share/datasets; train_eval and cnn_fashion will fail there" >&2
+for f in /usr/share/games/fortunes/*; do  # the plain-text fortune files (not indexes, links or ascii-art)
+  case "$f" in *.dat | *.u8 | */art) ;; *) cat "$f" ;; esac
+done >"$out/data/fortunes.txt"
 # PyTorch's reference step, run beside ours where the GPU machine has PyTorch.
 cp ../shared/anchors/torch_mlp.py "$out/" 2>/dev/null || echo "make_gpu_bundle: ../shared/anchors/torch_mlp.py not found; no PyTorch comparison" >&2
 echo "make_gpu_bundle: $(wc -l <"$out/MANIFEST") binaries and $(find "$out/lib" -maxdepth 1 -name '*.so*' | wc -l) libraries in $out ($(du -sh "$out" | cut -f1))"
