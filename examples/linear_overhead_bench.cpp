@@ -2,7 +2,8 @@
 // device's work is negligible and what is timed is lockstep's own path (dispatch, allocation, autograd
 // bookkeeping, kernel launch). tools/torch_linear_overhead.py times the same calls in PyTorch.
 //   linear_overhead_bench [--device cuda] [--calls N] [--rounds R]
-// Prints "BENCH linear5x2_<what>_<device> <median µs per call> us" (gpu_check.sh gathers these).
+// Prints "BENCH linear5x2_<what>_<device>[_host] <median µs per call> us" (gpu_check.sh gathers these):
+// _host is the time to issue the calls, the other the time until the device has run them.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -17,21 +18,33 @@ using namespace lockstep;
 
 namespace {
 
-// Median over rounds of µs per call; the device is synchronised only at the ends of a round, so the
-// calls queue up as they would in a training loop.
-double us_per_call(const Device& dev, int calls, int rounds, const std::function<void()>& fn) {
+// Medians over rounds of µs per call: `host`, until the last call has returned (what the host spends
+// issuing the work), and `total`, until the device has finished it too. The device is synchronised only
+// at the ends of a round, so the calls queue up as they would in a training loop.
+struct PerCall {
+  double host, total;
+};
+
+PerCall us_per_call(const Device& dev, int calls, int rounds, const std::function<void()>& fn) {
   Backend& be = backend_for(dev);
   for (int i = 0; i < 20; ++i) fn();
   be.synchronize(dev);
-  std::vector<double> us;
+  std::vector<double> host, total;
+  using Clock = std::chrono::steady_clock;
+  auto us = [&](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count() / calls;
+  };
   for (int r = 0; r < rounds; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     for (int i = 0; i < calls; ++i) fn();
+    auto t1 = Clock::now();
     be.synchronize(dev);
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls);
+    host.push_back(us(t0, t1));
+    total.push_back(us(t0, Clock::now()));
   }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  std::sort(host.begin(), host.end());
+  std::sort(total.begin(), total.end());
+  return {host[host.size() / 2], total[total.size() / 2]};
 }
 
 }  // namespace
@@ -55,8 +68,9 @@ int main(int argc, char** argv) {
     layer->to(dev);
     Tensor x = randn({8, 5}, {kFloat32, dev});
     const std::string tag = dev.is_cuda() ? "cuda" : "cpu";
-    auto report = [&](const char* what, double us) {
-      std::printf("BENCH linear5x2_%s_%s %10.2f us\n", what, tag.c_str(), us);
+    auto report = [&](const char* what, PerCall t) {
+      std::printf("BENCH linear5x2_%s_%s_host %10.2f us\n", what, tag.c_str(), t.host);
+      std::printf("BENCH linear5x2_%s_%s %10.2f us\n", what, tag.c_str(), t.total);
       std::fflush(stdout);
     };
     {

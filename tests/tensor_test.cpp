@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tensor/api.h"
+#include "tensor/cuda/cuda.h"
 #include "tensor/cpu/block_cache.h"
 #include "tensor/elementwise_ops.h"
 #include "tests/test_util.h"
@@ -124,11 +125,14 @@ TEST_CASE("bad elementwise input is a clear error") {
   CHECK(internal::mul(a, zeros({3, 4}, kFloat64)).dtype() == kFloat64);
   CHECK(error_of([&] { internal::exp(arange(3)); }) == "exp: expected a floating-point tensor, got int64");
   CHECK(error_of([&] { internal::add(a, Tensor()); }) == "add: got an undefined tensor");
-  // Without the CUDA backend: "built without CUDA"; with it but no GPU here: CUDA's own error.
-  std::string cuda_error = error_of([&] { zeros({2}, Device::cuda(0)); });
+  // Without the CUDA backend: "built without CUDA"; with it but no GPU here: CUDA's own error; with GPUs,
+  // the first index past them is named with the count.
+  const int gpus = cuda::device_count();
+  std::string cuda_error = error_of([&] { zeros({2}, Device::cuda(gpus)); });
   INFO("error: ", cuda_error);
   if (!has_backend(DeviceType::CUDA)) CHECK(cuda_error.find("lockstep was built without CUDA") == 0);
-  else CHECK(cuda_error.find("CUDA") != std::string::npos);
+  else if (gpus == 0) CHECK(cuda_error.find("CUDA") != std::string::npos);
+  else CHECK(cuda_error.find("cuda:" + std::to_string(gpus) + " is not available: " + std::to_string(gpus)) != std::string::npos);
   CHECK(error_of([&] { zeros({-1}); }).find("negative dimension") != std::string::npos);
 }
 

@@ -97,9 +97,9 @@ class Net(nn.Module):
         return self.fc2(x)
 
 
-def load(split, limit):
+def load(split, limit, data_dir=DATA):
     def idx(name):
-        with gzip.open(os.path.join(DATA, name)) as f:
+        with gzip.open(os.path.join(data_dir, name)) as f:
             raw = f.read()
         ndim = raw[3]
         dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
@@ -147,6 +147,8 @@ def main():
     p.add_argument("--float64", action="store_true", help="model and data in float64 (a reference without float32 "
                    "rounding; the --init weights are widened)")
     p.add_argument("--bench-steps", type=int, default=0, help="time this many steps and exit")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (a batch is copied there each step, as cnn_fashion)")
+    p.add_argument("--data-dir", default=DATA, help="directory with the Fashion-MNIST IDX files")
     p.add_argument("--write-fixture", action="store_true", help="write tests/data/{" + ",".join(FIXTURES) + "}.json")
     p.add_argument("--lockstep", help="with --write-fixture: the cnn_fashion binary (writes the initial weights)")
     p.add_argument("--launch", help="with --write-fixture: lockstep's launcher")
@@ -173,6 +175,8 @@ def train(a):
     if a.init:
         model.load_state_dict({k: v for k, v in load_file(a.init).items()
                                if not k.startswith(("optimizer.", "scheduler."))})
+    dev = torch.device(a.device)
+    model.to(dev)
     ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     if a.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
@@ -182,8 +186,8 @@ def train(a):
         opt = torch.optim.AdamW(model.parameters(), a.lr, weight_decay=a.weight_decay)
     else:
         opt = torch.optim.Adadelta(model.parameters(), a.lr, weight_decay=a.weight_decay)
-    x_train, y_train = load("train", a.train_limit)
-    x_test, y_test = load("t10k", a.test_limit)
+    x_train, y_train = load("train", a.train_limit, a.data_dir)
+    x_test, y_test = load("t10k", a.test_limit, a.data_dir)
     x_train, x_test = x_train.to(dtype), x_test.to(dtype)
     spe = math.ceil(math.ceil(len(x_train) / world) / a.batch_size)  # steps per epoch
     sched = None
@@ -197,10 +201,10 @@ def train(a):
         idx = shard(len(x_train), rank, world, not a.no_shuffle, a.seed, epoch)
         for i in range(0, len(idx), a.batch_size):
             j = torch.tensor(idx[i:i + a.batch_size])
-            yield x_train[j], y_train[j]
+            yield x_train[j].to(dev), y_train[j].to(dev)
 
     if a.bench_steps:
-        return bench(a, ddp, opt, batches, world, rank)
+        return bench(a, ddp, opt, batches, world, rank, dev)
     losses, step = [], 0
     while step < total:
         epoch = step // spe
@@ -222,7 +226,7 @@ def train(a):
                 break
         secs = time.perf_counter() - t0
         if step % spe == 0:
-            acc = evaluate(model, x_test, y_test, rank, world)
+            acc = evaluate(model, x_test, y_test, rank, world, dev)
             if rank == 0:
                 print(f"epoch {epoch} loss {loss_sum / seen:.4f} test_acc {acc:.4f} samples_per_s {seen / secs:.0f}",
                       flush=True)
@@ -235,11 +239,11 @@ def train(a):
         dist.destroy_process_group()
 
 
-def evaluate(model, x, y, rank, world):
+def evaluate(model, x, y, rank, world, dev):
     model.eval()
     idx = shard(len(x), rank, world, False, 0, 0)[:(len(x) - rank + world - 1) // world]  # padding left out
     with torch.no_grad():
-        correct = sum((model(x[idx[i:i + 1000]]).argmax(1) == y[idx[i:i + 1000]]).sum().item()
+        correct = sum((model(x[idx[i:i + 1000]].to(dev)).argmax(1).cpu() == y[idx[i:i + 1000]]).sum().item()
                       for i in range(0, len(idx), 1000))
     model.train()
     t = torch.tensor([correct, len(idx)], dtype=torch.float64)
@@ -248,7 +252,7 @@ def evaluate(model, x, y, rank, world):
     return (t[0] / t[1]).item()
 
 
-def bench(a, ddp, opt, batches, world, rank):
+def bench(a, ddp, opt, batches, world, rank, dev):
     """As cnn_fashion --bench-steps: 5 untimed steps, then the median step and phases in ms."""
     it, rows = batches(0), []
     for i in range(a.bench_steps + 5):
@@ -267,6 +271,8 @@ def bench(a, ddp, opt, batches, world, rank):
         loss.backward()
         t2 = time.perf_counter()
         opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)  # as cnn_fashion: the step ends when the device is done
         t3 = time.perf_counter()
         if i >= 5:
             rows.append(((t3 - t0) * 1e3, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3))

@@ -177,6 +177,7 @@ def main():
     p.add_argument("--eval-interval", type=int, default=0, help="validation loss every this many steps (0: never)")
     p.add_argument("--eval-iters", type=int, default=20)
     p.add_argument("--quiet", action="store_true", help="no per-step lines")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (each batch is copied there, as gpt does)")
     p.add_argument("--losses-json", default="", help="write the config and per-step losses here (rank 0)")
     a = p.parse_args()
 
@@ -195,6 +196,8 @@ def main():
     from safetensors.torch import load_file
     missing, unexpected = model.load_state_dict(load_file(a.init), strict=False)
     assert not missing and not unexpected, (missing, unexpected)
+    dev = torch.device(a.device)
+    model.to(dev)
     ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     params = [q for q in model.parameters() if q.requires_grad]
     groups = [{"params": [q for q in params if q.dim() >= 2], "weight_decay": a.weight_decay},
@@ -207,7 +210,7 @@ def main():
     def val_loss(step):  # gpt's estimate: eval_iters val batches per rank, averaged over ranks
         model.eval()
         with torch.no_grad():
-            s = sum(model(*text.get_batch(1, a.seed, step, batch_rows(k, rank, world, B), B, T))[1].item()
+            s = sum(model(*(t.to(dev) for t in text.get_batch(1, a.seed, step, batch_rows(k, rank, world, B), B, T)))[1].item()
                     for k in range(a.eval_iters)) / a.eval_iters
         model.train()
         if world > 1:
@@ -228,7 +231,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         local = 0.0
         for m in range(a.grad_accum):
-            x, y = text.get_batch(0, a.seed, step, batch_rows(m, rank, world, B), B, T)
+            x, y = (t.to(dev) for t in text.get_batch(0, a.seed, step, batch_rows(m, rank, world, B), B, T))
             sync = m + 1 == a.grad_accum or world == 1
             ctx = ddp.no_sync() if not sync else torch.enable_grad()
             with ctx:

@@ -85,13 +85,16 @@ strip --strip-unneeded "$out"/bin/* "$out"/lib/*.so* 2>/dev/null || true
   echo "glibc $(getconf GNU_LIBC_VERSION | awk '{print $2}')"
   echo "cuda $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 } >"$out/BUILD_INFO"
-cp tools/gpu_check.sh tools/torch_linear_overhead.py "$out/"
+cp tools/gpu_check.sh tools/torch_linear_overhead.py tools/cnn_fashion_twin.py tools/gpt_twin.py "$out/"
 mkdir -p "$out/data"
 cp -r /usr/share/datasets/fashion-mnist "$out/data/" 2>/dev/null ||
   echo "make_gpu_bundle: no Fashion-MNIST in /usr/share/datasets; train_eval and cnn_fashion will fail there" >&2
 for f in /usr/share/games/fortunes/*; do  # the plain-text fortune files (not indexes, links or ascii-art)
   case "$f" in *.dat | *.u8 | */art) ;; *) cat "$f" ;; esac
 done >"$out/data/fortunes.txt"
+# The GPT's initial weights, for PyTorch's twin (tools/gpt_twin.py) to start where lockstep's GPT starts.
+"$bin_dir/distributed/launch/launch" --nproc_per_node=1 "$bin_dir/examples/gpt" --text "$out/data/fortunes.txt" \
+  --export-init "$(cd "$out" && pwd)/data/gpt_init.safetensors" >/dev/null
 # PyTorch's reference step, run beside ours where the GPU machine has PyTorch.
 cp ../shared/anchors/torch_mlp.py "$out/" 2>/dev/null || echo "make_gpu_bundle: ../shared/anchors/torch_mlp.py not found; no PyTorch comparison" >&2
 echo "make_gpu_bundle: $(wc -l <"$out/MANIFEST") binaries and $(find "$out/lib" -maxdepth 1 -name '*.so*' | wc -l) libraries in $out ($(du -sh "$out" | cut -f1))"

@@ -3,7 +3,8 @@
 
     python3 tools/torch_linear_overhead.py [--device cuda] [--calls N] [--rounds R]
 
-Prints "BENCH torch_linear5x2_<what>_<device> <median us per call> us", the same calls as lockstep's.
+Prints "BENCH torch_linear5x2_<what>_<device>[_host] <median us per call> us", the same calls and timings as
+lockstep's (_host: the time to issue the calls; the other: until the device has run them).
 """
 import argparse
 import statistics
@@ -13,18 +14,21 @@ import torch
 
 
 def us_per_call(dev, calls, rounds, fn):
+    """Medians of µs per call: to issue the calls (host), and until the device has run them (total)."""
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     for _ in range(20):
         fn()
     sync()
-    us = []
+    host, total = [], []
     for _ in range(rounds):
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
+        t1 = time.perf_counter()
         sync()
-        us.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(us)
+        host.append((t1 - t0) / calls * 1e6)
+        total.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(host), statistics.median(total)
 
 
 def main():
@@ -39,8 +43,9 @@ def main():
     x = torch.randn(8, 5, device=dev)
     tag = dev.type
 
-    def report(what, us):
-        print(f"BENCH torch_linear5x2_{what}_{tag} {us:10.2f} us", flush=True)
+    def report(what, t):
+        print(f"BENCH torch_linear5x2_{what}_{tag}_host {t[0]:10.2f} us", flush=True)
+        print(f"BENCH torch_linear5x2_{what}_{tag} {t[1]:10.2f} us", flush=True)
 
     with torch.no_grad():
         report("forward_nograd", us_per_call(dev, a.calls, a.rounds, lambda: layer(x)))
