@@ -42,11 +42,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   Tensor x2 = in::reshape(x, {-1, w.size(1)});
   Tensor out2;
   if (bias.defined() && bias.dtype() == x.dtype() && bias.device() == x.device() && x.dtype() != kBFloat16) {
-    // The rows start as the bias and the GEMM adds x w^T onto them: one pass over the output fewer
-    // than a product (which first zeroes its output) followed by a bias add.
-    out2 = Tensor(Shape{x2.size(0), w.size(0)}, x.dtype(), x.device());  // a copy, never a view of bias
-    in::copy_(out2, in::expand(bias, out2.shape()));
-    in::gemm_(out2, x2, false, w, true, 1.0, 1.0);
+    // The bias goes to the GEMM, which starts the rows from it (one pass over the output fewer than a
+    // product followed by a bias add) or, for small products on a GPU, adds it in the same kernel.
+    out2 = Tensor(Shape{x2.size(0), w.size(0)}, x.dtype(), x.device());
+    in::gemm_(out2, x2, false, w, true, 1.0, 0.0, bias);
   } else {
     out2 = in::matmul(x2, w, false, true);  // [rows, out]
     if (bias.defined()) in::add_(out2, bias);

@@ -76,6 +76,13 @@ int main(int argc, char** argv) {
     {
       NoGradGuard no_grad;
       report("forward_nograd", us_per_call(dev, calls, rounds, [&] { layer(x); }));
+      // Its two device operations alone (linear's forward is exactly these): the bias copied into the
+      // output rows, then the GEMM adding x w^T onto them.
+      Tensor out = empty({8, 2}, {kFloat32, dev}), bias = layer->bias.expand({8, 2});
+      report("bias_copy_nograd", us_per_call(dev, calls, rounds, [&] { out.copy_(bias); }));
+      report("gemm_nograd", us_per_call(dev, calls, rounds, [&] {
+               internal::gemm_(out, x, false, layer->weight, true, 1.0, 1.0);
+             }));
     }
     report("forward", us_per_call(dev, calls, rounds, [&] { layer(x); }));
     // One training step's worth: forward, sum, backward into the two parameters' gradients.

@@ -23,4 +23,28 @@ Backend& backend_for(DeviceType type) {
   return *b;
 }
 
+GemmArgs Backend::gemm_bias_first(Tensor& out, const GemmArgs& g) {
+  StridedPlan p;  // [batch, m, n]: C with its strides, C again, the bias broadcast over batches and rows
+  p.nd = 3;
+  p.numel = g.batch * g.m * g.n;
+  const int64_t shape[3] = {g.batch, g.m, g.n}, c_stride[3] = {g.batch_stride_c, g.ldc, 1};
+  for (int d = 0; d < 3; ++d) {
+    p.shape[d] = shape[d];
+    p.stride[0][d] = p.stride[1][d] = c_stride[d];
+  }
+  p.stride[2][2] = 1;
+  if (g.beta == 0) {
+    StridedPlan copy = p;  // operands: out, bias
+    for (int d = 0; d < 3; ++d) copy.stride[1][d] = p.stride[2][d];
+    copy_(copy, out, *g.bias);
+  } else {
+    if (g.beta != 1) binary_scalar(BinaryOp::Mul, p, out, out, g.beta, false);
+    binary(BinaryOp::Add, p, out, out, *g.bias);
+  }
+  GemmArgs rest = g;
+  rest.beta = 1;
+  rest.bias = nullptr;
+  return rest;
+}
+
 }  // namespace lockstep

@@ -41,15 +41,18 @@ struct StridedPlan {
   }
 };
 
-// C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] for b < batch, row-major with leading dimensions:
-// op(A) is [m, k], op(B) [k, n], C [m, n]; matrix b starts batch_stride_* elements after matrix b-1
-// (0: the same matrix for every b). Pointers are the tensors' data_ptr().
+// C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b] (+ bias on every row) for b < batch, row-major with
+// leading dimensions: op(A) is [m, k], op(B) [k, n], C [m, n]; matrix b starts batch_stride_* elements
+// after matrix b-1 (0: the same matrix for every b). Pointers are the tensors' data_ptr(). bias, where
+// given, is a contiguous [n] of C's dtype and device: Linear's forward in one call, which a backend may
+// run as one kernel (on a GPU, one launch instead of two).
 struct GemmArgs {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t batch_stride_a = 0, batch_stride_b = 0, batch_stride_c = 0;
   double alpha = 1, beta = 0;
+  const Tensor* bias = nullptr;
 };
 
 // Max pooling windows over planes [planes, H, W] (padding already applied by the caller): output
@@ -136,6 +139,12 @@ class Backend {
   // and distinct; max_exp_avg_sq is used only with args.amsgrad.
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                          Tensor& max_exp_avg_sq, const AdamStepArgs& args) = 0;
+
+ protected:
+  // For a gemm that does not take the bias itself: C = beta * C + bias (rows broadcast; C is not read
+  // when beta is 0) through this backend's elementwise kernels, and the args for the product to add
+  // onto it (beta 1, no bias).
+  GemmArgs gemm_bias_first(Tensor& out, const GemmArgs& g);
 };
 
 // The backend for a device type. CUDA registers itself when lockstep is built with it; asking for

@@ -53,7 +53,8 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op) {
 // out [batch..., m, n] (contiguous) = alpha * op(a) @ op(b) + beta * out, where a and b have the same
 // batch shape as out (strides 0 where broadcast) and op transposes their last two dimensions when
 // the flag is set. Operands no GEMM layout fits are made contiguous first.
-void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alpha, double beta) {
+void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alpha, double beta,
+                  const Tensor* bias = nullptr) {
   const int64_t nb = out.dim() - 2;
   // Matrices the GEMM can read in place, whose batch dimensions no single stride walks (the heads
   // of attention's q, k and v: [B, H, T, hs] views of [B, T, 3C], strides 3TC and hs): one batched
@@ -64,7 +65,7 @@ void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alph
   if (nb >= 2 && fits(a) && fits(b) && (!batch_stride(a, nb) || !batch_stride(b, nb))) {
     for (int64_t i = 0; i < out.shape()[0]; ++i) {
       Tensor oi = select(out, 0, i);
-      batched_gemm(oi, select(a, 0, i), ta, select(b, 0, i), tb, alpha, beta);
+      batched_gemm(oi, select(a, 0, i), ta, select(b, 0, i), tb, alpha, beta, bias);
     }
     return;
   }
@@ -97,6 +98,7 @@ void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alph
   g.batch_stride_c = g.m * g.n;
   g.alpha = alpha;
   g.beta = beta;
+  g.bias = bias;
   if (out.numel()) backend_for(out.device()).gemm(out, a, b, g);
 }
 
@@ -121,7 +123,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   });
 }
 
-void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha, double beta) {
+void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha, double beta,
+           const Tensor& bias) {
   check_operands(a, b, "gemm_");
   LOCKSTEP_CHECK(a.dim() == 2 && b.dim() == 2, "gemm_: expected 2-D tensors, got ", a.shape(), " x ", b.shape());
   const int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
@@ -132,7 +135,13 @@ void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, doub
                      out.is_contiguous() && a.dtype() != kBFloat16,
                  "gemm_: output ", out.defined() ? out.shape() : Shape{}, " does not match the product ", want, " ",
                  a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16)");
-  batched_gemm(out, a, ta, b, tb, alpha, beta);
+  LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == want[1] && bias.dtype() == out.dtype() &&
+                                     bias.device() == out.device()),
+                 "gemm_: bias ", bias.shape(), " ", bias.dtype(), " on ", bias.device(), " does not match the product ",
+                 want, " ", out.dtype(), " on ", out.device(), " (expected [", want[1], "] of that dtype and device)");
+  if (!bias.defined()) return batched_gemm(out, a, ta, b, tb, alpha, beta);
+  const Tensor b1 = contiguous(bias);
+  batched_gemm(out, a, ta, b, tb, alpha, beta, &b1);
 }
 
 // torch.matmul's rules: a 1-D operand gains a dimension of 1 (removed from the result), the last two

@@ -132,8 +132,10 @@ Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tenso
 Tensor matmul(const Tensor& a, const Tensor& b);
 // 2-D: op(a) @ op(b) with op = transpose where the flag is set (no copy).
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
-// out = alpha * op(a) @ op(b) + beta * out, 2-D, in place (beta = 1 accumulates into out).
-void gemm_(Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha, double beta);
+// out = alpha * op(a) @ op(b) + beta * out (+ bias [n] on every row), 2-D, in place (beta = 1 accumulates
+// into out; with beta 0, out's old values are not read).
+void gemm_(Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha, double beta,
+           const Tensor& bias = Tensor());
 
 // --- indexing (indexing.cpp) ---
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);  // index int64 1-D

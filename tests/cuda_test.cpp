@@ -308,6 +308,44 @@ TEST_CASE("matmul against the CPU: every transpose, alpha/beta, odd sizes, TF32 
   CHECK_MATCH(fast, internal::matmul(a, b), 1e-2, 5e-2);
 }
 
+TEST_CASE("gemm_ with a bias and batched products against the CPU: small ones in one kernel, large through cuBLAS") {
+  REQUIRE_DEVICE();
+  manual_seed(17);
+  // Below 2^20 multiply-adds and k <= 1024 (small_gemm.cu), and above either bound (cuBLAS, the bias first).
+  const int64_t sizes[][3] = {{8, 5, 2}, {1, 1, 1}, {33, 17, 65}, {4, 2000, 3}, {300, 200, 100}};
+  for (Dtype dt : kFloatDtypes)
+    for (auto& s : sizes)
+      for (double beta : {0.0, 1.0, 0.5}) {
+        const int64_t m = s[0], k = s[1], n = s[2];
+        const double rtol = dt == kFloat32 ? 1e-4 : 1e-10;
+        CAPTURE(m);
+        CAPTURE(k);
+        CAPTURE(n);
+        CAPTURE(dt);
+        CAPTURE(beta);
+        Tensor a = randn({m, k}, dt), w = randn({n, k}, dt), bias = randn({n}, dt);
+        // beta 0 must not read C: start it as NaN on both sides.
+        Tensor c = beta == 0 ? full({m, n}, std::nan(""), dt) : randn({m, n}, dt), gc = gpu(c);
+        internal::gemm_(c, a, false, w, true, 1.5, beta, bias);
+        internal::gemm_(gc, gpu(a), false, gpu(w), true, 1.5, beta, gpu(bias));
+        CHECK_MATCH(gc, c, rtol, rtol);
+        // The CPU result is alpha a w^T + beta c + bias, by the definition (c0 is c's old value).
+        if (beta == 0) CHECK_MATCH(c, internal::add(internal::mul(internal::matmul(a, w, false, true), 1.5), bias),
+                                   rtol, rtol);
+      }
+  // Batched small products: own batch strides, a broadcast operand (batch stride 0), strided views.
+  for (Dtype dt : kFloatDtypes) {
+    const double rtol = dt == kFloat32 ? 1e-4 : 1e-10;
+    Tensor q = randn({2, 3, 6, 4}, dt), kt = randn({2, 3, 4, 6}, dt), shared = randn({4, 5}, dt);
+    CHECK_MATCH(internal::matmul(gpu(q), gpu(kt)), internal::matmul(q, kt), rtol, rtol);
+    CHECK_MATCH(internal::matmul(gpu(q), gpu(shared)), internal::matmul(q, shared), rtol, rtol);
+    Tensor st = internal::transpose(shared);  // [5, 4], read through its transpose
+    CHECK_MATCH(internal::matmul(internal::transpose(gpu(shared)), gpu(kt)), internal::matmul(st, kt), rtol, rtol);
+    Tensor qt = internal::transpose(q, -1, -2);  // [2, 3, 4, 6]
+    CHECK_MATCH(internal::matmul(internal::transpose(gpu(q), -1, -2), gpu(q)), internal::matmul(qt, q), rtol, rtol);
+  }
+}
+
 TEST_CASE("transpose of every dtype, tile edges included") {
   REQUIRE_DEVICE();
   manual_seed(17);

@@ -174,6 +174,21 @@ TEST_CASE("matmul against a naive triple loop on odd and non-square sizes, with 
   }
 }
 
+TEST_CASE("gemm_ with a bias: every row gains it, beta 0 does not read the output, bad biases are named") {
+  Tensor a = tensor({1.0f, 2.0f, 3.0f, 4.0f}, {2, 2}), w = tensor({1.0f, 0.0f, 1.0f, 1.0f}, {2, 2});  // float32
+  Tensor bias = tensor({10.0f, 20.0f}, {2});
+  Tensor out = full({2, 2}, std::nan(""));
+  internal::gemm_(out, a, false, w, true, 1.0, 0.0, bias);
+  // a w^T = [[1, 3], [3, 7]]
+  CHECK(out.to_vector<double>() == std::vector<double>{11, 23, 13, 27});
+  out = ones({2, 2});
+  internal::gemm_(out, a, false, w, true, 2.0, 0.5, bias);
+  CHECK(out.to_vector<double>() == std::vector<double>{12.5, 26.5, 16.5, 34.5});
+  CHECK(error_of([&] { internal::gemm_(out, a, false, w, true, 1.0, 0.0, zeros({3})); }) ==
+        "gemm_: bias [3] float32 on cpu does not match the product [2, 2] float32 on cpu (expected [2] of that dtype "
+        "and device)");
+}
+
 TEST_CASE("matmul of attention's head views, read in place by the GEMM one batch index at a time") {
   // q, k, v as nanoGPT splits them: [B, H, T, hs] views of one [B, T, 3C] tensor, whose batch
   // dimensions (strides 3TC and hs) no single stride walks. Each product must equal the one of

@@ -122,7 +122,8 @@ class CpuBackend final : public Backend {
     LOCKSTEP_CPU_ISA_CALL(where, p, out.data_ptr(), a.dtype(), cond.data<bool>(), a.data_ptr(), b.data_ptr());
   }
 
-  void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& g) override {
+  void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) override {
+    const GemmArgs g = args.bias ? gemm_bias_first(out, args) : args;
     dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* pa = a.data<T>();

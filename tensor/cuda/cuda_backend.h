@@ -6,7 +6,8 @@
 //   copy, synchronize                         cuda_backend.cpp
 //   fill, copy_, unary, binary,               elementwise.cu (any strides, through a StridedPlan)
 //   binary_scalar, where, sgd_step
-//   gemm                                      gemm.cpp (cuBLAS, strided batched)
+//   gemm                                      gemm.cpp (cuBLAS, strided batched); small ones in
+//                                             small_gemm.cu
 //   reduce                                    reduce.cu
 //   softmax(+backward), nll_loss(+backward)   softmax_loss.cu
 //   layer_norm(+backward)                     layer_norm.cu
@@ -62,5 +63,9 @@ class CudaBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
 };
+
+// Runs a product small enough for one thread per output (the bias too) as one kernel and returns true;
+// returns false, doing nothing, for the rest (cuBLAS's). small_gemm.cu.
+bool small_gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& g);
 
 }  // namespace lockstep::cuda::detail

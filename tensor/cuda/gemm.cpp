@@ -101,6 +101,9 @@ void CudaBackend::gemm(Tensor& out, const Tensor& a, const Tensor& b, const Gemm
   LOCKSTEP_CHECK(g.batch == 1 || g.batch_stride_c >= (g.m - 1) * std::max(g.ldc, g.n) + g.n,
                  "matmul: output matrices overlap (batch ", g.batch, ", batch_stride_c ", g.batch_stride_c, ", m ", g.m,
                  ", n ", g.n, ", ldc ", g.ldc, ")");
+  if (small_gemm(out, a, b, g)) return;
+  // For cuBLAS, the bias first (C = beta C + bias), then the product added onto it.
+  if (g.bias) return gemm(out, a, b, gemm_bias_first(out, g));
   if (g.k == 0) {  // nothing to multiply: out = beta * out (cuBLAS may refuse a leading dimension of 0)
     const StridedPlan p = c_plan(g);
     if (g.beta == 0) fill(p, out, 0.0);
