@@ -1,5 +1,5 @@
-// Random ops. Draws come from the default generator on the host (tensor/generator.h), so a seed gives
-// the same values on every device; the result is then moved to the input's device.
+// Random ops. Draws come from the default generator (tensor/generator.h): uniform draws for a device
+// are made on it (tensor/philox.h), the rest on the host and moved to the input's device.
 #include <algorithm>
 #include <cmath>
 

@@ -139,6 +139,10 @@ class Backend {
   // and distinct; max_exp_avg_sq is used only with args.amsgrad.
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                          Tensor& max_exp_avg_sq, const AdamStepArgs& args) = 0;
+  // out (contiguous, float32 or float64) = low + (high - low) * u, element i's u drawn by Philox from
+  // (seed, counter + i) (tensor/philox.h): rand() on a device, which draws there instead of copying
+  // host draws over.
+  virtual void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) = 0;
 
  protected:
   // For a gemm that does not take the bias itself: C = beta * C + bias (rows broadcast; C is not read

@@ -1,8 +1,10 @@
-// Tensor factories. Values are produced on the host and copied once to the target device.
+// Tensor factories. Values are produced on the host and copied once to the target device, except
+// uniform draws (rand, uniform, and so dropout and bernoulli) for a device, which are made there.
 #include "tensor/factory.h"
 
 #include <cstring>
 
+#include "tensor/backend.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 
@@ -66,6 +68,12 @@ Tensor uniform(const Shape& shape, double low, double high, TensorOptions o) {
   LOCKSTEP_CHECK(is_floating_point(o.dtype), "uniform: expected a floating-point dtype, got ", dtype_name(o.dtype));
   LOCKSTEP_CHECK(low <= high, "uniform: low ", low, " is above high ", high);
   Generator& g = default_generator();
+  if (!o.device.is_cpu() && (o.dtype == kFloat32 || o.dtype == kFloat64)) {
+    // Drawn on the device, element by element (tensor/philox.h): no host draws, no copy.
+    Tensor out(shape, o.dtype, o.device);
+    backend_for(o.device).uniform(out, low, high, g.seed(), g.reserve_philox(static_cast<uint64_t>(out.numel())));
+    return out;
+  }
   if (o.dtype == kFloat32) {
     float lo = static_cast<float>(low), w = static_cast<float>(high - low);
     return generate(shape, o, [&](int64_t) { return lo + w * g.uniform_float(); });

@@ -1,6 +1,7 @@
 // Tensor factories, as torch.zeros / torch.tensor / torch.randn. Random draws come from the default
-// generator (tensor/generator.h), seeded by manual_seed, and are drawn on the host so that the same
-// seed gives the same values on every device.
+// generator (tensor/generator.h), seeded by manual_seed. They are drawn on the host, except
+// rand/uniform for a device, which are drawn there by Philox (tensor/philox.h), as torch.cuda draws:
+// a seed then gives the same values run after run, but not the same values on the CPU and a GPU.
 #pragma once
 
 #include <initializer_list>

@@ -12,8 +12,13 @@ namespace lockstep {
 
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0) : engine_(seed) {}
-  void manual_seed(uint64_t seed) { engine_.seed(seed); have_spare_ = false; }
+  explicit Generator(uint64_t seed = 0) : engine_(seed), seed_(seed) {}
+  void manual_seed(uint64_t seed) {
+    engine_.seed(seed);
+    have_spare_ = false;
+    seed_ = seed;
+    philox_counter_ = 0;
+  }
 
   uint64_t next_u64() { return engine_(); }
   double uniform_double() { return (engine_() >> 11) * 0x1.0p-53; }  // [0, 1)
@@ -24,10 +29,21 @@ class Generator {
   // A uniformly random permutation of 0..n-1 (Fisher-Yates).
   std::vector<int64_t> randperm(int64_t n);
 
+  // Draws on a device (tensor/philox.h) use this seed and a counter that each draw of n values
+  // advances by n, as torch.cuda's Philox offset: the same seed gives the same device tensors, and
+  // two draws never share counters. Host draws and device draws are separate streams.
+  uint64_t seed() const { return seed_; }
+  uint64_t reserve_philox(uint64_t n) {
+    const uint64_t base = philox_counter_;
+    philox_counter_ += n;
+    return base;
+  }
+
  private:
   std::mt19937_64 engine_;
   bool have_spare_ = false;
   double spare_ = 0;
+  uint64_t seed_ = 0, philox_counter_ = 0;
 };
 
 // The process-wide generator behind rand/randn/randint and module initialisation.

@@ -133,3 +133,25 @@ TEST_CASE("the layers and losses of nn/ on the GPU equal the CPU: values and gra
     CHECK(internal::allclose(gpu_leaves[i].grad().cpu(), cpu[i].grad(), 1e-3, 1e-4));
   }
 }
+
+TEST_CASE("dropout on the GPU: its mask drawn on the device keeps about 1 - p, scales by 1 / (1 - p), repeats by seed") {
+  REQUIRE_DEVICE();
+  const Device gpu = Device::cuda(0);
+  Tensor x = ones({200, 500}).to(gpu).set_requires_grad();
+  manual_seed(11);
+  Tensor y = nn::functional::dropout(x, 0.25, true);
+  y.sum().backward();
+  std::vector<double> v = y.detach().to(Device::cpu()).to_vector<double>();
+  std::vector<double> g = x.grad().to(Device::cpu()).to_vector<double>();
+  int64_t kept = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    CHECK_MESSAGE((v[i] == 0.0 || std::abs(v[i] - 1.0 / 0.75) < 1e-6), v[i]);
+    CHECK(g[i] == v[i]);  // d(sum of x * mask) / dx = mask
+    kept += v[i] != 0.0;
+  }
+  // 10^5 draws at p = 0.25: the kept fraction within 0.01 of 0.75 (seeded: the same values every run).
+  CHECK(std::abs(double(kept) / v.size() - 0.75) < 0.01);
+  manual_seed(11);
+  std::vector<double> again = nn::functional::dropout(x.detach(), 0.25, true).to(Device::cpu()).to_vector<double>();
+  CHECK(again == v);
+}

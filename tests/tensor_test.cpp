@@ -10,6 +10,7 @@
 
 #include "tensor/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tensor/philox.h"
 #include "tensor/cpu/block_cache.h"
 #include "tensor/elementwise_ops.h"
 #include "tests/test_util.h"
@@ -172,6 +173,25 @@ TEST_CASE("matmul against a naive triple loop on odd and non-square sizes, with 
       for (size_t i = 0; i < acc.size(); ++i) CHECK(acc[i] == doctest::Approx(2 * want[i] + 1).epsilon(tol).scale(k));
     }
   }
+}
+
+TEST_CASE("Philox4x32-10 gives Random123's known answers; the CPU backend's uniform() draws from it") {
+  using detail::Philox4;
+  auto words = [](Philox4 r) { return std::vector<uint32_t>(r.v, r.v + 4); };
+  CHECK(words(detail::philox4x32_10(Philox4{{0, 0, 0, 0}}, 0, 0)) ==
+        std::vector<uint32_t>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  CHECK(words(detail::philox4x32_10(Philox4{{~0u, ~0u, ~0u, ~0u}}, ~0u, ~0u)) ==
+        std::vector<uint32_t>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  CHECK(words(detail::philox4x32_10(Philox4{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, 0xa4093822,
+                                    0x299f31d0)) == std::vector<uint32_t>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+  // Element i of a float32 draw: the top 24 bits of word 0 of counter (base + i), scaled by 2^-24.
+  Tensor u = empty({3});
+  backend_for(Device::cpu()).uniform(u, -1.0, 3.0, 0, 0);
+  CHECK(u.to_vector<double>()[0] == -1.0 + 4.0 * (0x6627e8d5u >> 8) * 0x1.0p-24);
+  // float64: 53 bits from words 0 and 1.
+  Tensor d = empty({1}, kFloat64);
+  backend_for(Device::cpu()).uniform(d, 0.0, 1.0, 0, 0);
+  CHECK(d.to_vector<double>()[0] == ((uint64_t{0x6627e8d5} << 32 | 0xe169c58d) >> 11) * 0x1.0p-53);
 }
 
 TEST_CASE("gemm_ with a bias: every row gains it, beta 0 does not read the output, bad biases are named") {

@@ -70,8 +70,7 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes, uint32_t ra
       const JobToken::Mac tag = token.prove(kTagContext, nonce_bytes(nonce), name_bytes(name));
       std::memcpy(h->tag, tag.data(), tag.size());
     }
-    std::atomic_thread_fence(std::memory_order_release);
-    // The magic last: an attacher that sees it sees the rest.
+    // The magic last, a release store: an attacher that reads it with acquire sees the rest.
     reinterpret_cast<std::atomic<uint64_t>*>(&h->magic)->store(SegmentHeader::kMagic, std::memory_order_release);
     return s;
   } catch (...) {

@@ -10,14 +10,15 @@
 
 #include "common/env.h"
 #include "tensor/backend.h"
-#include "tensor/cpu/block_cache.h"
 #include "tensor/cpu/adam.h"
-#include "tensor/cpu/gemm.h"
+#include "tensor/cpu/block_cache.h"
 #include "tensor/cpu/elementwise.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/row_reduce.h"
 #include "tensor/cpu/rows.h"
 #include "tensor/parallel.h"
+#include "tensor/philox.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
@@ -420,6 +421,17 @@ class CpuBackend final : public Backend {
       using T = typename decltype(tag)::type;
       cpu::adam_step(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
                      args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);
+    });
+  }
+
+  // Not reached by rand() on the host, which keeps generator.h's stream; the reference for the GPU's.
+  void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override {
+    dispatch_floating(out.dtype(), "uniform", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* p = out.data<T>();
+      const T lo = static_cast<T>(low), w = static_cast<T>(high - low);
+      for (int64_t i = 0, n = out.numel(); i < n; ++i)
+        p[i] = lo + w * detail::philox_uniform<T>(seed, counter + static_cast<uint64_t>(i));
     });
   }
 

@@ -16,6 +16,7 @@
 //   scatter_add
 //   sort                                      sort.cu
 //   adam_step                                 optim.cu
+//   uniform                                   random.cu
 #pragma once
 
 #include "tensor/backend.h"
@@ -62,6 +63,7 @@ class CudaBackend final : public Backend {
                 double dampening, double weight_decay, bool nesterov, bool first_step) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
+  void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
 };
 
 // Runs a product small enough for one thread per output (the bias too) as one kernel and returns true;
