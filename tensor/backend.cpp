@@ -23,15 +23,21 @@ Backend& backend_for(DeviceType type) {
   return *b;
 }
 
-GemmArgs Backend::gemm_bias_first(Tensor& out, const GemmArgs& g) {
-  StridedPlan p;  // [batch, m, n]: C with its strides, C again, the bias broadcast over batches and rows
+StridedPlan gemm_c_plan(const GemmArgs& g) {
+  StridedPlan p;
   p.nd = 3;
   p.numel = g.batch * g.m * g.n;
-  const int64_t shape[3] = {g.batch, g.m, g.n}, c_stride[3] = {g.batch_stride_c, g.ldc, 1};
+  const int64_t shape[3] = {g.batch, g.m, g.n}, stride[3] = {g.batch_stride_c, g.ldc, 1};
   for (int d = 0; d < 3; ++d) {
     p.shape[d] = shape[d];
-    p.stride[0][d] = p.stride[1][d] = c_stride[d];
+    for (int k = 0; k < StridedPlan::kMaxOperands; ++k) p.stride[k][d] = stride[d];
   }
+  return p;
+}
+
+GemmArgs Backend::gemm_bias_first(Tensor& out, const GemmArgs& g) {
+  StridedPlan p = gemm_c_plan(g);  // operands: C, C again, the bias broadcast over batches and rows
+  p.stride[2][0] = p.stride[2][1] = 0;
   p.stride[2][2] = 1;
   if (g.beta == 0) {
     StridedPlan copy = p;  // operands: out, bias

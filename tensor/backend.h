@@ -55,6 +55,10 @@ struct GemmArgs {
   const Tensor* bias = nullptr;
 };
 
+// The plan of an elementwise pass over every C of a GemmArgs: [batch, m, n] with C's strides for each
+// operand (backend.cpp).
+StridedPlan gemm_c_plan(const GemmArgs& g);
+
 // Max pooling windows over planes [planes, H, W] (padding already applied by the caller): output
 // [planes, OH, OW], window (oh, ow) covering rows oh * sh + i * dh and columns ow * sw + j * dw for
 // i < kh, j < kw.

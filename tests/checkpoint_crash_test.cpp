@@ -22,6 +22,7 @@
 
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "tensor/parallel.h"
 #include "tensor/safetensors.h"
 #include "tests/test_util.h"
 
@@ -111,6 +112,10 @@ TEST_CASE("a writer SIGKILLed at random moments while saving always leaves a com
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+      // The parent may have intra-op pool threads (its fills run on them); a child forked from a
+      // threaded process should not start threads of its own (ThreadSanitizer refuses to), so the
+      // child computes on its one thread.
+      set_num_threads(1);
       try {
         for (int64_t v = base;; ++v) save_version(path, v);
       } catch (...) {

@@ -25,6 +25,10 @@ export OMP_NUM_THREADS=1
 # MPI_Finalize, some in components it has already dlclose'd (so no suppression can name them); the
 # ranks' leak check would report Open MPI, not lockstep. AddressSanitizer and UBSan stay on.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+# Under TSan, Open MPI's own internal lock orders (tests/tsan_openmpi.supp says which, and why).
+if [ -n "${TSAN_OPTIONS:-}" ]; then
+  export TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=$(cd "$(dirname "$0")" && pwd)/tsan_openmpi.supp"
+fi
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo
      --mca oob_tcp_if_include lo)
 for n in 2 3; do

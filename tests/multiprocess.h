@@ -55,26 +55,31 @@ struct RankResult {
   bool ok() const { return exit_code == 0 && !timed_out; }
 };
 
-// Forks `world_size` children; child r runs fn(r) and exits 0 when it returns, 1 when it throws. The
-// parent waits for all of them, killing those still running after `timeout` (by default 30 s, times
-// kSanitizerSlowdown).
-inline std::vector<RankResult> run_ranks(int world_size, const std::function<void(int rank)>& fn,
-                                         std::chrono::milliseconds timeout = std::chrono::seconds(30) *
-                                                                             kSanitizerSlowdown) {
+// Ranks started by start_ranks and not yet waited for.
+struct RankProcesses {
+  std::vector<RankResult> results;
+  std::vector<pid_t> pids;
+  std::vector<int> fds;  // the read ends of the pipes that carry each rank's exception message
+};
+
+// Forks `world_size` children; child r runs fn(r) and exits 0 when it returns, 1 when it throws. Returns
+// at once: the parent can act while the ranks run (from its main thread, so that it forks while it has
+// no other threads: a child of a threaded process must not start threads, and ThreadSanitizer refuses
+// to), then collect them with wait_ranks.
+inline RankProcesses start_ranks(int world_size, const std::function<void(int rank)>& fn) {
   std::fflush(stdout);
   std::fflush(stderr);
-  std::vector<RankResult> results(world_size);
-  std::vector<pid_t> pids(world_size, -1);
-  std::vector<int> fds(world_size, -1);
+  RankProcesses ps{std::vector<RankResult>(world_size), std::vector<pid_t>(world_size, -1),
+                   std::vector<int>(world_size, -1)};
   for (int r = 0; r < world_size; ++r) {
-    results[r].rank = r;
+    ps.results[r].rank = r;
     int p[2];
     LOCKSTEP_CHECK(::pipe2(p, O_CLOEXEC) == 0, "run_ranks: pipe failed");
     pid_t pid = ::fork();
     LOCKSTEP_CHECK(pid >= 0, "run_ranks: fork failed");
     if (pid == 0) {
       ::close(p[0]);
-      for (int q = 0; q < r; ++q) ::close(fds[q]);
+      for (int q = 0; q < r; ++q) ::close(ps.fds[q]);
       std::string message;
       int code = 0;
       try {
@@ -97,10 +102,20 @@ inline std::vector<RankResult> run_ranks(int world_size, const std::function<voi
     }
     ::close(p[1]);
     ::fcntl(p[0], F_SETFL, O_NONBLOCK);
-    pids[r] = pid;
-    fds[r] = p[0];
+    ps.pids[r] = pid;
+    ps.fds[r] = p[0];
   }
+  return ps;
+}
 
+// Waits for the ranks of start_ranks, killing those still running after `timeout` (by default 30 s,
+// times kSanitizerSlowdown), and says how each ended.
+inline std::vector<RankResult> wait_ranks(RankProcesses& ps, std::chrono::milliseconds timeout =
+                                                                 std::chrono::seconds(30) * kSanitizerSlowdown) {
+  const int world_size = static_cast<int>(ps.pids.size());
+  std::vector<RankResult>& results = ps.results;
+  std::vector<pid_t>& pids = ps.pids;
+  std::vector<int>& fds = ps.fds;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto drain = [&](int r) {
     char buf[4096];
@@ -164,6 +179,14 @@ inline std::vector<RankResult> run_ranks(int world_size, const std::function<voi
     if (fds[r] >= 0) ::close(fds[r]);
   }
   return results;
+}
+
+// start_ranks then wait_ranks: fn as `world_size` ranks, and how each ended.
+inline std::vector<RankResult> run_ranks(int world_size, const std::function<void(int rank)>& fn,
+                                         std::chrono::milliseconds timeout = std::chrono::seconds(30) *
+                                                                             kSanitizerSlowdown) {
+  RankProcesses ps = start_ranks(world_size, fn);
+  return wait_ranks(ps, timeout);
 }
 
 inline bool all_ok(const std::vector<RankResult>& results) {

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -431,16 +432,21 @@ bool is_refusal(const Bytes& body) {
 }  // namespace
 
 TEST_CASE("job token: without it, with a wrong one, or by replay, a client is refused while the job runs") {
-  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.token = kJobToken});
-  const uint16_t port = server.port();
-  TCPStore legit("127.0.0.1", port, false, 10s, std::nullopt, true, kJobToken);
-  exercise(legit, "before");
-
-  // A 2-rank job on this store: all-reduces before, during and after the attacks (each rank waits for
-  // "attacks_done" between its two halves, so the attacks fall inside the job, whatever the timing).
-  std::vector<lockstep::testing::RankResult> results;
-  std::thread job([&] {
-    results = lockstep::testing::run_ranks(2, [&](int rank) {
+  using lockstep::testing::kSanitizerSlowdown;
+  // A 2-rank job on the store below: all-reduces before, during and after the attacks (each rank waits
+  // for "attacks_done" between its two halves, so the attacks fall inside the job, whatever the timing).
+  // The ranks are forked first, while this process has no other threads (the server's come next): a
+  // child of a threaded process must not start threads, as its process group does (ThreadSanitizer
+  // refuses to). They learn the server's port through a pipe.
+  int port_pipe[2];
+  REQUIRE(::pipe(port_pipe) == 0);
+  auto job = lockstep::testing::start_ranks(2, [&](int rank) {
+    ::close(port_pipe[1]);
+    uint16_t port = 0;
+    pollfd pfd{port_pipe[0], POLLIN, 0};
+    RANK_CHECK(::poll(&pfd, 1, 60000 * kSanitizerSlowdown) == 1, "no port from the test's server");
+    RANK_CHECK(::read(port_pipe[0], &port, sizeof(port)) == sizeof(port), "a short read of the port");
+    {
       auto store = std::make_shared<TCPStore>("127.0.0.1", port, false, 20s, std::nullopt, true, kJobToken);
       ProcessGroupGloo::Options options;
       options.timeout = 20s;
@@ -459,9 +465,22 @@ TEST_CASE("job token: without it, with a wrong one, or by replay, a client is re
       store->add("started", 1);
       store->wait({"attacks_done"});
       all_reduce_steps(5, 10);
-    });
+    }
   });
-  while (legit.add("started", 0) < 2) std::this_thread::sleep_for(10ms);
+  ::close(port_pipe[0]);
+  TCPStoreServer server("127.0.0.1", 0, TCPStoreServerOptions{.token = kJobToken});
+  const uint16_t port = server.port();
+  for (int r = 0; r < 2; ++r) REQUIRE(::write(port_pipe[1], &port, sizeof(port)) == sizeof(port));
+  ::close(port_pipe[1]);
+  TCPStore legit("127.0.0.1", port, false, 10s, std::nullopt, true, kJobToken);
+  exercise(legit, "before");
+  // Both ranks inside the job (a hang guard: ranks that died are reported, not waited for forever).
+  const auto until = std::chrono::steady_clock::now() + 60s * kSanitizerSlowdown;
+  while (legit.add("started", 0) < 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  if (legit.add("started", 0) < 2) {
+    auto results = lockstep::testing::wait_ranks(job, 1s);
+    FAIL("the job's ranks did not both start:", lockstep::testing::failures(results));
+  }
 
   // No token, and a wrong one: refused at once (not retried until the timeout), with the message.
   std::string message;
@@ -532,7 +551,7 @@ TEST_CASE("job token: without it, with a wrong one, or by replay, a client is re
 
   exercise(legit, "during");
   legit.set("attacks_done", "");
-  job.join();
+  const auto results = lockstep::testing::wait_ranks(job);
   CHECK_MESSAGE(lockstep::testing::all_ok(results), lockstep::testing::failures(results));
   exercise(legit, "after");
 }

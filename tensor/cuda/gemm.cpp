@@ -69,19 +69,6 @@ int leading_dim(int64_t rows, int64_t cols, int64_t ld, const char* name, const 
   return to_int(ld, name, g);
 }
 
-// [batch, m, n] with C's strides: the plan for out = beta * out.
-StridedPlan c_plan(const GemmArgs& g) {
-  StridedPlan p;
-  p.nd = 3;
-  p.numel = g.batch * g.m * g.n;
-  const int64_t shape[3] = {g.batch, g.m, g.n}, stride[3] = {g.batch_stride_c, g.ldc, 1};
-  for (int d = 0; d < 3; ++d) {
-    p.shape[d] = shape[d];
-    p.stride[0][d] = p.stride[1][d] = stride[d];
-  }
-  return p;
-}
-
 }  // namespace
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a row-major matrix read as
@@ -105,7 +92,7 @@ void CudaBackend::gemm(Tensor& out, const Tensor& a, const Tensor& b, const Gemm
   // For cuBLAS, the bias first (C = beta C + bias), then the product added onto it.
   if (g.bias) return gemm(out, a, b, gemm_bias_first(out, g));
   if (g.k == 0) {  // nothing to multiply: out = beta * out (cuBLAS may refuse a leading dimension of 0)
-    const StridedPlan p = c_plan(g);
+    const StridedPlan p = gemm_c_plan(g);
     if (g.beta == 0) fill(p, out, 0.0);
     else if (g.beta != 1) binary_scalar(BinaryOp::Mul, p, out, out, g.beta, false);
     return;
