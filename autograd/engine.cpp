@@ -34,14 +34,17 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
   return fn_(grad_output);
 }
 
+bool exclusive(const Tensor& t) {
+  return t.use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous();
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad) {
   AutogradMeta& meta = leaf_.autograd_meta();
   if (!meta.grad.defined()) {
     // Take the incoming tensor itself when nothing else can see it; otherwise copy, so that later
     // in-place accumulation cannot write into another tensor's gradient.
     // A view (an expanded or transposed gradient) is copied too: .grad is always contiguous.
-    bool exclusive = grad.use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous();
-    meta.grad = exclusive ? grad.detach() : internal::clone(grad);
+    meta.grad = exclusive(grad) ? grad.detach() : internal::clone(grad);
   } else {
     NoGradGuard no_grad;
     internal::add_(meta.grad, grad);
@@ -75,8 +78,12 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 
 Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!needs_grad(inputs)) return out;
+  return record(std::make_shared<FunctionNode>(op, std::move(backward)), std::move(out), inputs);
+}
+
+Tensor record(std::shared_ptr<Node> node, Tensor out, const std::vector<Tensor>& inputs) {
+  if (!needs_grad(inputs)) return out;
   if (out.use_count() > 1) out = out.detach();  // never rewrite the history of a tensor someone else holds
-  auto node = std::make_shared<FunctionNode>(op, std::move(backward));
   node->next.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next.push_back(gradient_edge(t));
   node->output_shape = out.shape();
@@ -165,7 +172,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     if (g.defined()) {
       LOCKSTEP_CHECK(g.shape() == n->output_shape, "backward: ", n->name(), " received a gradient of shape ", g.shape(),
                      " for an output of shape ", n->output_shape);
-      in_grads = n->apply(g);
+      if (n->next.size() != 1 || !n->next[0] || !n->add_into_input(grads[n->next[0].get()], g)) in_grads = n->apply(g);
     }
     g = Tensor();
     for (size_t i = 0; i < n->next.size(); ++i) {
@@ -173,7 +180,9 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       if (!next) continue;
       if (i < in_grads.size() && in_grads[i].defined()) {
         Tensor& slot = grads[next];
-        slot = slot.defined() ? internal::add(slot, in_grads[i]) : std::move(in_grads[i]);
+        if (!slot.defined()) slot = std::move(in_grads[i]);
+        else if (exclusive(slot)) internal::add_(slot, in_grads[i]);  // no new buffer when nothing else sees it
+        else slot = internal::add(slot, in_grads[i]);
       }
       if (--deps[next] == 0) ready.push_back(next);
     }

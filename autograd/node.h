@@ -20,6 +20,12 @@ struct Node {
   // Drops saved tensors once backward has run (unless retain_graph).
   virtual void release() {}
   virtual std::string name() const = 0;
+  // Views of part of a single input (slice, narrow, select, so split and chunk) can add their gradient
+  // straight into the part of the input's gradient slot they cover, rather than return a zero-padded
+  // gradient the size of the input that the engine then adds: a split into q, k and v would otherwise
+  // cost three zero-filled copies and two full-size adds per backward. `slot` is the input's gradient
+  // so far (undefined when none has arrived). Nodes without this path return false.
+  virtual bool add_into_input(Tensor& slot, const Tensor& grad_output) { return false; }
 
   std::vector<std::shared_ptr<Node>> next;
   Shape output_shape;  // to check gradients flowing in
@@ -53,12 +59,18 @@ struct AccumulateGrad final : Node {
   Tensor leaf_;
 };
 
+// Whether t is the only handle on its storage and covers it densely (no other tensor can see a write
+// to it): the engine and AccumulateGrad then accumulate into it in place.
+bool exclusive(const Tensor& t);
+
 // The edge an op's input contributes: its grad_fn, its leaf accumulator, or null.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
 
 // Returns `out` connected to the graph: when grad mode is on and any input requires a gradient, a
 // FunctionNode named `op` running `backward` becomes out's grad_fn. Otherwise `out` is returned as is.
 Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);
+// The same with a node of another type than FunctionNode (its edges and output are filled in here).
+Tensor record(std::shared_ptr<Node> node, Tensor out, const std::vector<Tensor>& inputs);
 // Whether an op on `inputs` must be recorded (lets ops skip saving tensors for backward).
 bool needs_grad(const std::vector<Tensor>& inputs);
 

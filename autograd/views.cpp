@@ -16,17 +16,42 @@ namespace in = internal;
 
 namespace {
 
-// The backward of a view that selects a subset of its input's elements once each: zeros of the input's
-// shape, with the gradient written through the same view of them.
+// The node of a view that selects a subset of its input's elements once each. Its gradient is zeros of
+// the input's shape with the incoming one written through the same view; the engine instead lets it
+// add into the input's gradient slot in place (autograd/node.h), so the parts of a split land in one
+// buffer.
+struct SubsetViewNode final : autograd::Node {
+  SubsetViewNode(const char* op, Shape input_shape, std::function<Tensor(const Tensor&)> view)
+      : op_(op), input_shape_(std::move(input_shape)), view_(std::move(view)) {}
+  std::string name() const override { return op_; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor ga;
+    add_into_input(ga, g);
+    return {ga};
+  }
+  bool add_into_input(Tensor& slot, const Tensor& g) override {
+    if (!slot.defined()) {
+      slot = zeros(input_shape_, {g.dtype(), g.device()});
+      Tensor part = view_(slot);
+      in::copy_(part, g);
+      return true;
+    }
+    if (!autograd::exclusive(slot)) slot = in::clone(slot);  // another tensor sees it: add into a copy
+    Tensor part = view_(slot);
+    in::add_(part, g);
+    return true;
+  }
+
+ private:
+  const char* op_;
+  Shape input_shape_;
+  std::function<Tensor(const Tensor&)> view_;
+};
+
 Tensor subset_view(const char* name, const Tensor& a, const std::function<Tensor(const Tensor&)>& view) {
   Tensor out = view(a);
   if (!any_requires_grad(a)) return out;
-  return record(name, out, {a}, [s = a.shape(), view](const Tensor& g) {
-    Tensor ga = zeros(s, {g.dtype(), g.device()});
-    Tensor dst = view(ga);
-    in::copy_(dst, g);
-    return Grads{ga};
-  });
+  return record(std::make_shared<SubsetViewNode>(name, a.shape(), view), out, {a});
 }
 
 // A view whose gradient is the incoming one reshaped back to the input's shape.
