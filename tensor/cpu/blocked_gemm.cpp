@@ -32,15 +32,24 @@ constexpr int64_t kKC = 128;  // 32 KiB of L1's 48 (96, 192 and 256 ran slower)
 
 // packed[jp][p][kNR] = op(B)[p0 + p, jp * kNR + j], zero where the column is past n.
 void pack_b(bool tb, const float* b, int64_t ldb, int64_t n, int64_t p0, int64_t kc, float* packed) {
+  if (!tb) {
+    // Row by row of B, so that B (often an activation last touched long ago, as in a weight
+    // gradient's x) streams from memory in order; the panels' rows land in L2. Whole panel rows
+    // are fixed-size copies (vector moves, not a library call each).
+    const int64_t full = n / kNR * kNR;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* row = b + (p0 + p) * ldb;
+      float* dst = packed + p * kNR;
+      for (int64_t j0 = 0; j0 < full; j0 += kNR, dst += kc * kNR) std::memcpy(dst, row + j0, kNR * sizeof(float));
+      if (full < n) {
+        std::memcpy(dst, row + full, (n - full) * sizeof(float));
+        std::fill(dst + (n - full), dst + kNR, 0.f);
+      }
+    }
+    return;
+  }
   for (int64_t j0 = 0; j0 < n; j0 += kNR, packed += kc * kNR) {
     const int64_t cols = std::min<int64_t>(kNR, n - j0);
-    if (!tb) {
-      for (int64_t p = 0; p < kc; ++p) {
-        std::memcpy(packed + p * kNR, b + (p0 + p) * ldb + j0, cols * sizeof(float));
-        std::fill(packed + p * kNR + cols, packed + (p + 1) * kNR, 0.f);
-      }
-      continue;
-    }
     // B is stored [n, k]: 8 x 8 transposes where whole, one element at a time at the edges.
     const int64_t full_cols = cols / 8 * 8, full_p = kc / 8 * 8;
     for (int64_t p = 0; p < full_p; p += 8)
