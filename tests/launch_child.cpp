@@ -1,5 +1,6 @@
 // launch_child: the rank program of launch_test. Prints its environment or misbehaves on request:
-//   env ARGS...          print "R KEY=value" for each launcher variable, then "R ARGS=..."
+//   env ARGS...          print "R KEY=value" for each launcher variable, then "R ARGS=..." and
+//                        "R CPUS=0,1" (the CPUs it may run on)
 //   fail R CODE          rank R exits with CODE after 100 ms; the others sleep 60 s
 //   kill R               rank R kills itself with SIGKILL after 100 ms; the others sleep 60 s
 //   survivor_first DIR   rank 1 is SIGKILLed, and rank 0 then exits 1 as a rank that lost its peer
@@ -10,6 +11,7 @@
 //   echo                 a line on stdout and one on stderr (the last without a newline)
 //   sleep                sleep 60 s
 // Every rank first prints "R PID=pid" so the test can check the launcher left nothing running.
+#include <sched.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -30,6 +32,18 @@ std::string env(const char* name) {
 // One write() per line: lines of different ranks sharing a pipe or file then never interleave.
 void say(int fd, const std::string& line) {
   if (::write(fd, line.data(), line.size()) < 0) std::_Exit(99);
+}
+
+// The CPUs this process may run on, as "0,1,5".
+std::string cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return "<error>";
+  std::string list;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
+  }
+  return list;
 }
 
 [[noreturn]] void sleep_then_exit() {
@@ -87,6 +101,7 @@ int main(int argc, char** argv) {
       args += argv[i];
     }
     say(1, r + "ARGS=" + args + "\n");
+    say(1, r + "CPUS=" + cpus() + "\n");
     return 0;
   }
   if (mode == "fail" && argc == 4) {

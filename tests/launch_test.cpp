@@ -4,6 +4,7 @@
 // $(rootpath rendezvous_child)]. rendezvous_child runs init_process_group for the MASTER_PORT cases.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -205,6 +206,67 @@ TEST_CASE("launch sets each rank's environment on one node") {
     tokens.insert(ranks[0]["LOCKSTEP_JOB_TOKEN"]);
   }
   CHECK(tokens.size() == 3);  // fresh for each launch
+}
+
+// The CPUs this process may run on (the launcher it starts inherits them).
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof(set), &set) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// "2,3": cpus[begin, end) as launch_child prints them.
+std::string cpu_list(const std::vector<int>& cpus, size_t begin, size_t end) {
+  std::string list;
+  for (size_t k = begin; k < end; ++k) list += (list.empty() ? "" : ",") + std::to_string(cpus[k]);
+  return list;
+}
+
+TEST_CASE("launch binds each rank to its own block of CPUs when there are enough, and not otherwise") {
+  const std::vector<int> cpus = allowed_cpus();
+  const size_t count = cpus.size();
+  const std::string all = cpu_list(cpus, 0, count);
+  // Rank r of n gets cpus[r*count/n, (r+1)*count/n) when n <= count (whatever this machine has).
+  for (size_t n : {size_t(1), size_t(2), size_t(3), count, count + 1}) {
+    CAPTURE(n);
+    Result res = run_launch({"--nproc_per_node", std::to_string(n), child_path(), "env"});
+    REQUIRE(res.exit_code == 0);
+    auto ranks = parse_ranks(res.out);
+    REQUIRE(ranks.size() == n);
+    for (size_t r = 0; r < n; ++r) {
+      CAPTURE(r);
+      CHECK(ranks[int(r)]["CPUS"] == (n <= count ? cpu_list(cpus, r * count / n, (r + 1) * count / n) : all));
+    }
+  }
+  // --cpu-bind none: every rank may run on every CPU the launcher may.
+  Result res = run_launch({"--cpu-bind", "none", "--nproc_per_node", "2", child_path(), "env"});
+  REQUIRE(res.exit_code == 0);
+  auto ranks = parse_ranks(res.out);
+  REQUIRE(ranks.size() == 2);
+  for (int r = 0; r < 2; ++r) CHECK(ranks[r]["CPUS"] == all);
+
+  // A launcher confined to one CPU (as under taskset) splits only that: 2 ranks there are not bound
+  // (one CPU is fewer than two ranks), and the launcher's own mask is what they inherit.
+  cpu_set_t one, saved;
+  CPU_ZERO(&one);
+  CPU_SET(cpus.back(), &one);
+  REQUIRE(::sched_getaffinity(0, sizeof(saved), &saved) == 0);
+  REQUIRE(::sched_setaffinity(0, sizeof(one), &one) == 0);
+  res = run_launch({"--nproc_per_node", "2", child_path(), "env"});
+  REQUIRE(::sched_setaffinity(0, sizeof(saved), &saved) == 0);
+  REQUIRE(res.exit_code == 0);
+  ranks = parse_ranks(res.out);
+  REQUIRE(ranks.size() == 2);
+  for (int r = 0; r < 2; ++r) CHECK(ranks[r]["CPUS"] == std::to_string(cpus.back()));
+
+  res = run_launch({"--cpu-bind", "cores", child_path(), "env"});
+  CHECK(res.exit_code == 2);
+  CHECK(contains(res.err, "--cpu-bind"));
 }
 
 TEST_CASE("launch: a job token the user set is passed on; a token file others may read is refused") {

@@ -25,7 +25,16 @@
 // in LOCKSTEP_JOB_TOKEN, so only this job's processes can join its store, mesh and shared memory. A
 // multi-node job needs one token on every node, which separate launchers cannot agree on by
 // themselves: with --nnodes > 1 and none set, the job runs without one (and the launcher says so).
+//
+// CPU binding (--cpu-bind, default auto): when the node's ranks are no more than the CPUs the launcher
+// may run on, rank i is bound to the i-th of nproc_per_node equal, contiguous blocks of those CPUs, as
+// Open MPI binds by default. Left to the scheduler, two ranks on a 2-core machine sometimes share one
+// core for a whole run: their shared-memory collectives then hand over by yielding (5.7 us per 4-byte
+// all-reduce instead of 0.6-1.0, measured) and their compute halves. A rank inherits its mask from the
+// launcher, which takes each block itself just around the rank's spawn, so no thread of the rank ever
+// runs unbound. With more ranks than CPUs, or --cpu-bind none, ranks run where the launcher may.
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -67,6 +76,7 @@ struct Options {
   int max_restarts = 0;
   double grace_period_s = 5;
   std::string job_token;  // set in every rank's LOCKSTEP_JOB_TOKEN when not empty
+  std::string cpu_bind = "auto";  // auto or none
   std::vector<std::string> command;
 };
 
@@ -167,6 +177,49 @@ class LinePrefixer {
   std::string line_;
 };
 
+// The CPUs local rank i is bound to: the i-th of n equal, contiguous blocks of the CPUs the launcher
+// may run on (its own affinity, so a launcher started under taskset or in a cpuset splits that); an
+// empty set when ranks are not bound (more ranks than CPUs, --cpu-bind none, or no affinity support).
+std::vector<cpu_set_t> cpu_blocks(const Options& o) {
+  if (o.cpu_bind == "none") return {};
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  const size_t n = static_cast<size_t>(o.nproc_per_node), count = cpus.size();
+  if (n > count) return {};
+  std::vector<cpu_set_t> blocks(n);
+  for (size_t i = 0; i < n; ++i) {
+    CPU_ZERO(&blocks[i]);
+    for (size_t k = i * count / n; k < (i + 1) * count / n; ++k) CPU_SET(cpus[k], &blocks[i]);
+  }
+  return blocks;
+}
+
+// Runs the launcher on `cpus` until destroyed (then on what it had before): what it spawns meanwhile
+// starts with that mask.
+class ScopedAffinity {
+ public:
+  explicit ScopedAffinity(const cpu_set_t* cpus) {
+    if (!cpus || ::sched_getaffinity(0, sizeof(saved_), &saved_) != 0) return;
+    LOCKSTEP_CHECK(::sched_setaffinity(0, sizeof(*cpus), cpus) == 0, "launch: cannot bind to the rank's CPUs: ",
+                   std::strerror(errno));
+    active_ = true;
+  }
+  ScopedAffinity(const ScopedAffinity&) = delete;
+  ScopedAffinity& operator=(const ScopedAffinity&) = delete;
+  ~ScopedAffinity() {
+    if (active_) ::sched_setaffinity(0, sizeof(saved_), &saved_);
+  }
+
+ private:
+  cpu_set_t saved_;
+  bool active_ = false;
+};
+
 struct Outcome {
   enum Kind { kSucceeded, kFailed, kInterrupted, kPortInUse } kind;
   int exit_code;
@@ -197,7 +250,8 @@ class LocalGroup {
  public:
   // watch_port: the launcher chose master_port, and rank 0 may report it taken (kPortInUse).
   LocalGroup(const Options& opts, uint16_t master_port, int restart_count, bool watch_port)
-      : opts_(opts), port_(master_port), restart_count_(restart_count), watch_port_(watch_port) {}
+      : opts_(opts), port_(master_port), restart_count_(restart_count), watch_port_(watch_port),
+        cpu_blocks_(cpu_blocks(opts)) {}
   // Only reached with ranks still running when run() threw: kill and reap them, leaving no zombies.
   ~LocalGroup() {
     for (Rank& r : ranks_) {
@@ -344,7 +398,11 @@ class LocalGroup {
     posix_spawnattr_setpgroup(&attr, 0);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
 
-    int rc = ::posix_spawnp(&r.pid, argv[0], &actions, &attr, argv.data(), envp.data());
+    int rc;
+    {
+      ScopedAffinity bound(cpu_blocks_.empty() ? nullptr : &cpu_blocks_[static_cast<size_t>(local_rank)]);
+      rc = ::posix_spawnp(&r.pid, argv[0], &actions, &attr, argv.data(), envp.data());
+    }
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     for (int fd : {out[1], err[1]}) {
@@ -450,6 +508,7 @@ class LocalGroup {
   uint16_t port_;
   int restart_count_;
   bool watch_port_;
+  std::vector<cpu_set_t> cpu_blocks_;  // per local rank; empty: ranks are not bound
   int status_pipe_[2] = {-1, -1};  // rank 0 -> launcher: "address-in-use HOST:PORT\n"
   std::string status_;
   std::string taken_address_;
@@ -515,6 +574,11 @@ int main(int argc, char** argv) {
                  "seconds between SIGTERM and SIGKILL when stopping ranks")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
+  app.add_option("--cpu-bind,--cpu_bind", opts.cpu_bind,
+                 "auto: bind local rank i to the i-th of nproc_per_node equal blocks of the CPUs launch may use,\n"
+                 "when there are at least as many CPUs as ranks; none: leave placement to the scheduler")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
   app.footer(
       "Each rank's environment: RANK = node_rank * nproc_per_node + LOCAL_RANK, LOCAL_RANK, WORLD_SIZE,\n"
       "LOCAL_WORLD_SIZE, GROUP_RANK = NODE_RANK, MASTER_ADDR, MASTER_PORT, LOCKSTEP_RESTART_COUNT, and\n"
@@ -525,7 +589,8 @@ int main(int argc, char** argv) {
       "--master_port, launch holds a free port for rank 0; if rank 0 still finds it taken, the ranks are\n"
       "started again on another port (up to 3 times; not counted as restarts). Every rank gets a fresh\n"
       "LOCKSTEP_JOB_TOKEN (the job token) unless LOCKSTEP_JOB_TOKEN or LOCKSTEP_JOB_TOKEN_FILE is set\n"
-      "(with --nnodes > 1: set one on every node, or the job runs without a token).");
+      "(with --nnodes > 1: set one on every node, or the job runs without a token). With no more ranks\n"
+      "than CPUs, each rank is bound to its own block of them (--cpu-bind none: not bound).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
