@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/launch/cpu_binding.h"
 #include "distributed/net/socket.h"
 #include "tests/test_util.h"
 
@@ -227,20 +228,79 @@ std::string cpu_list(const std::vector<int>& cpus, size_t begin, size_t end) {
   return list;
 }
 
+std::set<int> parse_cpus(const std::string& list) {
+  std::set<int> cpus;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) cpus.insert(std::stoi(item));
+  return cpus;
+}
+
+// The physical core a CPU belongs to, as "package:core" from sysfs ("?N" where it does not say).
+std::string core_of(int cpu) {
+  auto read = [cpu](const std::string& what) {
+    std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/" + what);
+    std::string v;
+    return f >> v ? v : std::string();
+  };
+  std::string package = read("physical_package_id"), core = read("core_id");
+  return package.empty() || core.empty() ? "?" + std::to_string(cpu) : package + ":" + core;
+}
+
+TEST_CASE("split_cpus gives each rank whole cores, in package order, however the CPUs are numbered") {
+  using lockstep::dist::CpuPlace;
+  using lockstep::dist::split_cpus;
+  using Blocks = std::vector<std::vector<int>>;
+  // Two packages of two cores of two hardware threads, numbered as Linux does: CPUs 0-3 are the first
+  // thread of each core, 4-7 their siblings.
+  std::vector<CpuPlace> smt;
+  for (int c = 0; c < 8; ++c) smt.push_back({c, (c % 4) / 2, c % 2});
+  CHECK(split_cpus(smt, 4) == Blocks{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(split_cpus(smt, 2) == Blocks{{0, 4, 1, 5}, {2, 6, 3, 7}});
+  CHECK(split_cpus(smt, 3) == Blocks{{0, 4}, {1, 5, 2}, {6, 3, 7}});  // 8 / 3: sizes 2, 3, 3
+  CHECK(split_cpus(smt, 8) == Blocks{{0}, {4}, {1}, {5}, {2}, {6}, {3}, {7}});
+  CHECK(split_cpus(smt, 1) == Blocks{{0, 4, 1, 5, 2, 6, 3, 7}});
+  CHECK(split_cpus(smt, 9).empty());  // more ranks than CPUs: not bound
+  CHECK(split_cpus(smt, 0).empty());
+  // Without topology (sysfs unreadable) the CPUs' own numbers order them.
+  std::vector<CpuPlace> unknown = {{7}, {3}, {5}, {1}, {9}};
+  CHECK(split_cpus(unknown, 3) == Blocks{{1}, {3, 5}, {7, 9}});
+}
+
 TEST_CASE("launch binds each rank to its own block of CPUs when there are enough, and not otherwise") {
   const std::vector<int> cpus = allowed_cpus();
   const size_t count = cpus.size();
   const std::string all = cpu_list(cpus, 0, count);
-  // Rank r of n gets cpus[r*count/n, (r+1)*count/n) when n <= count (whatever this machine has).
+  std::map<std::string, int> threads_per_core;
+  for (int c : cpus) ++threads_per_core[core_of(c)];
+  const bool even_cores = std::all_of(threads_per_core.begin(), threads_per_core.end(),
+                                      [&](const auto& kv) { return kv.second == threads_per_core.begin()->second; });
   for (size_t n : {size_t(1), size_t(2), size_t(3), count, count + 1}) {
     CAPTURE(n);
     Result res = run_launch({"--nproc_per_node", std::to_string(n), child_path(), "env"});
     REQUIRE(res.exit_code == 0);
     auto ranks = parse_ranks(res.out);
     REQUIRE(ranks.size() == n);
+    if (n > count) {  // more ranks than CPUs: none is bound
+      for (size_t r = 0; r < n; ++r) CHECK(ranks[int(r)]["CPUS"] == all);
+      continue;
+    }
+    // Blocks of count / n CPUs (one more for some), disjoint, covering every CPU; whole cores per
+    // rank when the cores split evenly.
+    std::set<int> covered;
+    std::map<std::string, std::set<size_t>> ranks_on_core;
     for (size_t r = 0; r < n; ++r) {
       CAPTURE(r);
-      CHECK(ranks[int(r)]["CPUS"] == (n <= count ? cpu_list(cpus, r * count / n, (r + 1) * count / n) : all));
+      std::set<int> mine = parse_cpus(ranks[int(r)]["CPUS"]);
+      CHECK(mine.size() >= count / n);
+      CHECK(mine.size() <= (count + n - 1) / n);
+      for (int c : mine) {
+        CHECK(covered.insert(c).second);  // in no other rank's block
+        ranks_on_core[core_of(c)].insert(r);
+      }
+    }
+    CHECK(covered == std::set<int>(cpus.begin(), cpus.end()));
+    if (even_cores && threads_per_core.size() % n == 0) {
+      for (const auto& [core, on] : ranks_on_core) CHECK_MESSAGE(on.size() == 1, "core ", core, " is split between ranks");
     }
   }
   // --cpu-bind none: every rank may run on every CPU the launcher may.
