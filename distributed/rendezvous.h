@@ -23,7 +23,7 @@ struct Rendezvous {
   std::string path;
   int world_size = -1;
   int rank = -1;
-  JobToken token;  // LOCKSTEP_JOB_TOKEN's, read once by init_process_group; proven to the TCPStore
+  JobToken token{};  // LOCKSTEP_JOB_TOKEN's, read once by init_process_group; proven to the TCPStore
 };
 
 struct OpenedStore {

@@ -400,6 +400,8 @@ Tensor reference(ReduceOp op, const Tensor& a, int64_t dim) {
     case ReduceOp::Mean: r = dim < 0 ? internal::mean(x) : internal::mean(x, dim); break;
     case ReduceOp::Max: r = internal::max(x, dim); break;
     case ReduceOp::Argmax: r = internal::argmax(x, dim); break;
+    case ReduceOp::Min:
+    case ReduceOp::Argmin: r = internal::reduce(op, x, dim, false, "reference"); break;
   }
   return wide ? internal::to_dtype(r, kFloat32) : r;
 }
@@ -410,6 +412,8 @@ Tensor on_device(ReduceOp op, const Tensor& a, int64_t dim) {
     case ReduceOp::Mean: return dim < 0 ? internal::mean(a) : internal::mean(a, dim);
     case ReduceOp::Max: return internal::max(a, dim);
     case ReduceOp::Argmax: return internal::argmax(a, dim);
+    case ReduceOp::Min:
+    case ReduceOp::Argmin: return internal::reduce(op, a, dim, false, "on_device");
   }
   return Tensor();
 }
@@ -439,7 +443,7 @@ TEST_CASE("reductions over one dimension: rows, columns, split rows and split co
       {{1, 1}, 0},      {{4, 1, 6}, 1},    // n = 1
   };
   for (Dtype dt : kAllDtypes)
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Argmax})
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::Argmax, ReduceOp::Argmin})
       for (auto& [shape, dim] : cases) {
         if (op == ReduceOp::Mean && dt == kInt64) continue;
         Tensor a = random(shape, dt, -1000, 1000);
@@ -447,7 +451,7 @@ TEST_CASE("reductions over one dimension: rows, columns, split rows and split co
         CAPTURE(dt);
         CAPTURE(shape);
         CAPTURE(dim);
-        const bool exact = op == ReduceOp::Max || op == ReduceOp::Argmax || dt == kInt64;
+        const bool exact = (op != ReduceOp::Sum && op != ReduceOp::Mean) || dt == kInt64;
         CHECK_MATCH(on_device(op, gpu(a), dim), reference(op, a, dim), exact ? 0.0 : 1e-4, tol(dt));
       }
 }

@@ -94,7 +94,7 @@ struct GlooOptions {
   std::chrono::microseconds shm_spin{50};
   // The job token (job_token.h): DirectMesh's connections and the shared-memory segment accept only
   // peers that prove it. None: nothing is checked. init_process_group passes LOCKSTEP_JOB_TOKEN's.
-  JobToken token;
+  JobToken token{};
 };
 
 class ProcessGroupGloo : public ProcessGroup {

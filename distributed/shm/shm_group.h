@@ -50,7 +50,7 @@ struct ShmOptions {
   // How long a waiting rank spins before it sleeps on a futex.
   std::chrono::microseconds spin{50};
   // With a token, the segment carries its tag and a rank attaches only to a segment that proves it.
-  JobToken token;
+  JobToken token{};
 };
 
 class ShmGroup {

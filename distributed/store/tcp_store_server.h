@@ -51,7 +51,7 @@ struct TCPStoreServerOptions {
   // Bytes of frames over kSmallRequestBytes buffered at once, over all connections.
   size_t max_buffered_bytes = size_t{256} << 20;
   // Serve only peers that prove this token; none: every peer is served (as PyTorch's TCPStore).
-  JobToken token;
+  JobToken token{};
 };
 
 // What the server did with frames over kSmallRequestBytes, for tests: they assert on these, not on how
