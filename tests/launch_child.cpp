@@ -41,7 +41,9 @@ std::string cpus() {
   if (::sched_getaffinity(0, sizeof(set), &set) != 0) return "<error>";
   std::string list;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
+    if (!CPU_ISSET(c, &set)) continue;
+    if (!list.empty()) list += ',';
+    list += std::to_string(c);
   }
   return list;
 }

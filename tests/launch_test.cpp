@@ -209,22 +209,13 @@ TEST_CASE("launch sets each rank's environment on one node") {
   CHECK(tokens.size() == 3);  // fresh for each launch
 }
 
-// The CPUs this process may run on (the launcher it starts inherits them).
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  REQUIRE(::sched_getaffinity(0, sizeof(set), &set) == 0);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
-// "2,3": cpus[begin, end) as launch_child prints them.
-std::string cpu_list(const std::vector<int>& cpus, size_t begin, size_t end) {
+// "2,3": the CPUs as launch_child prints them.
+std::string cpu_list(const std::vector<lockstep::dist::CpuPlace>& cpus) {
   std::string list;
-  for (size_t k = begin; k < end; ++k) list += (list.empty() ? "" : ",") + std::to_string(cpus[k]);
+  for (const auto& p : cpus) {
+    if (!list.empty()) list += ',';
+    list += std::to_string(p.cpu);
+  }
   return list;
 }
 
@@ -233,17 +224,6 @@ std::set<int> parse_cpus(const std::string& list) {
   std::stringstream in(list);
   for (std::string item; std::getline(in, item, ',');) cpus.insert(std::stoi(item));
   return cpus;
-}
-
-// The physical core a CPU belongs to, as "package:core" from sysfs ("?N" where it does not say).
-std::string core_of(int cpu) {
-  auto read = [cpu](const std::string& what) {
-    std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/" + what);
-    std::string v;
-    return f >> v ? v : std::string();
-  };
-  std::string package = read("physical_package_id"), core = read("core_id");
-  return package.empty() || core.empty() ? "?" + std::to_string(cpu) : package + ":" + core;
 }
 
 TEST_CASE("split_cpus gives each rank whole cores, in package order, however the CPUs are numbered") {
@@ -267,11 +247,17 @@ TEST_CASE("split_cpus gives each rank whole cores, in package order, however the
 }
 
 TEST_CASE("launch binds each rank to its own block of CPUs when there are enough, and not otherwise") {
-  const std::vector<int> cpus = allowed_cpus();
+  // The CPUs this process may run on (the launcher it starts inherits them), and their cores.
+  const std::vector<lockstep::dist::CpuPlace> cpus = lockstep::dist::allowed_cpus();
+  REQUIRE(!cpus.empty());
   const size_t count = cpus.size();
-  const std::string all = cpu_list(cpus, 0, count);
-  std::map<std::string, int> threads_per_core;
-  for (int c : cpus) ++threads_per_core[core_of(c)];
+  const std::string all = cpu_list(cpus);
+  std::map<int, std::pair<int, int>> core_of;  // CPU -> (package, core); (-1, cpu) where sysfs does not say
+  std::map<std::pair<int, int>, int> threads_per_core;
+  for (const auto& p : cpus) {
+    core_of[p.cpu] = p.package < 0 || p.core < 0 ? std::pair{-1, p.cpu} : std::pair{p.package, p.core};
+    ++threads_per_core[core_of[p.cpu]];
+  }
   const bool even_cores = std::all_of(threads_per_core.begin(), threads_per_core.end(),
                                       [&](const auto& kv) { return kv.second == threads_per_core.begin()->second; });
   for (size_t n : {size_t(1), size_t(2), size_t(3), count, count + 1}) {
@@ -287,7 +273,7 @@ TEST_CASE("launch binds each rank to its own block of CPUs when there are enough
     // Blocks of count / n CPUs (one more for some), disjoint, covering every CPU; whole cores per
     // rank when the cores split evenly.
     std::set<int> covered;
-    std::map<std::string, std::set<size_t>> ranks_on_core;
+    std::map<std::pair<int, int>, std::set<size_t>> ranks_on_core;
     for (size_t r = 0; r < n; ++r) {
       CAPTURE(r);
       std::set<int> mine = parse_cpus(ranks[int(r)]["CPUS"]);
@@ -295,12 +281,15 @@ TEST_CASE("launch binds each rank to its own block of CPUs when there are enough
       CHECK(mine.size() <= (count + n - 1) / n);
       for (int c : mine) {
         CHECK(covered.insert(c).second);  // in no other rank's block
-        ranks_on_core[core_of(c)].insert(r);
+        REQUIRE(core_of.count(c) == 1);  // one of the launcher's CPUs
+        ranks_on_core[core_of[c]].insert(r);
       }
     }
-    CHECK(covered == std::set<int>(cpus.begin(), cpus.end()));
+    CHECK(covered == parse_cpus(all));
     if (even_cores && threads_per_core.size() % n == 0) {
-      for (const auto& [core, on] : ranks_on_core) CHECK_MESSAGE(on.size() == 1, "core ", core, " is split between ranks");
+      for (const auto& [core, on] : ranks_on_core) {
+        CHECK_MESSAGE(on.size() == 1, "core ", core.first, ":", core.second, " is split between ranks");
+      }
     }
   }
   // --cpu-bind none: every rank may run on every CPU the launcher may.
@@ -312,17 +301,21 @@ TEST_CASE("launch binds each rank to its own block of CPUs when there are enough
 
   // A launcher confined to one CPU (as under taskset) splits only that: 2 ranks there are not bound
   // (one CPU is fewer than two ranks), and the launcher's own mask is what they inherit.
-  cpu_set_t one, saved;
-  CPU_ZERO(&one);
-  CPU_SET(cpus.back(), &one);
-  REQUIRE(::sched_getaffinity(0, sizeof(saved), &saved) == 0);
-  REQUIRE(::sched_setaffinity(0, sizeof(one), &one) == 0);
-  res = run_launch({"--nproc_per_node", "2", child_path(), "env"});
-  REQUIRE(::sched_setaffinity(0, sizeof(saved), &saved) == 0);
+  const int last = cpus.back().cpu;
+  {
+    lockstep::dist::ScopedAffinity confined({last});
+    res = run_launch({"--nproc_per_node", "2", child_path(), "env"});
+  }
   REQUIRE(res.exit_code == 0);
   ranks = parse_ranks(res.out);
   REQUIRE(ranks.size() == 2);
-  for (int r = 0; r < 2; ++r) CHECK(ranks[r]["CPUS"] == std::to_string(cpus.back()));
+  for (int r = 0; r < 2; ++r) CHECK(ranks[r]["CPUS"] == std::to_string(last));
+  CHECK(cpu_list(lockstep::dist::allowed_cpus()) == all);  // the test's own mask is back
+
+  // Bad CPUs are named, and leave the mask as it was.
+  CHECK_THROWS_WITH(lockstep::dist::ScopedAffinity({-1}), doctest::Contains("CPU -1 is outside"));
+  CHECK_THROWS_WITH(lockstep::dist::ScopedAffinity({CPU_SETSIZE - 1}), doctest::Contains("cannot run on CPUs"));
+  CHECK(cpu_list(lockstep::dist::allowed_cpus()) == all);
 
   res = run_launch({"--cpu-bind", "cores", child_path(), "env"});
   CHECK(res.exit_code == 2);

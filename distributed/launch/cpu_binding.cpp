@@ -3,9 +3,13 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <tuple>
+
+#include "common/check.h"
 
 namespace lockstep::dist {
 
@@ -43,6 +47,25 @@ std::vector<std::vector<int>> split_cpus(std::vector<CpuPlace> cpus, int n) {
     for (size_t k = i * count / ranks; k < (i + 1) * count / ranks; ++k) blocks[i].push_back(cpus[k].cpu);
   }
   return blocks;
+}
+
+ScopedAffinity::ScopedAffinity(const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    LOCKSTEP_CHECK(c >= 0 && c < CPU_SETSIZE, "cpu binding: CPU ", c, " is outside [0, ", CPU_SETSIZE, ")");
+    CPU_SET(c, &set);
+  }
+  LOCKSTEP_CHECK(::sched_getaffinity(0, sizeof(saved_), &saved_) == 0, "cpu binding: sched_getaffinity: ",
+                 std::strerror(errno));
+  LOCKSTEP_CHECK(::sched_setaffinity(0, sizeof(set), &set) == 0, "cpu binding: cannot run on CPUs ", cpus, ": ",
+                 std::strerror(errno));
+  active_ = true;
+}
+
+ScopedAffinity::~ScopedAffinity() {
+  if (active_) ::sched_setaffinity(0, sizeof(saved_), &saved_);
 }
 
 }  // namespace lockstep::dist

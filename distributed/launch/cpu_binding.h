@@ -1,6 +1,8 @@
 // Which CPUs each local rank runs on: launch's --cpu-bind auto (distributed/launch/launch.cpp).
 #pragma once
 
+#include <sched.h>
+
 #include <vector>
 
 namespace lockstep::dist {
@@ -22,5 +24,20 @@ std::vector<CpuPlace> allowed_cpus();
 // ranks share no core while there are at least as many cores as ranks and they divide evenly. No
 // blocks (ranks run unbound) when there are more ranks than CPUs.
 std::vector<std::vector<int>> split_cpus(std::vector<CpuPlace> cpus, int n);
+
+// Runs the calling thread on `cpus` until destroyed, then on what it had before: a process it spawns
+// meanwhile starts with that mask (the launcher binds each rank so). No CPUs: nothing changes. A CPU
+// this thread may not use, or no such CPU, throws an Error naming it.
+class ScopedAffinity {
+ public:
+  explicit ScopedAffinity(const std::vector<int>& cpus);
+  ScopedAffinity(const ScopedAffinity&) = delete;
+  ScopedAffinity& operator=(const ScopedAffinity&) = delete;
+  ~ScopedAffinity();
+
+ private:
+  cpu_set_t saved_;
+  bool active_ = false;
+};
 
 }  // namespace lockstep::dist

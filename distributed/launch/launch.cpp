@@ -35,7 +35,6 @@
 // launcher, which takes each block itself just around the rank's spawn, so no thread of the rank ever
 // runs unbound. With more ranks than CPUs, or --cpu-bind none, ranks run where the launcher may.
 #include <fcntl.h>
-#include <sched.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -179,41 +178,6 @@ class LinePrefixer {
   std::string line_;
 };
 
-// The CPUs local rank i is bound to (cpu_binding.h); none when ranks are not bound (--cpu-bind none,
-// more ranks than CPUs, or no affinity support).
-std::vector<cpu_set_t> cpu_blocks(const Options& o) {
-  if (o.cpu_bind == "none") return {};
-  std::vector<cpu_set_t> sets;
-  for (const std::vector<int>& block : lockstep::dist::split_cpus(lockstep::dist::allowed_cpus(), o.nproc_per_node)) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : block) CPU_SET(c, &set);
-    sets.push_back(set);
-  }
-  return sets;
-}
-
-// Runs the launcher on `cpus` until destroyed (then on what it had before): what it spawns meanwhile
-// starts with that mask.
-class ScopedAffinity {
- public:
-  explicit ScopedAffinity(const cpu_set_t* cpus) {
-    if (!cpus || ::sched_getaffinity(0, sizeof(saved_), &saved_) != 0) return;
-    LOCKSTEP_CHECK(::sched_setaffinity(0, sizeof(*cpus), cpus) == 0, "launch: cannot bind to the rank's CPUs: ",
-                   std::strerror(errno));
-    active_ = true;
-  }
-  ScopedAffinity(const ScopedAffinity&) = delete;
-  ScopedAffinity& operator=(const ScopedAffinity&) = delete;
-  ~ScopedAffinity() {
-    if (active_) ::sched_setaffinity(0, sizeof(saved_), &saved_);
-  }
-
- private:
-  cpu_set_t saved_;
-  bool active_ = false;
-};
-
 struct Outcome {
   enum Kind { kSucceeded, kFailed, kInterrupted, kPortInUse } kind;
   int exit_code;
@@ -245,7 +209,8 @@ class LocalGroup {
   // watch_port: the launcher chose master_port, and rank 0 may report it taken (kPortInUse).
   LocalGroup(const Options& opts, uint16_t master_port, int restart_count, bool watch_port)
       : opts_(opts), port_(master_port), restart_count_(restart_count), watch_port_(watch_port),
-        cpu_blocks_(cpu_blocks(opts)) {}
+        cpu_blocks_(opts.cpu_bind == "none" ? std::vector<std::vector<int>>{}
+                                            : lockstep::dist::split_cpus(lockstep::dist::allowed_cpus(), opts.nproc_per_node)) {}
   // Only reached with ranks still running when run() threw: kill and reap them, leaving no zombies.
   ~LocalGroup() {
     for (Rank& r : ranks_) {
@@ -394,7 +359,7 @@ class LocalGroup {
 
     int rc;
     {
-      ScopedAffinity bound(cpu_blocks_.empty() ? nullptr : &cpu_blocks_[static_cast<size_t>(local_rank)]);
+      lockstep::dist::ScopedAffinity bound(cpu_blocks_.empty() ? std::vector<int>{} : cpu_blocks_[static_cast<size_t>(local_rank)]);
       rc = ::posix_spawnp(&r.pid, argv[0], &actions, &attr, argv.data(), envp.data());
     }
     posix_spawn_file_actions_destroy(&actions);
@@ -502,7 +467,7 @@ class LocalGroup {
   uint16_t port_;
   int restart_count_;
   bool watch_port_;
-  std::vector<cpu_set_t> cpu_blocks_;  // per local rank; empty: ranks are not bound
+  std::vector<std::vector<int>> cpu_blocks_;  // per local rank (cpu_binding.h); empty: ranks are not bound
   int status_pipe_[2] = {-1, -1};  // rank 0 -> launcher: "address-in-use HOST:PORT\n"
   std::string status_;
   std::string taken_address_;
