@@ -149,12 +149,15 @@ class Pool {
   void work() {
     t_in_parallel = true;  // anything a worker runs outside a job is nested by definition
     uint32_t seen = 0;  // the generation at construction: a thread that starts late misses no job
+    // stop_ is part of the wake-up condition, not only checked after it: the destructor's publish(0)
+    // is a generation like any other, and a worker that saw the job before it (stop_ still false)
+    // takes that generation as seen in claim_and_run(), so waiting for a fresh one would never end.
     for (;;) {
-      auto fresh = [&] { return gen_of(word_.load(std::memory_order_acquire)) != seen; };
+      auto fresh = [&] { return stop_.load() || gen_of(word_.load(std::memory_order_acquire)) != seen; };
       if (!spin_for(kSpinMicroseconds, fresh)) {
         std::unique_lock<std::mutex> lk(mu_);
-        sleepers_.fetch_add(1);  // seq_cst: publish() sees it, or fresh() below sees the new word
-        wake_.wait(lk, [&] { return gen_of(word_.load()) != seen; });
+        sleepers_.fetch_add(1);  // seq_cst: publish() sees it, or fresh() below sees stop_ and the new word
+        wake_.wait(lk, fresh);
         sleepers_.fetch_sub(1);
       }
       if (stop_.load()) return;
