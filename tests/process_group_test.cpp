@@ -8,6 +8,7 @@
 // is no rank (an HTTP probe), and a rank claimed twice.
 #include <doctest/doctest.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <stdlib.h>
@@ -716,4 +717,39 @@ TEST_CASE("DirectMesh: when the handshake times out, the error names the ranks t
                      " never said which rank it is; 1 connection from 127.0.0.1:" +
                      std::to_string(claims_7.local_port()) + " sent an invalid hello)");
   CHECK(testing::contains(errors[2], "direct_mesh/1"));  // rank 2 connected to rank 0, then waited for rank 1
+}
+
+TEST_CASE("LOCKSTEP_DISTRIBUTED_DEBUG=INFO: rank 0 names the transport the group chose and what runs each collective") {
+  for (bool shm : {true, false}) {
+    TempDir dir;
+    const std::string log = dir.path + "/stderr";
+    auto results = testing::run_ranks(2, [&](int rank) {
+      ::setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "INFO", 1);
+      const int saved = ::dup(2);
+      const int fd = ::open((log + std::to_string(rank)).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 2);
+      ::close(fd);
+      {
+        auto store = std::make_shared<dist::FileStore>(dir.path + "/store", 2, kTimeout);
+        ProcessGroupGloo::Options options;
+        options.timeout = kTimeout;
+        options.shared_memory = shm;
+        ProcessGroupGloo pg(store, rank, 2, options);
+      }
+      ::dup2(saved, 2);
+      ::close(saved);
+      std::ifstream in(log + std::to_string(rank));
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string expected =
+          shm ? "ProcessGroupGloo: transport shm on 2 ranks: all five collectives through shared memory (ShmGroup)\n"
+              : "ProcessGroupGloo: transport tcp on 2 ranks: all_reduce exchange or ring by size, barrier on DirectMesh; "
+                "broadcast, all_gather and reduce_scatter on gloo's TCP pairs\n";
+      if (rank == 0) {
+        RANK_CHECK(text.find(expected) != std::string::npos, "stderr: \"", text, "\"");
+      } else {
+        RANK_CHECK(text.find("ProcessGroupGloo: transport") == std::string::npos, "rank 1 logged: \"", text, "\"");
+      }
+    });
+    CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+  }
 }
