@@ -719,6 +719,38 @@ TEST_CASE("DirectMesh: when the handshake times out, the error names the ranks t
   CHECK(testing::contains(errors[2], "direct_mesh/1"));  // rank 2 connected to rank 0, then waited for rank 1
 }
 
+TEST_CASE("all_reduce MAX and MIN: a NaN on one rank is NaN on every rank, on every transport and algorithm") {
+  using Algorithm = ProcessGroupGloo::Options::Algorithm;
+  auto check = [](ProcessGroupGloo& pg, int rank) {
+    // Element 0: NaN on the last rank only; element 1: NaN on rank 0 only; element 2: no NaN.
+    const int last = pg.size() - 1;
+    for (dist::ReduceOp op : {dist::ReduceOp::MAX, dist::ReduceOp::MIN}) {
+      for (Dtype dtype : {kFloat32, kFloat64}) {
+        Tensor t = filled(dtype, 3, [&](int64_t i) {
+          if ((i == 0 && rank == last) || (i == 1 && rank == 0)) return std::nan("");
+          return static_cast<double>(rank + 1);
+        });
+        pg.all_reduce(t, op, /*async_op=*/false);
+        double got[3];
+        for (int64_t i = 0; i < 3; ++i) got[i] = dtype == kFloat32 ? t.data<float>()[i] : t.data<double>()[i];
+        RANK_CHECK(std::isnan(got[0]), reduce_op_name(op), " ", dtype_name(dtype), ": NaN on rank ", last,
+                   " gave ", got[0]);
+        RANK_CHECK(std::isnan(got[1]), reduce_op_name(op), " ", dtype_name(dtype), ": NaN on rank 0 gave ", got[1]);
+        const double expected = op == dist::ReduceOp::MAX ? pg.size() : 1;
+        RANK_CHECK(got[2] == expected, reduce_op_name(op), ": ", got[2], ", expected ", expected);
+      }
+    }
+  };
+  for (int W : {2, 3}) run_group_both(W, check);
+  for (Algorithm algorithm : {Algorithm::kExchange, Algorithm::kRing, Algorithm::kGlooRing, Algorithm::kGlooBcube}) {
+    ProcessGroupGloo::Options options;
+    options.timeout = kTimeout;
+    options.allreduce_algorithm = algorithm;
+    options.shared_memory = false;
+    run_group(3, check, options);
+  }
+}
+
 TEST_CASE("LOCKSTEP_DISTRIBUTED_DEBUG=INFO: rank 0 names the transport the group chose and what runs each collective") {
   for (bool shm : {true, false}) {
     TempDir dir;
