@@ -1,7 +1,6 @@
 #include "distributed/launch_env.h"
 
 #include <charconv>
-#include <cstdlib>
 #include <utility>
 
 #include "common/check.h"
@@ -118,7 +117,7 @@ LaunchEnv discover_launch_env(const GetEnv& getenv) {
   return e;
 }
 
-LaunchEnv discover_launch_env() { return discover_launch_env([](const char* name) { return std::getenv(name); }); }
+LaunchEnv discover_launch_env() { return discover_launch_env(process_env); }
 
 std::string LaunchEnv::describe() const {
   auto part = [](const char* what, const std::string& value, const std::string& from) {
