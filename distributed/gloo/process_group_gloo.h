@@ -11,8 +11,8 @@
 // The collectives run through the CPU groups' WorkQueue (distributed/work_queue.h): one worker thread in
 // the order they were issued, so each Work completes in order and the calls return at once; a blocking
 // call (async_op false) issued while nothing is queued runs on the caller's thread instead, as gloo
-// called directly would. A collective that fails (a peer died, the timeout passed) leaves
-// the group unusable: later collectives fail at once, naming the first error. A peer whose connection
+// called directly would. A collective that fails (a peer died, the timeout passed) leaves the group
+// unusable: later collectives fail at once, naming the first error. A peer whose connection
 // breaks (its process died) is named, "all_reduce (float32, 1000 elements, SUM) failed on rank 0 of 2:
 // lost connection to rank 1 (peer closed the connection; ...)": the group knows its socket to each
 // rank (Linux: found through /proc/self/fd when connecting) and looks at which ones broke. Writes to a
@@ -29,8 +29,8 @@
 // choose_transport (process_group_gloo.cpp) holds these rules; transport() says which, and with
 // LOCKSTEP_DISTRIBUTED_DEBUG=INFO or DETAIL rank 0 prints it once the group is connected:
 //   "ProcessGroupGloo: transport shm on 2 ranks: all five collectives through shared memory (ShmGroup)".
-// Results are the same bits on every rank either way (a fixed order of
-// reduction), though not always the same bits as another transport would give.
+// Results are the same bits on every rank either way (a fixed order of reduction), though not always
+// the same bits as another transport would give.
 #pragma once
 
 #include <chrono>
