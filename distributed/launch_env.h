@@ -39,6 +39,12 @@ using lockstep::GetEnv;
 LaunchEnv discover_launch_env(const GetEnv& getenv);
 LaunchEnv discover_launch_env();  // the process's environment (process_env)
 
+// How many ranks MPI started on this host: OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), else MPI_LOCALNRANKS
+// (MPICH); -1 when neither is set. `from`, when given, receives the variable's name. Throws on a value
+// that is not a positive integer.
+int mpi_local_size(const GetEnv& getenv, std::string* from = nullptr);
+int mpi_local_size();  // the process's environment
+
 // The first host of a Slurm node list: "cn[07-09,12],gpu1" -> "cn07", "a-1,b" -> "a-1".
 std::string slurm_first_host(const std::string& nodelist);
 

@@ -15,7 +15,7 @@
 
 #include "common/check.h"
 #include "common/deadline.h"
-#include "common/env.h"
+#include "distributed/launch_env.h"
 #include "tensor/parallel.h"
 
 namespace lockstep::dist {
@@ -87,13 +87,7 @@ void yield_when_oversubscribed() {
   CPU_ZERO(&set);
   const long online = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
   const long mine = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? std::max(1, CPU_COUNT(&set)) : online;
-  long local_ranks = 1;
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (env_string(v)) {
-      local_ranks = static_cast<long>(env_int(v, 1, 1, 1 << 20));
-      break;
-    }
-  }
+  const long local_ranks = std::max(1, mpi_local_size());  // launch_env.h
   const long demand = get_num_threads() + 1;  // the caller's intra-op threads and the worker
   const bool oversubscribed = mine < online ? demand > mine : demand * local_ranks > mine;
   if (oversubscribed) ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
