@@ -1,5 +1,5 @@
 // All of lockstep in one include, with `deps = ["//:lockstep"]` in Bazel: tensors and safetensors
-// checkpoints, autograd, nn, optim, data and distributed (process groups, DDP, SyncBatchNorm's link).
+// checkpoints, autograd, nn, optim, data and distributed (process groups, DDP, SyncBatchNorm's reducer).
 #pragma once
 
 #include "autograd/api.h"

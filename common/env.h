@@ -5,6 +5,7 @@
 #include <charconv>
 #include <climits>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -12,9 +13,14 @@
 
 namespace lockstep {
 
+// Reads one variable: the process's environment (process_env), or a recorded one in a test. Returns
+// null when the variable is unset.
+using GetEnv = std::function<const char*(const char*)>;
+inline const char* process_env(const char* name) { return std::getenv(name); }
+
 // The variable's value, or nullopt when it is unset or empty.
 inline std::optional<std::string> env_string(const char* name) {
-  const char* v = std::getenv(name);
+  const char* v = process_env(name);
   if (!v || !*v) return std::nullopt;
   return std::string(v);
 }

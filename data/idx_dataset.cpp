@@ -1,4 +1,4 @@
-// IDX reading (through zlib, which passes raw files through unchanged) and IdxDataset.
+// IDX reading (raw or gzip'd, decompressed with zlib) and IdxDataset.
 #include "data/idx_dataset.h"
 
 #include <zlib.h>
@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "common/check.h"
+#include "common/file_io.h"
 
 namespace lockstep::data {
 namespace {
@@ -25,30 +26,37 @@ uint32_t big_endian32(const uint8_t* p) {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
 }
 
-// zlib's last error on f, without the path it puts in front.
-std::string zlib_error(gzFile f, const std::string& path, int& err) {
-  std::string msg = gzerror(f, &err);
-  return msg.rfind(path + ": ", 0) == 0 ? msg.substr(path.size() + 2) : msg;
-}
-
-// The whole (decompressed) contents of `path`.
+// The whole file (common/file_io.h), decompressed when it is gzip'd (it starts with gzip's magic
+// 1f 8b), as zlib's gzread would: concatenated members in turn.
 std::vector<uint8_t> read_file(const std::string& path) {
-  errno = 0;
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> f(gzopen(path.c_str(), "rb"), gzclose);
-  LOCKSTEP_CHECK(f, "read_idx: ", path, ": cannot open (", errno ? std::strerror(errno) : "out of memory", ")");
-  gzbuffer(f.get(), 1 << 20);
+  const std::string file = lockstep::read_file(path, "read_idx");
+  const auto* in = reinterpret_cast<const Bytef*>(file.data());
+  if (file.size() < 2 || in[0] != 0x1f || in[1] != 0x8b) return std::vector<uint8_t>(in, in + file.size());
+  z_stream zs{};
+  LOCKSTEP_CHECK(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, "read_idx: ", path, ": zlib could not start (out of memory)");
+  std::unique_ptr<z_stream, int (*)(z_streamp)> guard(&zs, inflateEnd);
+  zs.next_in = const_cast<Bytef*>(in);
+  zs.avail_in = static_cast<uInt>(file.size());  // IDX files are far below 4 GiB
   std::vector<uint8_t> out;
-  constexpr unsigned kChunk = 1 << 22;
-  int err, n;
-  do {
-    size_t have = out.size();
+  constexpr size_t kChunk = 1 << 22;
+  for (;;) {
+    const size_t have = out.size();
     out.resize(have + kChunk);
-    n = gzread(f.get(), out.data() + have, kChunk);
-    out.resize(have + std::max(n, 0));
-    LOCKSTEP_CHECK(n >= 0, "read_idx: ", path, ": unreadable or corrupt gzip data (zlib: ", zlib_error(f.get(), path, err), ")");
-  } while (n > 0);
-  std::string msg = zlib_error(f.get(), path, err);
-  LOCKSTEP_CHECK(err == Z_OK, "read_idx: ", path, ": the gzip stream is truncated or corrupt (zlib: ", msg, ")");
+    zs.next_out = out.data() + have;
+    zs.avail_out = static_cast<uInt>(kChunk);
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    out.resize(have + kChunk - zs.avail_out);
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      LOCKSTEP_CHECK(inflateReset(&zs) == Z_OK, "read_idx: ", path, ": zlib could not read the next gzip member");
+      continue;
+    }
+    LOCKSTEP_CHECK(rc == Z_OK || rc == Z_BUF_ERROR, "read_idx: ", path, ": unreadable or corrupt gzip data (zlib: ",
+                   zs.msg ? zs.msg : zError(rc), ")");
+    // No progress with input left to read would loop for ever; with none left, the stream was cut.
+    LOCKSTEP_CHECK(zs.avail_in > 0 && rc == Z_OK, "read_idx: ", path,
+                   ": the gzip stream is truncated or corrupt (zlib: unexpected end of file)");
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
-// lockstep::dist in one include: rendezvous stores, process groups, the default group and DDP
-// (init_process_group & co). ProcessGroupNCCL is included where lockstep is built with NCCL
-// (LOCKSTEP_WITH_NCCL), ProcessGroupMPI where it is built with Open MPI (LOCKSTEP_WITH_MPI).
+// lockstep::dist in one include: rendezvous stores, process groups, the default group, DDP
+// (init_process_group & co) and SyncBatchNorm's reducer. ProcessGroupNCCL is included where lockstep
+// is built with NCCL (LOCKSTEP_WITH_NCCL), ProcessGroupMPI where it is built with Open MPI
+// (LOCKSTEP_WITH_MPI).
 #pragma once
 
 #include "distributed/ddp.h"
@@ -11,6 +12,7 @@
 #include "distributed/gloo/process_group_gloo.h"
 #include "distributed/store/store.h"
 #include "distributed/store/tcp_store.h"
+#include "distributed/sync_batch_norm.h"
 #include "distributed/work.h"
 
 #ifdef LOCKSTEP_WITH_NCCL

@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "distributed/init.h"
+#include "distributed/sync_batch_norm.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -17,6 +18,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   pg_ = process_group ? std::move(process_group) : (is_initialized() ? default_pg() : nullptr);
   LOCKSTEP_CHECK(pg_, "DistributedDataParallel: no process group; call init_process_group first");
   module_ = register_module("module", std::move(module));  // state_dict keys read "module.fc.weight", as PyTorch
+  convert_sync_batchnorm(*module_, pg_);  // SyncBatchNorm layers without a group of their own use DDP's
   for (int id : options_.device_ids) {
     for (auto& [name, p] : module_->named_parameters())
       LOCKSTEP_CHECK(p.device() == Device::cuda(id), "DistributedDataParallel: device_ids = [", id, "] but parameter '",

@@ -33,7 +33,8 @@ struct DDPOptions {
 
 class DistributedDataParallel : public nn::Module {
  public:
-  // `process_group` defaults to the one init_process_group created.
+  // `process_group` defaults to the one init_process_group created. Every SyncBatchNorm in `module`
+  // without a reducer gets one over this group (convert_sync_batchnorm, sync_batch_norm.h).
   explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options = {},
                                    std::shared_ptr<ProcessGroup> process_group = nullptr);
 

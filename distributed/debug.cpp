@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/env.h"
 
 namespace lockstep::dist {
 
 DebugLevel debug_level() {
-  const char* v = std::getenv("LOCKSTEP_DISTRIBUTED_DEBUG");
-  std::string s = v ? v : "";
+  const std::string v = env_string("LOCKSTEP_DISTRIBUTED_DEBUG").value_or("");
+  std::string s = v;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
   if (s.empty() || s == "OFF") return DebugLevel::Off;
   if (s == "INFO") return DebugLevel::Info;

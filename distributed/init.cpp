@@ -54,6 +54,18 @@ std::mutex g_mu;
 std::unique_ptr<DefaultGroup> g_group;  // guarded by g_mu
 uint64_t g_generation = 0;              // init_process_group calls so far, guarded by g_mu
 
+// Makes `group` the default group (null: none), and tells data/ the world it is in: the one place that
+// sets data::default_world_provider (DistributedSampler's rank and world size). Called with g_mu held.
+void set_default_group(std::unique_ptr<DefaultGroup> group) {
+  if (group) {
+    const int world_size = group->pg->size(), rank = group->pg->rank();
+    data::default_world_provider() = [world_size, rank] { return std::make_pair(world_size, rank); };
+  } else {
+    data::default_world_provider() = nullptr;
+  }
+  g_group = std::move(group);
+}
+
 // What env:// could not find, in the words of PyTorch's variables (launch_env.h lists the others).
 [[noreturn]] void missing_env(const char* name) {
   fail("init_process_group: environment variable ", name,
@@ -143,11 +155,11 @@ milliseconds resolve_timeout(const InitOptions& o, const std::string& backend) {
                    " ms");
     return *o.timeout;
   }
-  if (const char* s = std::getenv("LOCKSTEP_TIMEOUT"); s && *s) {
+  if (const auto s = env_string("LOCKSTEP_TIMEOUT")) {
     char* end = nullptr;
     errno = 0;
-    double seconds = std::strtod(s, &end);
-    LOCKSTEP_CHECK(errno == 0 && end && *end == '\0' && seconds > 0, "init_process_group: LOCKSTEP_TIMEOUT=\"", s,
+    double seconds = std::strtod(s->c_str(), &end);
+    LOCKSTEP_CHECK(errno == 0 && end && *end == '\0' && seconds > 0, "init_process_group: LOCKSTEP_TIMEOUT=\"", *s,
                    "\" is not a positive number of seconds");
     return milliseconds(static_cast<int64_t>(seconds * 1000 + 0.5));
   }
@@ -172,7 +184,6 @@ std::unique_ptr<DefaultGroup> init_mpi(const InitOptions& o, milliseconds timeou
   } catch (const Error& e) {
     fail("init_process_group: rank ", rank, ": the first barrier failed: ", e.what());
   }
-  data::default_world_provider() = [world_size, rank] { return std::make_pair(world_size, rank); };
   return group;
 #else
   (void)timeout;
@@ -196,7 +207,7 @@ void init_process_group(const InitOptions& options) {
                  "); call destroy_process_group() first");
   const std::string backend = resolve_backend(options.backend);
   if (backend == "mpi") {
-    g_group = init_mpi(options, resolve_timeout(options, backend));
+    set_default_group(init_mpi(options, resolve_timeout(options, backend)));
     ++g_generation;
     return;
   }
@@ -245,10 +256,7 @@ void init_process_group(const InitOptions& options) {
   } catch (const Error& e) {
     fail("init_process_group: rank ", rv.rank, ": the first barrier failed: ", e.what());
   }
-
-  const int world_size = rv.world_size, rank = rv.rank;
-  data::default_world_provider() = [world_size, rank] { return std::make_pair(world_size, rank); };
-  g_group = std::move(group);
+  set_default_group(std::move(group));
 }
 
 void destroy_process_group() {
@@ -256,7 +264,7 @@ void destroy_process_group() {
   {
     std::lock_guard lock(g_mu);
     group = std::move(g_group);
-    if (group) data::default_world_provider() = nullptr;
+    if (group) set_default_group(nullptr);
   }
   if (!group) return;
   group->pg.reset();     // waits for queued collectives, closes connections and threads

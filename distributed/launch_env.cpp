@@ -1,7 +1,6 @@
 #include "distributed/launch_env.h"
 
 #include <charconv>
-#include <cstdlib>
 #include <utility>
 
 #include "common/check.h"
@@ -67,6 +66,18 @@ std::string slurm_first_host(const std::string& nodelist) {
   return first.substr(0, open) + lead + first.substr(close + 1);
 }
 
+int mpi_local_size(const GetEnv& getenv, std::string* from) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* s = getenv(v);
+    if (!s || !*s) continue;
+    if (from) *from = v;
+    return to_int(Field{"local size", s, v}, 1);
+  }
+  return -1;
+}
+
+int mpi_local_size() { return mpi_local_size(process_env); }
+
 LaunchEnv discover_launch_env(const GetEnv& getenv) {
   Field rank{"rank"}, size{"world size"}, local{"local rank"}, addr{"master address"}, port{"master port"};
   if (const char* r = getenv("RANK"); r && *r) {
@@ -94,15 +105,9 @@ LaunchEnv discover_launch_env(const GetEnv& getenv) {
     e.master_addr = slurm_first_host(nodes), e.master_addr_from = "SLURM_STEP_NODELIST";
   } else if (const char* nodes = getenv("SLURM_JOB_NODELIST"); nodes && *nodes) {
     e.master_addr = slurm_first_host(nodes), e.master_addr_from = "SLURM_JOB_NODELIST";
-  } else {
+  } else if (std::string from; e.world_size > 0 && mpi_local_size(getenv, &from) == e.world_size) {
     // mpirun on one host: every rank is local, so the master is this host.
-    for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-      const char* n = getenv(v);
-      if (n && *n && e.world_size > 0 && std::string(n) == std::to_string(e.world_size)) {
-        e.master_addr = "127.0.0.1", e.master_addr_from = std::string(v) + " (every rank on this host)";
-        break;
-      }
-    }
+    e.master_addr = "127.0.0.1", e.master_addr_from = from + " (every rank on this host)";
   }
   if (!port.from.empty()) {
     e.master_port = to_int(port, 1), e.master_port_from = port.from;
@@ -118,7 +123,7 @@ LaunchEnv discover_launch_env(const GetEnv& getenv) {
   return e;
 }
 
-LaunchEnv discover_launch_env() { return discover_launch_env([](const char* name) { return std::getenv(name); }); }
+LaunchEnv discover_launch_env() { return discover_launch_env(process_env); }
 
 std::string LaunchEnv::describe() const {
   auto part = [](const char* what, const std::string& value, const std::string& from) {

@@ -17,8 +17,9 @@
 // checked by init_process_group, which tells the other ranks.
 #pragma once
 
-#include <functional>
 #include <string>
+
+#include "common/env.h"
 
 namespace lockstep::dist {
 
@@ -32,11 +33,17 @@ struct LaunchEnv {
   std::string rank_from, world_size_from, local_rank_from, master_addr_from, master_port_from;
 };
 
-// Reads the variables through `getenv` (a test passes a recorded environment). Throws lockstep::Error
-// on a malformed value or a conflict, naming the variables.
-using GetEnv = std::function<const char*(const char*)>;
+// Reads the variables through `getenv` (common/env.h; a test passes a recorded environment). Throws
+// lockstep::Error on a malformed value or a conflict, naming the variables.
+using lockstep::GetEnv;
 LaunchEnv discover_launch_env(const GetEnv& getenv);
-LaunchEnv discover_launch_env();  // the process's environment
+LaunchEnv discover_launch_env();  // the process's environment (process_env)
+
+// How many ranks MPI started on this host: OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), else MPI_LOCALNRANKS
+// (MPICH); -1 when neither is set. `from`, when given, receives the variable's name. Throws on a value
+// that is not a positive integer.
+int mpi_local_size(const GetEnv& getenv, std::string* from = nullptr);
+int mpi_local_size();  // the process's environment
 
 // The first host of a Slurm node list: "cn[07-09,12],gpu1" -> "cn07", "a-1,b" -> "a-1".
 std::string slurm_first_host(const std::string& nodelist);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/env.h"
 #include "distributed/net/socket.h"
 #include "distributed/store/file_store.h"
 #include "distributed/store/prefix_store.h"
@@ -35,11 +36,11 @@ constexpr const char* kLaunchStatusFdVar = "LOCKSTEP_LAUNCH_STATUS_FD";
 
 // True when the launcher was told (so it will retry on another port).
 bool tell_launcher_address_in_use(const std::string& addr) {
-  const char* v = std::getenv(kLaunchStatusFdVar);
-  if (!v || !*v) return false;
+  const std::optional<std::string> v = env_string(kLaunchStatusFdVar);
+  if (!v) return false;
   int fd = -1;
-  auto [ptr, ec] = std::from_chars(v, v + std::strlen(v), fd);
-  if (ec != std::errc() || *ptr != '\0' || fd < 0 || ::fcntl(fd, F_GETFD) == -1) return false;
+  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), fd);
+  if (ec != std::errc() || ptr != v->data() + v->size() || fd < 0 || ::fcntl(fd, F_GETFD) == -1) return false;
   const std::string line = "address-in-use " + addr + "\n";
   return ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
 }

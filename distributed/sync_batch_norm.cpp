@@ -1,18 +1,37 @@
-// SyncBatchNorm's link to the default process group: linking this file fills
-// nn::sync_batch_norm_comm() (nn/normalization.h), so nn/ reaches the collectives without including
-// distributed/. The statistics are summed over the default group, whose world size is read per call.
+// SyncBatchNorm's reducer over a process group, and handing it to a model's SyncBatchNorm layers.
+#include "distributed/sync_batch_norm.h"
+
+#include "common/check.h"
 #include "distributed/init.h"
-#include "nn/normalization.h"
 
 namespace lockstep::dist {
-namespace {
 
-const bool registered = [] {
-  nn::SyncBatchNormComm& comm = nn::sync_batch_norm_comm();
-  comm.world_size = [] { return is_initialized() ? get_world_size() : 1; };
-  comm.all_reduce_sum = [](Tensor& t) { all_reduce(t, ReduceOp::SUM); };
-  return true;
-}();
+ProcessGroupStatsReducer::ProcessGroupStatsReducer(std::shared_ptr<ProcessGroup> pg) : pg_(std::move(pg)) {
+  LOCKSTEP_CHECK(pg_ != nullptr, "SyncBatchNorm: the process group is null");
+}
 
-}  // namespace
+void ProcessGroupStatsReducer::all_reduce_sum(Tensor& t) { pg_->all_reduce(t, ReduceOp::SUM, /*async_op=*/false); }
+
+std::shared_ptr<nn::StatsReducer> stats_reducer(std::shared_ptr<ProcessGroup> pg) {
+  if (!pg) {
+    LOCKSTEP_CHECK(is_initialized(), "SyncBatchNorm: no process group was given and the default one is not "
+                   "initialized; call dist::init_process_group() first, or pass a group");
+    pg = default_pg();
+  }
+  return std::make_shared<ProcessGroupStatsReducer>(std::move(pg));
+}
+
+int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup> pg) {
+  std::shared_ptr<nn::StatsReducer> reducer;  // one for all of them, made when the first needs it
+  int given = 0;
+  module.apply([&](nn::Module& m) {
+    auto* bn = dynamic_cast<nn::SyncBatchNormImpl*>(&m);
+    if (!bn || bn->reducer()) return;
+    if (!reducer) reducer = stats_reducer(pg);
+    bn->set_reducer(reducer);
+    ++given;
+  });
+  return given;
+}
+
 }  // namespace lockstep::dist

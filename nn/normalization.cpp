@@ -3,6 +3,7 @@
 #include "nn/normalization.h"
 
 #include "autograd/functions.h"
+#include "common/env.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "nn/functional.h"
@@ -90,6 +91,26 @@ void check_input(const char* fn, const Tensor& x, const Tensor& weight, const Te
                    " channels but a weight, bias or running statistic has shape ", t->shape());
 }
 
+// BatchNorm with batch statistics, the one path of plain and Sync BatchNorm and of batch_norm():
+// checks the count, folds mean and the unbiased variance into the running statistics when they are
+// given (counting the batch in num_batches_tracked when given; momentum nullopt: their cumulative
+// average), and normalizes x with the batch's mean and biased variance.
+Tensor batch_norm_with_stats(const char* who, const Tensor& x, const Tensor& mu, const Tensor& v, int64_t count,
+                             Tensor running_mean, Tensor running_var, Tensor num_batches_tracked,
+                             std::optional<double> momentum, const Tensor& weight, const Tensor& bias, double eps) {
+  LOCKSTEP_CHECK(count > 1, who, ": expected more than 1 value per channel when training, got input ", x.shape());
+  if (running_mean.defined()) {
+    if (num_batches_tracked.defined()) {
+      NoGradGuard no_grad;
+      internal::copy_(num_batches_tracked, internal::add(num_batches_tracked, 1.0));
+    }
+    const double m = momentum ? *momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
+    update_running(running_mean, mu, m);
+    update_running(running_var, v * (static_cast<double>(count) / static_cast<double>(count - 1)), m);
+  }
+  return normalize(x, mu, v, weight, bias, eps);
+}
+
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
@@ -100,16 +121,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                    "batch_norm: running_mean and running_var are needed when not training");
     return normalize(x, running_mean, running_var, weight, bias, eps);
   }
-  const int64_t n = x.numel() / x.size(1);
-  LOCKSTEP_CHECK(n > 1, "batch_norm: expected more than 1 value per channel when training, got input ", x.shape());
   std::vector<int64_t> dims = all_but_channels(x);
-  Tensor mu = mean(x, dims), v = var(x, dims, false);
-  if (running_mean.defined()) {
-    Tensor rm = running_mean, rv = running_var;
-    update_running(rm, mu, momentum);
-    update_running(rv, v * (static_cast<double>(n) / static_cast<double>(n - 1)), momentum);
-  }
-  return normalize(x, mu, v, weight, bias, eps);
+  return batch_norm_with_stats("batch_norm", x, mean(x, dims), var(x, dims, false), x.numel() / x.size(1),
+                               running_mean, running_var, Tensor(), momentum, weight, bias, eps);
 }
 
 }  // namespace functional
@@ -166,11 +180,9 @@ void BatchNormImpl::reset_parameters() {
   if (weight.defined()) init::ones_(weight), init::zeros_(bias);
 }
 
-void BatchNormImpl::batch_stats(const Tensor& x, Tensor& mu, Tensor& v, int64_t& count) {
+BatchNormImpl::BatchStats BatchNormImpl::batch_stats(const Tensor& x) {
   std::vector<int64_t> dims = functional::all_but_channels(x);
-  count = x.numel() / x.size(1);
-  mu = mean(x, dims);
-  v = var(x, dims, false);
+  return {mean(x, dims), var(x, dims, false), x.numel() / x.size(1)};
 }
 
 Tensor BatchNormImpl::forward(const Tensor& x) {
@@ -186,60 +198,53 @@ Tensor BatchNormImpl::forward(const Tensor& x) {
   const bool use_batch = is_training() || !running_mean.defined();
   if (!use_batch) return functional::normalize(x, running_mean, running_var, weight, bias, options.eps());
 
-  Tensor mu, v;
-  int64_t count = 0;
-  batch_stats(x, mu, v, count);
-  LOCKSTEP_CHECK(count > 1, name(), ": expected more than 1 value per channel when training, got input ", x.shape());
-  if (is_training() && running_mean.defined()) {
-    {
-      NoGradGuard no_grad;
-      internal::copy_(num_batches_tracked, internal::add(num_batches_tracked, 1.0));
-    }
-    double m = options.momentum() ? *options.momentum()
-                                  : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
-    functional::update_running(running_mean, mu, m);
-    functional::update_running(running_var, v * (static_cast<double>(count) / static_cast<double>(count - 1)), m);
-  }
-  return functional::normalize(x, mu, v, weight, bias, options.eps());
+  const BatchStats s = batch_stats(x);
+  // Without running statistics (eval() or track_running_stats false): batch statistics, nothing updated.
+  const bool update = is_training();
+  return functional::batch_norm_with_stats(name().c_str(), x, s.mean, s.var, s.count,
+                                           update ? running_mean : Tensor(), update ? running_var : Tensor(),
+                                           update ? num_batches_tracked : Tensor(), options.momentum(), weight, bias,
+                                           options.eps());
 }
 
 // --- SyncBatchNorm ---
 
-SyncBatchNormComm& sync_batch_norm_comm() {
-  static SyncBatchNormComm comm;
-  return comm;
-}
-
 namespace {
 
-// Sum over ranks, recorded: its backward is the same all-reduce of the gradient, so each rank's
-// inputs receive the gradient of every rank's loss through the shared statistics.
-Tensor all_reduce_sum(const Tensor& x) {
-  SyncBatchNormComm& comm = sync_batch_norm_comm();
+// Sum over the reducer's ranks, recorded: its backward is the same all-reduce of the gradient, so each
+// rank's inputs receive the gradient of every rank's loss through the shared statistics.
+Tensor all_reduce_sum(const std::shared_ptr<StatsReducer>& reducer, const Tensor& x) {
   Tensor out = internal::clone(x.detach());
-  comm.all_reduce_sum(out);
-  return autograd::record("sync_batch_norm_all_reduce", out, {x}, [&comm](const Tensor& g) {
+  reducer->all_reduce_sum(out);
+  return autograd::record("sync_batch_norm_all_reduce", out, {x}, [reducer](const Tensor& g) {
     Tensor total = internal::clone(g);
-    comm.all_reduce_sum(total);
+    reducer->all_reduce_sum(total);
     return std::vector<Tensor>{total};
   });
 }
 
 }  // namespace
 
-void SyncBatchNormImpl::batch_stats(const Tensor& x, Tensor& mu, Tensor& v, int64_t& count) {
-  SyncBatchNormComm& comm = sync_batch_norm_comm();
-  if (!comm.world_size || !comm.all_reduce_sum || comm.world_size() <= 1) return BatchNormImpl::batch_stats(x, mu, v, count);
+SyncBatchNormImpl::BatchStats SyncBatchNormImpl::batch_stats(const Tensor& x) {
+  if (!reducer_) {
+    const long long world = env_int("WORLD_SIZE", 1, 1, 1 << 24);
+    LOCKSTEP_CHECK(world == 1, name(), "(", options.num_features(), "): batch statistics in a job of world size ",
+                   world, " (WORLD_SIZE) with no stats reducer: they would be this rank's alone. Give it one over the "
+                   "process group: SyncBatchNorm(options, dist::stats_reducer(pg)), dist::convert_sync_batchnorm(model, "
+                   "pg), or wrap the model in DistributedDataParallel, which gives its group to every SyncBatchNorm "
+                   "without one");
+    return BatchNormImpl::batch_stats(x);
+  }
+  if (reducer_->world_size() <= 1) return BatchNormImpl::batch_stats(x);
   std::vector<int64_t> dims = functional::all_but_channels(x);
   const int64_t c = x.size(1);
   // [sum over this rank's values per channel..., this rank's count]; then the centred sum of squares.
   Tensor local_count = full({1}, static_cast<double>(x.numel() / c), {x.dtype(), x.device()});
-  Tensor stats = all_reduce_sum(cat({sum(x, dims), local_count}));
+  Tensor stats = all_reduce_sum(reducer_, cat({sum(x, dims), local_count}));
   const double total = stats.detach().to(kFloat64).cpu().to_vector<double>()[c];
-  count = static_cast<int64_t>(total);
-  mu = narrow(stats, 0, 0, c) / total;
+  Tensor mu = narrow(stats, 0, 0, c) / total;
   Tensor d = x - functional::channel_view(mu, x);
-  v = all_reduce_sum(sum(d * d, dims)) / total;
+  return {mu, all_reduce_sum(reducer_, sum(d * d, dims)) / total, static_cast<int64_t>(total)};
 }
 
 }  // namespace lockstep::nn

@@ -6,12 +6,16 @@
 // track_running_stats false, always batch statistics) it normalizes with the running statistics.
 //
 // SyncBatchNorm computes the batch statistics over every rank's batch: the per-channel sums are
-// all-reduced (and their gradients too, in backward) through sync_batch_norm_comm(), the hook that
-// distributed/sync_batch_norm.cpp fills in, so nn/ does not depend on distributed/. With world size 1
-// or without the hook it is BatchNorm.
+// all-reduced (and their gradients too, in backward) through its StatsReducer, which the program gives
+// it explicitly: nn/ declares the interface, distributed/ implements it over a process group
+// (dist::stats_reducer(pg), distributed/sync_batch_norm.h), and DistributedDataParallel gives one over
+// its own group to every SyncBatchNorm in its module that has none (as dist::convert_sync_batchnorm
+// does). Over a world of one it is BatchNorm. Without a reducer it is BatchNorm only in a job of one
+// process (WORLD_SIZE, the launcher's variable, unset or 1); in a larger job it throws, naming the module
+// and the world size, rather than normalize each rank's batch alone.
 #pragma once
 
-#include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -63,8 +67,12 @@ class BatchNormImpl : public Module {
   Tensor running_mean, running_var, num_batches_tracked;  // buffers (track_running_stats)
 
  protected:
-  // The statistics of a training batch: mean and biased variance [C], and the count behind them.
-  virtual void batch_stats(const Tensor& x, Tensor& mean, Tensor& var, int64_t& count);
+  // The statistics of a batch x [N, C, ...]: mean and biased variance [C], and the count per channel.
+  struct BatchStats {
+    Tensor mean, var;
+    int64_t count = 0;
+  };
+  virtual BatchStats batch_stats(const Tensor& x);
 
  private:
   std::vector<int64_t> input_dims_;
@@ -82,22 +90,31 @@ class BatchNorm2dImpl : public BatchNormImpl {
 };
 LOCKSTEP_MODULE(BatchNorm2d);
 
-// Statistics over all ranks of the default process group (any input [N, C, ...]).
+// What SyncBatchNorm needs from the ranks it normalizes over: their number and an in-place, blocking
+// SUM all-reduce that every rank calls in the same order. Implemented in distributed/ over a process
+// group (dist::ProcessGroupStatsReducer), so that nn/ does not depend on distributed/.
+class StatsReducer {
+ public:
+  virtual ~StatsReducer() = default;
+  virtual int world_size() const = 0;
+  virtual void all_reduce_sum(Tensor& t) = 0;
+};
+
+// Statistics over all ranks of `reducer` (any input [N, C, ...]); PyTorch's SyncBatchNorm(...,
+// process_group). The reducer may be given later (set_reducer; DDP does it for those without one).
 class SyncBatchNormImpl : public BatchNormImpl {
  public:
-  explicit SyncBatchNormImpl(const BatchNormOptions& o) : BatchNormImpl(o, "SyncBatchNorm", {}) {}
+  explicit SyncBatchNormImpl(const BatchNormOptions& o, std::shared_ptr<StatsReducer> reducer = nullptr)
+      : BatchNormImpl(o, "SyncBatchNorm", {}), reducer_(std::move(reducer)) {}
+  void set_reducer(std::shared_ptr<StatsReducer> reducer) { reducer_ = std::move(reducer); }
+  const std::shared_ptr<StatsReducer>& reducer() const { return reducer_; }
 
  protected:
-  void batch_stats(const Tensor& x, Tensor& mean, Tensor& var, int64_t& count) override;
+  BatchStats batch_stats(const Tensor& x) override;
+
+ private:
+  std::shared_ptr<StatsReducer> reducer_;
 };
 LOCKSTEP_MODULE(SyncBatchNorm);
-
-// What SyncBatchNorm needs from distributed/: the world size of the default group (1 when none) and
-// an in-place SUM all-reduce on it. Empty until distributed/sync_batch_norm.cpp is linked in.
-struct SyncBatchNormComm {
-  std::function<int()> world_size;
-  std::function<void(Tensor&)> all_reduce_sum;
-};
-SyncBatchNormComm& sync_batch_norm_comm();
 
 }  // namespace lockstep::nn

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "common/file_io.h"
 #include "tensor/ops.h"
 
 namespace lockstep {
@@ -45,17 +46,6 @@ bool parse_dtype(const std::string& s, Dtype& d) {
   else if (s == "BF16") d = kBFloat16;
   else return false;
   return true;
-}
-
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    LOCKSTEP_CHECK(w > 0, "save_safetensors: writing ", path, " failed: ", std::strerror(errno));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
 }
 
 // Seconds since the epoch when process `pid` started (/proc/PID/stat's start time after boot, plus the
@@ -166,9 +156,9 @@ void save_safetensors(const std::string& path, const TensorList& tensors,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   LOCKSTEP_CHECK(fd >= 0, "save_safetensors: cannot create ", tmp, ": ", std::strerror(errno));
   try {
-    write_all(fd, &len, 8, path);
-    write_all(fd, json.data(), json.size(), path);
-    for (const Tensor& t : host) write_all(fd, t.data_ptr(), t.nbytes(), path);
+    write_all(fd, &len, 8, "save_safetensors", path);
+    write_all(fd, json.data(), json.size(), "save_safetensors", path);
+    for (const Tensor& t : host) write_all(fd, t.data_ptr(), t.nbytes(), "save_safetensors", path);
     LOCKSTEP_CHECK(::fsync(fd) == 0, "save_safetensors: fsync of ", tmp, " failed: ", std::strerror(errno));
   } catch (...) {
     ::close(fd);

@@ -137,3 +137,23 @@ TEST_CASE("nothing set: nothing found") {
   CHECK(e.describe() ==
         "rank not found, world_size not found, local_rank not found, master_addr not found, master_port not found");
 }
+
+TEST_CASE("mpi_local_size: Open MPI's variable, else MPICH's; -1 without either; a bad value is an error naming it") {
+  auto local_size = [](const Env& env, std::string* from = nullptr) {
+    return lockstep::dist::mpi_local_size(
+        [&](const char* name) -> const char* {
+          auto it = env.find(name);
+          return it == env.end() ? nullptr : it->second.c_str();
+        },
+        from);
+  };
+  std::string from;
+  CHECK(local_size({{"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}, {"MPI_LOCALNRANKS", "5"}}, &from) == 3);
+  CHECK(from == "OMPI_COMM_WORLD_LOCAL_SIZE");
+  CHECK(local_size({{"MPI_LOCALNRANKS", "5"}}, &from) == 5);
+  CHECK(from == "MPI_LOCALNRANKS");
+  CHECK(local_size({}) == -1);
+  CHECK(contains(error_of([&] { local_size({{"OMPI_COMM_WORLD_LOCAL_SIZE", "two"}}); }),
+                 "OMPI_COMM_WORLD_LOCAL_SIZE=\"two\" is not an integer"));
+  CHECK(contains(error_of([&] { local_size({{"MPI_LOCALNRANKS", "0"}}); }), "MPI_LOCALNRANKS=0 is not a valid local size"));
+}

@@ -7,6 +7,7 @@
 
 #include "distributed/ddp.h"
 #include "distributed/init.h"
+#include "distributed/sync_batch_norm.h"
 #include "nn/api.h"
 #include "tests/multiprocess.h"
 #include "tests/tcp_group.h"
@@ -61,7 +62,7 @@ TEST_CASE("SyncBatchNorm on 2 ranks equals BatchNorm2d on the whole batch") {
   uint16_t port = free_port();
   auto results = run_ranks(2, [&](int rank) {
     init(2, rank, port);
-    nn::SyncBatchNorm sbn(3);
+    nn::SyncBatchNorm sbn(nn::BatchNormOptions(3), dist::stats_reducer());  // over the default group
     sbn->to(kFloat64);
     Tensor xs = x.narrow(0, 3 * rank, 3).clone().set_requires_grad();
     Tensor out = sbn(xs);
@@ -106,6 +107,48 @@ TEST_CASE("DDP wraps a forward(idx, targets) -> (logits, loss) with a tied weigh
     for (size_t i = 0; i < mine.size(); ++i)
       RANK_CHECK(close(mine[i].second.grad(), theirs[i].second.grad()), mine[i].first, " gradient differs");
     dist::destroy_process_group();
+  });
+  CHECK_MESSAGE(all_ok(results), failures(results));
+}
+
+TEST_CASE("DDP gives its group to every SyncBatchNorm without one; one that has a reducer keeps it") {
+  uint16_t port = free_port();
+  auto results = run_ranks(2, [&](int rank) {
+    init(2, rank, port);
+    auto bn = std::make_shared<nn::SyncBatchNormImpl>(nn::BatchNormOptions(3));
+    RANK_CHECK(bn->reducer() == nullptr, "a SyncBatchNorm built without a reducer has one");
+    dist::DistributedDataParallel ddp(bn);
+    RANK_CHECK(bn->reducer() != nullptr, "DDP gave the SyncBatchNorm no reducer");
+    RANK_CHECK(bn->reducer()->world_size() == 2, "its reducer spans ", bn->reducer()->world_size(), " ranks, not 2");
+    auto own = dist::stats_reducer();
+    nn::SyncBatchNorm kept(nn::BatchNormOptions(3), own);
+    RANK_CHECK(dist::convert_sync_batchnorm(*kept.ptr()) == 0, "convert_sync_batchnorm replaced a given reducer");
+    RANK_CHECK(kept->reducer() == own, "the given reducer was replaced");
+    nn::SyncBatchNorm bare(3);
+    RANK_CHECK(dist::convert_sync_batchnorm(*bare.ptr()) == 1, "convert_sync_batchnorm gave no reducer");
+    // Over the reducer, the statistics are the whole batch's: rank r's batch is all r, so the mean is 0.5.
+    Tensor x = full({2, 3, 1, 1}, static_cast<double>(rank));
+    bare(x);
+    RANK_CHECK(close(bare->running_mean, full({3}, 0.05)), "running_mean ", bare->running_mean, ", expected 0.05 each");
+    dist::destroy_process_group();
+  });
+  CHECK_MESSAGE(all_ok(results), failures(results));
+}
+
+TEST_CASE("SyncBatchNorm without a reducer in a job of world size 2 throws, naming the module and the world size") {
+  auto results = run_ranks(1, [&](int) {
+    ::setenv("WORLD_SIZE", "2", 1);
+    nn::SyncBatchNorm bn(3);
+    std::string error;
+    try {
+      bn(randn({4, 3, 2, 2}));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    RANK_CHECK(error.starts_with("SyncBatchNorm(3): batch statistics in a job of world size 2 (WORLD_SIZE) with no "
+                                 "stats reducer"),
+               "error: \"", error, "\"");
+    RANK_CHECK(bn->num_batches_tracked.item<int64_t>() == 0, "the failed call counted a batch");
   });
   CHECK_MESSAGE(all_ok(results), failures(results));
 }

@@ -8,6 +8,7 @@
 // is no rank (an HTTP probe), and a rank claimed twice.
 #include <doctest/doctest.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <stdlib.h>
@@ -716,4 +717,71 @@ TEST_CASE("DirectMesh: when the handshake times out, the error names the ranks t
                      " never said which rank it is; 1 connection from 127.0.0.1:" +
                      std::to_string(claims_7.local_port()) + " sent an invalid hello)");
   CHECK(testing::contains(errors[2], "direct_mesh/1"));  // rank 2 connected to rank 0, then waited for rank 1
+}
+
+TEST_CASE("all_reduce MAX and MIN: a NaN on one rank is NaN on every rank, on every transport and algorithm") {
+  using Algorithm = ProcessGroupGloo::Options::Algorithm;
+  auto check = [](ProcessGroupGloo& pg, int rank) {
+    // Element 0: NaN on the last rank only; element 1: NaN on rank 0 only; element 2: no NaN.
+    const int last = pg.size() - 1;
+    for (dist::ReduceOp op : {dist::ReduceOp::MAX, dist::ReduceOp::MIN}) {
+      for (Dtype dtype : {kFloat32, kFloat64}) {
+        Tensor t = filled(dtype, 3, [&](int64_t i) {
+          if ((i == 0 && rank == last) || (i == 1 && rank == 0)) return std::nan("");
+          return static_cast<double>(rank + 1);
+        });
+        pg.all_reduce(t, op, /*async_op=*/false);
+        double got[3];
+        for (int64_t i = 0; i < 3; ++i) got[i] = dtype == kFloat32 ? t.data<float>()[i] : t.data<double>()[i];
+        RANK_CHECK(std::isnan(got[0]), reduce_op_name(op), " ", dtype_name(dtype), ": NaN on rank ", last,
+                   " gave ", got[0]);
+        RANK_CHECK(std::isnan(got[1]), reduce_op_name(op), " ", dtype_name(dtype), ": NaN on rank 0 gave ", got[1]);
+        const double expected = op == dist::ReduceOp::MAX ? pg.size() : 1;
+        RANK_CHECK(got[2] == expected, reduce_op_name(op), ": ", got[2], ", expected ", expected);
+      }
+    }
+  };
+  for (int W : {2, 3}) run_group_both(W, check);
+  for (Algorithm algorithm : {Algorithm::kExchange, Algorithm::kRing, Algorithm::kGlooRing, Algorithm::kGlooBcube}) {
+    ProcessGroupGloo::Options options;
+    options.timeout = kTimeout;
+    options.allreduce_algorithm = algorithm;
+    options.shared_memory = false;
+    run_group(3, check, options);
+  }
+}
+
+TEST_CASE("LOCKSTEP_DISTRIBUTED_DEBUG=INFO: rank 0 names the transport the group chose and what runs each collective") {
+  for (bool shm : {true, false}) {
+    TempDir dir;
+    const std::string log = dir.path + "/stderr";
+    auto results = testing::run_ranks(2, [&](int rank) {
+      ::setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "INFO", 1);
+      const int saved = ::dup(2);
+      const int fd = ::open((log + std::to_string(rank)).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 2);
+      ::close(fd);
+      {
+        auto store = std::make_shared<dist::FileStore>(dir.path + "/store", 2, kTimeout);
+        ProcessGroupGloo::Options options;
+        options.timeout = kTimeout;
+        options.shared_memory = shm;
+        ProcessGroupGloo pg(store, rank, 2, options);
+      }
+      ::dup2(saved, 2);
+      ::close(saved);
+      std::ifstream in(log + std::to_string(rank));
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string expected =
+          shm ? "ProcessGroupGloo: transport shm on 2 ranks: all five collectives through shared memory (ShmGroup)\n"
+              : "ProcessGroupGloo: transport tcp on 2 ranks: all_reduce exchange or ring by size, barrier on DirectMesh; "
+                "broadcast, all_gather and reduce_scatter on gloo's TCP pairs\n";
+      if (rank == 0) {
+        RANK_CHECK(text.find(expected) != std::string::npos, "stderr: \"", text, "\"");
+      } else {
+        RANK_CHECK(text.find("ProcessGroupGloo: transport") == std::string::npos, "rank 1 logged: \"", text, "\"");
+      }
+    });
+    CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+  }
 }

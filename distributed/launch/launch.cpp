@@ -58,6 +58,7 @@
 #include "distributed/net/socket.h"
 #include "common/check.h"
 #include "common/env.h"
+#include "common/file_io.h"
 
 extern char** environ;
 
@@ -113,16 +114,6 @@ std::string describe(int status) {
 }
 int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
-void write_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;  // our own stdout is gone; nothing useful left to do with the text
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 // Copies a rank's stdout or stderr pipe to ours, one "[rankR]: " prefix per line.
 class LinePrefixer {
  public:
@@ -169,7 +160,8 @@ class LinePrefixer {
   void emit() {
     std::string out = prefix_ + line_;
     if (out.back() != '\n') out += '\n';
-    write_all(out_, out.data(), out.size());
+    // Our own stdout gone: nothing useful left to do with the text.
+    lockstep::try_write_all(out_, out.data(), out.size());
     line_.clear();
   }
   int fd_;
@@ -397,7 +389,7 @@ class LocalGroup {
         {"LOCKSTEP_RESTART_COUNT", std::to_string(restart_count_)},
     };
     // N ranks each running a full-width OpenMP pool would oversubscribe the cores N times.
-    if (!std::getenv("OMP_NUM_THREADS")) vars.emplace_back("OMP_NUM_THREADS", "1");
+    if (!lockstep::env_string("OMP_NUM_THREADS")) vars.emplace_back("OMP_NUM_THREADS", "1");
     if (!opts_.job_token.empty()) vars.emplace_back(lockstep::dist::JobToken::kEnvVar, opts_.job_token);
     if (r.rank == 0 && status_pipe_[1] >= 0) vars.emplace_back(kLaunchStatusFdVar, std::to_string(status_pipe_[1]));
     std::vector<std::string> env;

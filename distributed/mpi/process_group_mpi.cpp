@@ -1,5 +1,5 @@
-// ProcessGroupMPI: MPI's initialization, one worker thread, and the collectives as MPI calls on the
-// tensors' memory.
+// ProcessGroupMPI: MPI's initialization, and the collectives as MPI calls on the tensors' memory, run through
+// the CPU groups' work queue (work_queue.h).
 #include "distributed/mpi/process_group_mpi.h"
 
 #include <mpi.h>
@@ -15,7 +15,7 @@
 
 #include "common/check.h"
 #include "common/deadline.h"
-#include "common/env.h"
+#include "distributed/launch_env.h"
 #include "tensor/parallel.h"
 
 namespace lockstep::dist {
@@ -87,13 +87,7 @@ void yield_when_oversubscribed() {
   CPU_ZERO(&set);
   const long online = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
   const long mine = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? std::max(1, CPU_COUNT(&set)) : online;
-  long local_ranks = 1;
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (env_string(v)) {
-      local_ranks = static_cast<long>(env_int(v, 1, 1, 1 << 20));
-      break;
-    }
-  }
+  const long local_ranks = std::max(1, mpi_local_size());  // launch_env.h
   const long demand = get_num_threads() + 1;  // the caller's intra-op threads and the worker
   const bool oversubscribed = mine < online ? demand > mine : demand * local_ranks > mine;
   if (oversubscribed) ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
@@ -184,7 +178,7 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return x < y + b_bytes && y < x + a_bytes;
 }
 
-std::string timeout_message(const detail::CollectiveInfo& what, uint64_t seq, std::chrono::milliseconds limit, int rank,
+std::string timeout_message(const CollectiveInfo& what, uint64_t seq, std::chrono::milliseconds limit, int rank,
                             int size) {
   return str_cat("ProcessGroupMPI: ", what.str(), " (collective #", seq, ") did not complete within ",
                  format_seconds(limit), " on rank ", rank, " of ", size, ". MPI has no timeout of its own: the "
@@ -195,9 +189,9 @@ std::string timeout_message(const detail::CollectiveInfo& what, uint64_t seq, st
 // Work::wait under the group's timeout, which MPI itself does not have (see the header).
 class MpiWork : public Work {
  public:
-  MpiWork(const detail::CollectiveInfo& what, uint64_t seq, int rank, int size, std::chrono::milliseconds timeout)
+  MpiWork(const CollectiveInfo& what, uint64_t seq, int rank, int size, std::chrono::milliseconds timeout)
       : Work(what.op, seq), what_(what), rank_(rank), size_(size), timeout_(timeout) {}
-  const detail::CollectiveInfo& what() const { return what_; }
+  const CollectiveInfo& what() const { return what_; }
 
   void wait(std::chrono::milliseconds timeout) override {
     const std::chrono::milliseconds limit = timeout > kNoTimeout ? timeout : timeout_;
@@ -211,21 +205,12 @@ class MpiWork : public Work {
   }
 
  private:
-  const detail::CollectiveInfo what_;
+  const CollectiveInfo what_;
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
 };
 
 }  // namespace
-
-std::string detail::CollectiveInfo::str() const {
-  std::string s = op;
-  if (numel >= 0) s += str_cat(" (", dtype_name(dtype), ", ", numel, " elements");
-  if (detail) s += str_cat(", ", detail);
-  if (root >= 0) s += str_cat(", root ", root);
-  if (numel >= 0) s += ")";
-  return s;
-}
 
 std::pair<int, int> ProcessGroupMPI::world_rank_and_size() {
   ensure_mpi_initialized();
@@ -246,17 +231,30 @@ ProcessGroupMPI::ProcessGroupMPI(std::pair<int, int> rank_and_size, Options opti
   // errors come back as codes instead of ending the process (MPI_ERRORS_ARE_FATAL, the default).
   mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm), "ProcessGroupMPI: MPI_Comm_dup(MPI_COMM_WORLD)");
   mpi_check(MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN), "ProcessGroupMPI: MPI_Comm_set_errhandler");
-  worker_ = std::thread([this] { worker_loop(); });
+  WorkQueue::Options queue;
+  queue.owner = "ProcessGroupMPI";
+  queue.rank = rank();
+  queue.size = size();
+  queue.make_work = [this](const CollectiveInfo& what, uint64_t seq) {
+    return std::make_shared<MpiWork>(what, seq, rank(), size(), options_.timeout);
+  };
+  // A blocking call runs inside MPI on its caller's thread, which nothing can interrupt: past the timeout
+  // the worker prints the error and ends the process (status 1; mpirun then ends the job).
+  queue.watchdog = options_.timeout;
+  queue.on_stuck = [this](const CollectiveInfo& what, uint64_t seq) {
+    std::fprintf(stderr, "%s It is a blocking call, run on the calling thread, which MPI cannot interrupt: "
+                 "ending the process (status 1) so that mpirun ends the job.\n",
+                 timeout_message(what, seq, options_.timeout, rank(), size()).c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  };
+  queue.on_failure = [] { g_failed = true; };
+  queue_ = std::make_unique<WorkQueue>(std::move(queue));
   ++g_live_groups;
 }
 
 ProcessGroupMPI::~ProcessGroupMPI() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  queue_.reset();  // runs what is queued, then stops the worker
   int finalized = 0;
   MPI_Finalized(&finalized);  // at exit, the atexit MPI_Finalize may have run before a static group's end
   if (!finalized && comm_->comm != MPI_COMM_NULL) MPI_Comm_free(&comm_->comm);
@@ -269,98 +267,8 @@ void ProcessGroupMPI::check_tensor(const Tensor& t, const char* op) const {
   check_contiguous(t, op, "the tensor");
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::enqueue(const detail::CollectiveInfo& what, std::function<void()> run,
-                                               bool async_op) {
-  Task task;
-  bool inline_run = false;
-  std::shared_ptr<Work> work;
-  {
-    std::lock_guard lock(mu_);
-    LOCKSTEP_CHECK(!stop_, "ProcessGroupMPI: ", what.op, " on a group being destroyed");
-    task = Task{std::make_shared<MpiWork>(what, ++seq_, rank(), size(), options_.timeout), std::move(run)};
-    // A blocking call with nothing queued or running: run it here (see the header). The worker keeps off
-    // the queue until it is done, so collectives still run one at a time in the order they were issued
-    // (MPI_THREAD_SERIALIZED asks no more).
-    inline_run = !async_op && queue_.empty() && !worker_running_ && !inline_running_;
-    work = task.work;
-    if (inline_run) {
-      inline_running_ = true;
-      inline_started_ = std::chrono::steady_clock::now();  // the worker watches the clock (worker_loop)
-      inline_task_ = task.work.get();
-    } else {
-      queue_.push_back(std::move(task));
-    }
-  }
-  if (!inline_run) {
-    cv_.notify_one();
-    return work;
-  }
-  const std::exception_ptr error = execute(task);
-  bool wake;
-  {
-    std::lock_guard lock(mu_);
-    inline_running_ = false;
-    wake = !queue_.empty() || stop_;  // the worker waits for inline_running_ to clear
-  }
-  if (wake) cv_.notify_one();
-  task.work->finish(error);
-  return work;
-}
-
-void ProcessGroupMPI::worker_loop() {
-  // While idle the worker also watches a collective that a blocking caller runs on its own thread: that
-  // thread is inside MPI, which nothing can interrupt, so past the timeout the worker prints the error and
-  // ends the process (status 1; mpirun then ends the job). It looks every quarter of the timeout (at most
-  // a second), instead of being woken for every call, which would cost a small all-reduce more than MPI.
-  const auto poll = std::clamp(options_.timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
-  for (;;) {
-    Task task;
-    {
-      std::unique_lock lock(mu_);
-      while (!cv_.wait_for(lock, poll, [&] { return !inline_running_ && (stop_ || !queue_.empty()); })) {
-        if (!inline_running_ || std::chrono::steady_clock::now() - inline_started_ < options_.timeout) continue;
-        const auto& work = static_cast<const MpiWork&>(*inline_task_);
-        std::fprintf(stderr, "%s It is a blocking call, run on the calling thread, which MPI cannot interrupt: "
-                     "ending the process (status 1) so that mpirun ends the job.\n",
-                     timeout_message(work.what(), work.seq(), options_.timeout, rank(), size()).c_str());
-        std::fflush(stderr);
-        std::_Exit(1);
-      }
-      if (queue_.empty()) return;  // stopping, with every queued collective done
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      worker_running_ = true;
-    }
-    const std::exception_ptr error = execute(task);
-    {
-      std::lock_guard lock(mu_);
-      worker_running_ = false;
-    }
-    // Idle before the waiter wakes: a blocking call it makes next may then run on its own thread.
-    // (Finishing first let every blocking call after a queued one find the worker still busy, and
-    // queue in turn.)
-    task.work->finish(error);
-  }
-}
-
-std::exception_ptr ProcessGroupMPI::execute(Task& task) {
-  std::exception_ptr error;
-  auto what = [&] { return static_cast<const MpiWork&>(*task.work).what().str(); };
-  if (!failure_.empty()) {
-    error = std::make_exception_ptr(Error(str_cat("ProcessGroupMPI: ", what(),
-                                                  " not run: an earlier collective failed on this group: ", failure_)));
-  } else {
-    try {
-      task.run();
-    } catch (const std::exception& e) {
-      failure_ = str_cat(what(), ": ", e.what());
-      g_failed = true;
-      error = std::make_exception_ptr(
-          Error(str_cat("ProcessGroupMPI: ", what(), " failed on rank ", rank(), " of ", size(), ": ", e.what())));
-    }
-  }
-  task.run = nullptr;  // releases the tensors before waiters wake
-  return error;
+std::shared_ptr<Work> ProcessGroupMPI::enqueue(const CollectiveInfo& what, WorkQueue::Run run, bool async_op) {
+  return queue_->submit(what, std::move(run), async_op);
 }
 
 void* ProcessGroupMPI::scratch(size_t nbytes) {
@@ -376,7 +284,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp op
   if (tensor.numel() == 0) return completed_work("all_reduce");
   const MPI_Datatype type = mpi_type(tensor.dtype(), "all_reduce", true);
   const int count = mpi_count(tensor.numel(), "all_reduce");
-  return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op, type, count] {
+  return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op, type, count](uint32_t) {
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, type, mpi_op(op, tensor.dtype()), comm_->comm),
               "MPI_Allreduce");
     if (op == ReduceOp::AVG) divide_by(tensor, size());
@@ -387,7 +295,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_broadcast(Tensor& tensor, int root, bo
   if (tensor.numel() == 0) return completed_work("broadcast");
   const MPI_Datatype type = mpi_type(tensor.dtype(), "broadcast", false);
   const int count = mpi_count(tensor.numel(), "broadcast");
-  return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root, type, count] {
+  return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root, type, count](uint32_t) {
     mpi_check(MPI_Bcast(tensor.data_ptr(), count, type, root, comm_->comm), "MPI_Bcast");
   }, async_op);
 }
@@ -399,7 +307,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_gather(std::vector<Tensor>& output
   const MPI_Datatype type = mpi_type(input.dtype(), "all_gather", false);
   const int count = mpi_count(input.numel(), "all_gather");
   mpi_count(input.numel() * size(), "all_gather");  // the gathered run, as MPI indexes it
-  return enqueue({"all_gather", input.dtype(), input.numel()}, [this, outputs, input, type, count] {
+  return enqueue({"all_gather", input.dtype(), input.numel()}, [this, outputs, input, type, count](uint32_t) {
     const size_t nbytes = input.nbytes(), total = nbytes * static_cast<size_t>(size());
     // Straight into the outputs when they are one run (chunks of one tensor) the input does not overlap,
     // except as this rank's own slot (MPI_IN_PLACE); else through the scratch buffer.
@@ -425,8 +333,8 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const s
   const MPI_Datatype type = mpi_type(output.dtype(), "reduce_scatter", true);
   const int count = mpi_count(output.numel(), "reduce_scatter");
   mpi_count(output.numel() * size(), "reduce_scatter");
-  const detail::CollectiveInfo what{"reduce_scatter", output.dtype(), output.numel(), reduce_op_name(op)};
-  return enqueue(what, [this, output, inputs, op, type, count] {
+  const CollectiveInfo what{"reduce_scatter", output.dtype(), output.numel(), reduce_op_name(op)};
+  return enqueue(what, [this, output, inputs, op, type, count](uint32_t) {
     const size_t nbytes = output.nbytes(), total = nbytes * static_cast<size_t>(size());
     // MPI_Reduce_scatter_block reads the inputs as one run, which the output must not overlap.
     const char* in = static_cast<const char*>(detail::contiguous_base(inputs));
@@ -442,7 +350,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const s
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::do_barrier(bool async_op) {
-  return enqueue({"barrier"}, [this] { mpi_check(MPI_Barrier(comm_->comm), "MPI_Barrier"); }, async_op);
+  return enqueue({"barrier"}, [this](uint32_t) { mpi_check(MPI_Barrier(comm_->comm), "MPI_Barrier"); }, async_op);
 }
 
 }  // namespace lockstep::dist

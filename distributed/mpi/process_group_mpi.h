@@ -15,10 +15,9 @@
 // an error path) or after an MPI error calls MPI_Abort at exit instead: MPI_Finalize waits for every
 // rank, and the others may be waiting in a collective for this one, so the job would hang.
 //
-// One worker thread runs the collectives in the order they were issued, so each Work completes in
-// order and the calls return at once; a blocking call (async_op false) issued while nothing is queued
-// runs on the caller's thread instead (no thread hand-off: what a small all-reduce costs), still one at
-// a time. Errors come back from MPI (MPI_ERRORS_RETURN on the group's communicator) with
+// The collectives run through the CPU groups' WorkQueue (distributed/work_queue.h): one worker thread
+// in the order they were issued; a blocking call (async_op false) issued while nothing is queued runs on
+// the caller's thread, still one at a time. Errors come back from MPI (MPI_ERRORS_RETURN on the group's communicator) with
 // MPI_Error_string's text in the message; a collective that failed leaves the group unusable.
 //
 // Timeouts: MPI has none. A collective whose peer hangs blocks inside MPI for ever, and cannot be
@@ -41,31 +40,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "distributed/process_group.h"
+#include "distributed/work_queue.h"
 
 namespace lockstep::dist {
 
 namespace detail {
 struct MpiComm;  // the communicator, kept out of this header so that it needs no mpi.h
-
-// What a collective is, for its errors: "all_reduce (float32, 10 elements, SUM)".
-struct CollectiveInfo {
-  const char* op;
-  Dtype dtype = Dtype::Float32;
-  int64_t numel = -1;            // -1: no tensor (barrier)
-  const char* detail = nullptr;  // the reduce op's name
-  int root = -1;
-  std::string str() const;
-};
 }  // namespace detail
 
 struct MPIOptions {
@@ -98,40 +82,19 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> do_barrier(bool async_op) override;
 
  private:
-  struct Task {
-    std::shared_ptr<Work> work;
-    std::function<void()> run;
-  };
   ProcessGroupMPI(std::pair<int, int> rank_and_size, Options options);
-  // Queues `run` for the worker, or runs it on this thread when `async_op` is false and the group is
-  // idle; returns its Work. `what` describes the collective in errors (formatted only then: a small
-  // all-reduce costs about a microsecond more than MPI_Allreduce, and text would be most of it).
-  std::shared_ptr<Work> enqueue(const detail::CollectiveInfo& what, std::function<void()> run, bool async_op);
-  void worker_loop();
-  // Runs the task on the calling thread; returns its error, for the Work (finished by the caller).
-  std::exception_ptr execute(Task& task);
+  // Runs `run` through the queue (work_queue.h); `what` describes the collective in errors.
+  std::shared_ptr<Work> enqueue(const CollectiveInfo& what, WorkQueue::Run run, bool async_op);
   // A buffer of at least `nbytes` for the executing collective, reused across collectives.
   void* scratch(size_t nbytes);
 
   Options options_;
   std::unique_ptr<detail::MpiComm> comm_;
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;         // guarded by mu_
-  bool stop_ = false;              // guarded by mu_
-  uint64_t seq_ = 0;               // guarded by mu_
-  bool worker_running_ = false;    // guarded by mu_: the worker is executing a task
-  bool inline_running_ = false;    // guarded by mu_: a blocking caller is executing one
-  std::chrono::steady_clock::time_point inline_started_;  // guarded by mu_: since when
-  const Work* inline_task_ = nullptr;                      // guarded by mu_: which one
-
   // Used only by the thread executing a collective: one at a time.
-  std::string failure_;  // the first collective error; non-empty makes the group unusable
   std::unique_ptr<char[]> scratch_;
   size_t scratch_bytes_ = 0;
 
-  std::thread worker_;  // last: started once everything above exists
+  std::unique_ptr<WorkQueue> queue_;  // last: its worker runs collectives on everything above
 };
 
 }  // namespace lockstep::dist

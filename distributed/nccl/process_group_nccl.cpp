@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "distributed/launch_env.h"
 #include "distributed/nccl/nccl_util.h"
 #include "distributed/store/prefix_store.h"
 #include "common/check.h"
@@ -422,8 +423,8 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_reduce_scatter(Tensor& output, const 
 std::shared_ptr<Work> ProcessGroupNCCL::do_barrier(bool async_op) {
   int device = this->device();
   if (device < 0) {
-    const char* local = std::getenv("LOCAL_RANK");
-    int guess = local && *local ? std::atoi(local) : rank();
+    const int local = discover_launch_env().local_rank;  // env:// (launch_env.h)
+    const int guess = local >= 0 ? local : rank();
     device = guess % std::max(1, cuda::device_count());
   }
   if (!barrier_buffer_.defined()) barrier_buffer_ = zeros({1}, TensorOptions(kFloat32, Device::cuda(device)));

@@ -6,6 +6,8 @@
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,6 +43,18 @@ void set_nodelay(int fd) {
 }
 
 }  // namespace
+
+BlockSigpipe::BlockSigpipe(bool on) : on_(on) {
+  if (!on_) return;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &set, &previous_);
+}
+
+BlockSigpipe::~BlockSigpipe() {
+  if (on_) ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+}
 
 int remaining_ms(Deadline deadline) {
   auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();

@@ -4,6 +4,8 @@
 // callers can say what they were waiting for.
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +29,21 @@ std::string local_address_towards(const std::string& host);
 std::pair<std::string, uint16_t> split_host_port(const std::string& address, const std::string& what);
 // Milliseconds left until `deadline` for poll(), clamped to [0, 2^30].
 int remaining_ms(Deadline deadline);
+
+// Blocks SIGPIPE in the calling thread for a scope, and in the threads it starts meanwhile: a write to a
+// peer that died then fails with EPIPE instead of killing the process (for sockets written by code that
+// does not pass MSG_NOSIGNAL, such as gloo's). `on` false: does nothing.
+class BlockSigpipe {
+ public:
+  explicit BlockSigpipe(bool on = true);
+  ~BlockSigpipe();
+  BlockSigpipe(const BlockSigpipe&) = delete;
+  BlockSigpipe& operator=(const BlockSigpipe&) = delete;
+
+ private:
+  const bool on_;
+  sigset_t previous_;
+};
 
 // What Socket::listen throws when the port is taken (EADDRINUSE), so callers can pick another port.
 class AddressInUseError : public Error {

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/env.h"
 #include "distributed/reduce_kernels.h"
 
 namespace lockstep::dist::shm {
@@ -153,7 +154,7 @@ ShmGroup::ShmGroup(Store& store, std::vector<int> ranks, int local, ShmOptions o
 }
 
 ShmGroup::~ShmGroup() {
-  if (const char* v = std::getenv("LOCKSTEP_SHM_STATS"); v && std::string(v) == "1") {
+  if (env_string("LOCKSTEP_SHM_STATS") == "1") {
     std::fprintf(stderr,
                  "shm stats, rank %d: waits %llu at once, %llu while yielding, %llu after sleeping (%.3f s asleep, "
                  "%llu sleeps timed out)\n",

@@ -1,14 +1,12 @@
 #include "tensor/cpu/isa.h"
 
-#include <cstdlib>
-#include <cstring>
+#include "common/env.h"
 
 namespace lockstep::cpu {
 
 bool use_avx512() {
   static const bool yes = [] {
-    const char* isa = std::getenv("LOCKSTEP_CPU_ISA");
-    if (isa && std::strcmp(isa, "avx2") == 0) return false;
+    if (env_string("LOCKSTEP_CPU_ISA") == "avx2") return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&

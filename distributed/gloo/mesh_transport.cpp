@@ -1,0 +1,61 @@
+// MeshTransport ("tcp"): all_reduce and barrier on DirectMesh, driven by the calling thread; broadcast,
+// all_gather and reduce_scatter on gloo's pairs.
+#include "distributed/gloo/algorithms.h"
+#include "distributed/gloo/direct_mesh.h"
+#include "distributed/gloo/transport.h"
+#include "distributed/process_group.h"
+
+namespace lockstep::dist {
+
+MeshTransport::MeshTransport(DirectMesh& mesh, GlooTransport& gloo, AllReduceAlgorithm algorithm,
+                             size_t exchange_max_bytes, Scratch& scratch)
+    : mesh_(mesh), gloo_(gloo), algorithm_(algorithm), exchange_max_bytes_(exchange_max_bytes), scratch_(scratch) {}
+
+std::string MeshTransport::summary() const {
+  const char* all_reduce = algorithm_ == AllReduceAlgorithm::kExchange    ? "exchange"
+                           : algorithm_ == AllReduceAlgorithm::kRing      ? "ring"
+                           : algorithm_ == AllReduceAlgorithm::kGlooRing  ? "gloo's ring"
+                           : algorithm_ == AllReduceAlgorithm::kGlooBcube ? "gloo's bcube"
+                                                                          : "exchange or ring by size";
+  return lockstep::detail::str_cat("all_reduce ", all_reduce, ", barrier on DirectMesh; broadcast, all_gather and "
+                                   "reduce_scatter on gloo's TCP pairs");
+}
+
+void MeshTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) {
+  if (algorithm_ == AllReduceAlgorithm::kGlooRing || algorithm_ == AllReduceAlgorithm::kGlooBcube) {
+    return gloo_.all_reduce(tensor, op, tag);
+  }
+  dispatch_compute(tensor.dtype(), "ProcessGroupGloo", [&](auto t) {
+    using T = typename decltype(t)::type;
+    T* data = static_cast<T*>(tensor.data_ptr());
+    const size_t n = static_cast<size_t>(tensor.numel());
+    const int W = mesh_.size();
+    const auto reduce = detail::reduce_fn<T>(op);  // AVG: SUM, divided below
+    // kAuto: the exchange while a rank sends at most exchange_max_bytes in all, else the ring.
+    const bool exchange = algorithm_ == AllReduceAlgorithm::kExchange ||
+                          (algorithm_ == AllReduceAlgorithm::kAuto && n * sizeof(T) * (W - 1) <= exchange_max_bytes_);
+    if (exchange) {
+      detail::exchange_all_reduce<T>(mesh_, data, n, reduce, tag, static_cast<T*>(scratch_.get(n * sizeof(T) * (W - 1))));
+    } else {
+      detail::ring_all_reduce<T>(mesh_, data, n, reduce, tag, static_cast<T*>(scratch_.get((n / W + 1) * sizeof(T))));
+    }
+    if (op == ReduceOp::AVG) detail::divide(data, n, W);
+  });
+}
+
+void MeshTransport::broadcast(const Tensor& tensor, int root, uint32_t tag) { gloo_.broadcast(tensor, root, tag); }
+
+void MeshTransport::all_gather(const std::vector<Tensor>& outputs, const Tensor& input, uint32_t tag) {
+  gloo_.all_gather(outputs, input, tag);
+}
+
+void MeshTransport::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag) {
+  gloo_.reduce_scatter(output, inputs, op, tag);
+}
+
+void MeshTransport::barrier(uint32_t tag) {
+  // Every rank sends every other an empty message and waits for theirs: one message latency.
+  mesh_.exchange(nullptr, nullptr, 0, tag);
+}
+
+}  // namespace lockstep::dist
