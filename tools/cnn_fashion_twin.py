@@ -11,8 +11,8 @@ be compared step by step and timed side by side. Run with one thread per process
   OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python tools/cnn_fashion_twin.py --bench-steps 50
   OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python -m torch.distributed.run --nproc_per_node=2 \
       tools/cnn_fashion_twin.py --bench-steps 50
-  # tests/data/cnn_fashion_parity.json and cnn_fashion_sync_bn_parity.json, which
-  # tests/cnn_fashion_parity_test.sh reads
+  # tests/fixtures/cnn_fashion_parity.json and cnn_fashion_sync_bn_parity.json, which
+  # tests/examples/cnn_fashion_parity_test.sh reads
   ~/.cache/torch-venv/bin/python tools/cnn_fashion_twin.py --write-fixture --lockstep bazel-bin/examples/cnn_fashion \
       --launch bazel-bin/distributed/launch/launch
 
@@ -40,7 +40,7 @@ from safetensors.torch import load_file, save_file
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # data/idx_dataset.h's kFashionMnistMean / kFashionMnistStd
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
 # The fixtures' runs: small widths and a small slice keep the tests fast; two epochs cross an epoch end.
 FIXTURE_BATCH = 16  # per rank at 2 ranks; 32 at 1 rank
 FIXTURE_STEPS = 20
@@ -149,7 +149,7 @@ def main():
     p.add_argument("--bench-steps", type=int, default=0, help="time this many steps and exit")
     p.add_argument("--device", default="cpu", help="cpu or cuda (a batch is copied there each step, as cnn_fashion)")
     p.add_argument("--data-dir", default=DATA, help="directory with the Fashion-MNIST IDX files")
-    p.add_argument("--write-fixture", action="store_true", help="write tests/data/{" + ",".join(FIXTURES) + "}.json")
+    p.add_argument("--write-fixture", action="store_true", help="write tests/fixtures/{" + ",".join(FIXTURES) + "}.json")
     p.add_argument("--lockstep", help="with --write-fixture: the cnn_fashion binary (writes the initial weights)")
     p.add_argument("--launch", help="with --write-fixture: lockstep's launcher")
     a = p.parse_args()

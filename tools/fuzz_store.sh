@@ -2,7 +2,7 @@
 # Fuzzes the TCPStore request parser with libFuzzer: builds tests/fuzz/tcp_store_fuzz.cpp with clang
 # (-fsanitize=fuzzer,address,undefined) and runs it for SECONDS (default 60) on a copy of the seed
 # corpus in tests/fuzz/corpus. Crashes are written to $OUT (default /tmp/tcp_store_fuzz) as crash-*;
-# copy a fixed one into tests/fuzz/corpus so //tests:tcp_store_protocol_test replays it in CI.
+# copy a fixed one into tests/fuzz/corpus so //tests/distributed:tcp_store_protocol_test replays it in CI.
 # Usage: tools/fuzz_store.sh [SECONDS] [extra libFuzzer flags...]
 # Needs Debian's clang and libclang-rt-14-dev (apt-get install clang libclang-rt-14-dev).
 set -euo pipefail

@@ -17,12 +17,12 @@ cd "$(dirname "$0")/.."
 #          rows are printed after the table
 #   tool   copied, not run (the launcher)
 TARGETS=(
-  "test //tests:tensor_test"
-  "test //tests:cuda_test"
-  "test //tests:cuda_nn_test"
-  "test //tests:cuda_optim_test"
-  "test //tests:nccl_test"
-  "test //tests:bad_input_test"
+  "test //tests/tensor:tensor_test"
+  "test //tests/cuda:cuda_test"
+  "test //tests/cuda:cuda_nn_test"
+  "test //tests/cuda:cuda_optim_test"
+  "test //tests/cuda:nccl_test"
+  "test //tests/data:bad_input_test"
   "bench //tensor/cuda:cuda_bench"
   "bench //examples:mlp_bench --device cuda --in 4096 --hidden 4096 --batch 1024 --steps 50 --rounds 3"
   "tool //distributed/launch:launch"

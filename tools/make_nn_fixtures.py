@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tests/data/nn_fixtures.safetensors: inputs, parameters, outputs and gradients of nn layers and
-losses computed by PyTorch in float64, read by tests/nn_layers_test.cpp (which does not need PyTorch).
+"""Writes tests/fixtures/nn_fixtures.safetensors: inputs, parameters, outputs and gradients of nn layers and
+losses computed by PyTorch in float64, read by tests/nn/nn_layers_test.cpp (which does not need PyTorch).
 
 Each case `c` stores its inputs as c.x (and c.weight, c.bias, c.target, ...), its output as c.out, a
 random upstream gradient c.gout, and the gradient of sum(out * gout) with respect to each input as
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 torch.manual_seed(0)
 torch.set_default_dtype(torch.float64)
-OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "nn_fixtures.safetensors")
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "nn_fixtures.safetensors")
 tensors = {}
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """make_op_fixtures: PyTorch's values and gradients for lockstep's ops, written to
-tests/data/op_fixtures.safetensors (read by tests/op_fixtures_test.cpp and tests/attention_test.cpp, which
+tests/fixtures/op_fixtures.safetensors (read by tests/autograd/op_fixtures_test.cpp and tests/autograd/attention_test.cpp, which
 need no PyTorch).
 
 Regenerate (from the repository root, with PyTorch 2.x from PyPI):
-    ~/.cache/torch-venv/bin/python tools/make_op_fixtures.py [--out tests/data/op_fixtures.safetensors]
+    ~/.cache/torch-venv/bin/python tools/make_op_fixtures.py [--out tests/fixtures/op_fixtures.safetensors]
 The inputs are drawn from a fixed seed, so the file only changes when a case (or PyTorch) changes.
 
 File layout. Every case NAME has float64 inputs (int64 for indices):
@@ -374,7 +374,7 @@ def save(path, tensors, metadata):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
-    parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "data", "op_fixtures.safetensors")))
+    parser.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "fixtures", "op_fixtures.safetensors")))
     args = parser.parse_args()
     torch.manual_seed(0)
     elementwise_cases()

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tests/data/optim_fixtures.safetensors: PyTorch's optimizer trajectories, scheduler lr
-sequences and clip_grad_norm_ results, which tests/optim_fixtures_test.cpp compares lockstep against
+"""Writes tests/fixtures/optim_fixtures.safetensors: PyTorch's optimizer trajectories, scheduler lr
+sequences and clip_grad_norm_ results, which tests/optim/optim_fixtures_test.cpp compares lockstep against
 (the tests read the file; they do not need PyTorch).
 
     ~/.cache/torch-venv/bin/python tools/make_optim_fixtures.py
@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 
 STEPS = 5
 STEPS_SCHED = 30
-OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "optim_fixtures.safetensors")
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "optim_fixtures.safetensors")
 
 # name: (class, options, groups) -- groups None: one group of [w, b]; else per-group option overrides
 # for [w] and [b].

@@ -1,6 +1,6 @@
 // nanoGPT's CausalSelfAttention (model.py, its manual attention path) written against lockstep's public
 // API as a user would port it, forward and backward against PyTorch's values: the "attention" case of
-// tests/data/op_fixtures.safetensors (tools/make_op_fixtures.py), B=2, T=5, C=8, n_head=2, dropout 0.
+// tests/fixtures/op_fixtures.safetensors (tools/make_op_fixtures.py), B=2, T=5, C=8, n_head=2, dropout 0.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -49,7 +49,7 @@ struct CausalSelfAttention {
 // The fixture's "attention/..." tensors by their names after the slash.
 std::map<std::string, Tensor> fixture() {
   std::map<std::string, Tensor> parts;
-  for (auto& [key, t] : load_safetensors("tests/data/op_fixtures.safetensors").tensors)
+  for (auto& [key, t] : load_safetensors("tests/fixtures/op_fixtures.safetensors").tensors)
     if (key.rfind("attention/", 0) == 0) parts[key.substr(10)] = t;
   return parts;
 }

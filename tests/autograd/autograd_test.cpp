@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "autograd/api.h"
-#include "tests/gradcheck.h"
+#include "tests/util/gradcheck.h"
 
 using namespace lockstep;
 using lockstep::testing::gradcheck;

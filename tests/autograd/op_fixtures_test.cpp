@@ -1,4 +1,4 @@
-// Every op against PyTorch: tests/data/op_fixtures.safetensors (written by tools/make_op_fixtures.py) holds,
+// Every op against PyTorch: tests/fixtures/op_fixtures.safetensors (written by tools/make_op_fixtures.py) holds,
 // per case, PyTorch's inputs, outputs and the gradients of sum(out * w) for a fixed random w. Each case is
 // run here twice: on the fixture's contiguous inputs, and on non-contiguous views holding the same values
 // (transposed storage, or every other element of a larger buffer at an offset). Both runs must match
@@ -21,7 +21,7 @@ namespace {
 
 using namespace lockstep;
 
-constexpr const char* kFixtures = "tests/data/op_fixtures.safetensors";
+constexpr const char* kFixtures = "tests/fixtures/op_fixtures.safetensors";
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // One PyTorch case: weights[k] and grads[k] are undefined where PyTorch has none (integer outputs and

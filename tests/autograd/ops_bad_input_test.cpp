@@ -10,29 +10,13 @@
 
 #include "autograd/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tests/util/test_util.h"
 
 namespace {
 
 using namespace lockstep;
 
-// f() must throw lockstep::Error whose message contains every one of `parts`.
-void expect_error(const std::string& what, const std::function<void()>& f, std::initializer_list<std::string> parts) {
-  std::string message;
-  try {
-    f();
-  } catch (const Error& e) {
-    message = e.what();
-  } catch (const std::exception& e) {
-    FAIL_CHECK(what, ": threw a ", typeid(e).name(), " instead of lockstep::Error: ", e.what());
-    return;
-  }
-  if (message.empty()) {
-    FAIL_CHECK(what, ": no error");
-    return;
-  }
-  for (const std::string& part : parts)
-    CHECK_MESSAGE(message.find(part) != std::string::npos, what, ": the message \"", message, "\" does not name ", part);
-}
+using lockstep::testing::expect_error;
 
 Tensor r(const Shape& s) { return randn(s); }
 Tensor idx(std::vector<int64_t> v) { return tensor(v); }

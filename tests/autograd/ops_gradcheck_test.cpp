@@ -1,4 +1,4 @@
-// gradcheck (float64 central differences, tests/gradcheck.h) for every differentiable op in
+// gradcheck (float64 central differences, tests/util/gradcheck.h) for every differentiable op in
 // autograd/functions.h, each on contiguous inputs and again with every floating-point input handed to the
 // op as a non-contiguous view of the same values: every other element of a larger tensor (at offset 1)
 // and, where the last two dimensions allow, transposed storage. The views are made inside the checked
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "autograd/api.h"
-#include "tests/gradcheck.h"
+#include "tests/util/gradcheck.h"
 
 namespace {
 

@@ -18,8 +18,8 @@
 
 #include "tensor/api.h"
 #include "tensor/cuda/cuda.h"
-#include "tests/cuda_test_util.h"
-#include "tests/test_util.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 

@@ -8,7 +8,7 @@
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tensor/cuda/cuda.h"
-#include "tests/cuda_test_util.h"
+#include "tests/cuda/cuda_test_util.h"
 
 using namespace lockstep;
 

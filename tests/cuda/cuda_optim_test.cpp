@@ -8,7 +8,7 @@
 #include "nn/utils/clip_grad.h"
 #include "optim/api.h"
 #include "tensor/cuda/cuda.h"
-#include "tests/cuda_test_util.h"
+#include "tests/cuda/cuda_test_util.h"
 #include "tensor/factory.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"

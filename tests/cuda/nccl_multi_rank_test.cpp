@@ -18,9 +18,9 @@
 #include "nn/api.h"
 #include "optim/api.h"
 #include "tensor/cuda/cuda.h"
-#include "tests/ddp_reference.h"
-#include "tests/multiprocess.h"
-#include "tests/tcp_group.h"
+#include "tests/util/ddp_reference.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/tcp_group.h"
 
 using namespace lockstep;
 using testing::run_ranks;

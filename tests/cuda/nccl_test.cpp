@@ -12,7 +12,7 @@
 #include "distributed/api.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
-#include "tests/multiprocess.h"
+#include "tests/util/multiprocess.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 namespace {
 

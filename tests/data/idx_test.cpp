@@ -11,7 +11,7 @@
 
 #include "data/api.h"
 #include "tensor/api.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::data;

@@ -20,9 +20,10 @@
 #include "distributed/gloo/process_group_gloo.h"
 #include "nn/api.h"
 #include "optim/api.h"
-#include "tests/multiprocess.h"
-#include "tests/tcp_group.h"
-#include "tests/test_util.h"
+#include "tests/util/gloo_group.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/tcp_group.h"
+#include "tests/util/test_util.h"
 
 namespace {
 using lockstep::testing::contains;
@@ -40,32 +41,24 @@ constexpr milliseconds kTimeout{5000};
 // How long the rank processes may take in all: generous for a loaded 2-core machine.
 constexpr milliseconds kRanksTimeout{60000};
 
-// A fresh directory per test case (tests/test_util.h).
+// A fresh directory per test case (tests/util/test_util.h).
 struct TempDir : testing::TempDir {
   TempDir() : testing::TempDir("lockstep_faults") {}
 };
 
-// Runs fn(pg, rank) as `world_size` ranks over one FileStore, over TCP; `debug` is
+// Runs fn(pg, rank) as `world_size` ranks over TCP (tests/util/gloo_group.h); `debug` is
 // LOCKSTEP_DISTRIBUTED_DEBUG for the ranks ("" unsets it).
-std::vector<testing::RankResult> run_group(int world_size, const std::string& debug, milliseconds pg_timeout,
-                                           const std::function<void(ProcessGroupGloo& pg, int rank)>& fn) {
-  TempDir dir;
-  return testing::run_ranks(
-      world_size,
-      [&](int rank) {
-        if (debug.empty()) ::unsetenv("LOCKSTEP_DISTRIBUTED_DEBUG");
-        else ::setenv("LOCKSTEP_DISTRIBUTED_DEBUG", debug.c_str(), 1);
-        auto store = std::make_shared<dist::FileStore>(dir.path + "/store", world_size, kTimeout);
-        ProcessGroupGloo::Options options;
-        options.timeout = pg_timeout;
-        options.shared_memory = false;  // the TCP paths' faults; tests/shm_test.cpp has shared memory's
-        ProcessGroupGloo pg(store, rank, world_size, options);
-        fn(pg, rank);
-      },
-      kRanksTimeout);
+std::vector<testing::RankResult> run_tcp_group(int world_size, const std::string& debug, milliseconds pg_timeout,
+                                               const std::function<void(ProcessGroupGloo& pg, int rank)>& fn) {
+  ProcessGroupGloo::Options options;
+  options.timeout = pg_timeout;
+  options.shared_memory = false;  // the TCP paths' faults; tests/distributed/shm_test.cpp has shared memory's
+  testing::GroupRun run;
+  run.store_timeout = kTimeout;
+  run.ranks_timeout = kRanksTimeout;
+  run.debug = debug;
+  return testing::run_group(world_size, options, fn, run);
 }
-
-
 
 [[noreturn]] void sigkill_self() {
   ::kill(::getpid(), SIGKILL);
@@ -80,7 +73,7 @@ void check_killed(const testing::RankResult& r) {
 }  // namespace
 
 TEST_CASE("a rank SIGKILLed between collectives: the survivor's next all_reduce fails at once, naming it") {
-  auto results = run_group(2, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
+  auto results = run_tcp_group(2, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
     Tensor t = ones({1000});
     pg.all_reduce(t)->wait();
     pg.barrier()->wait();
@@ -102,7 +95,7 @@ TEST_CASE("a rank SIGKILLed between collectives: the survivor's next all_reduce 
 }
 
 TEST_CASE("three ranks, one SIGKILLed: both survivors name it") {
-  auto results = run_group(3, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
+  auto results = run_tcp_group(3, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
     Tensor t = ones({1000});
     pg.all_reduce(t)->wait();
     pg.barrier()->wait();
@@ -119,7 +112,7 @@ TEST_CASE("three ranks, one SIGKILLed: both survivors name it") {
 }
 
 TEST_CASE("a rank SIGKILLed in the middle of a large all_reduce: the survivor fails within seconds, naming it") {
-  auto results = run_group(2, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
+  auto results = run_tcp_group(2, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
     pg.barrier()->wait();
     Tensor t = ones({8 << 20});  // 32 MiB: the ring is still moving data when rank 1 dies
     auto work = pg.all_reduce(t);
@@ -188,7 +181,7 @@ TEST_CASE("a rank SIGKILLed mid-training under DDP: the other's backward throws,
 }
 
 TEST_CASE("a rank that never joins a collective: the others time out, and the error says it timed out") {
-  auto results = run_group(3, "", milliseconds(1000), [&](ProcessGroupGloo& pg, int rank) {
+  auto results = run_tcp_group(3, "", milliseconds(1000), [&](ProcessGroupGloo& pg, int rank) {
     if (rank == 2) {
       std::this_thread::sleep_for(milliseconds(3000));  // alive, holding its connections, not calling
       return;
@@ -209,7 +202,7 @@ TEST_CASE("a rank that never joins a collective: the others time out, and the er
 }
 
 TEST_CASE("ranks that issue different collectives get an error naming both calls, without DETAIL") {
-  auto results = run_group(2, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
+  auto results = run_tcp_group(2, "", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
     Tensor t = ones({rank == 0 ? 10 : 20});  // rank 1 all-reduces twice the elements
     std::string message = error_of([&] { pg.all_reduce(t)->wait(); });
     const std::string other = rank == 0 ? "1" : "0";
@@ -226,7 +219,7 @@ TEST_CASE("ranks that issue different collectives get an error naming both calls
 // Both ranks run one matching all_reduce (#1), then `mismatch(pg, rank)` as collective #2, which must
 // throw `expected` on every rank.
 void expect_mismatch(const std::function<void(ProcessGroupGloo& pg, int rank)>& mismatch, const std::string& expected) {
-  auto results = run_group(2, "DETAIL", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
+  auto results = run_tcp_group(2, "DETAIL", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
     RANK_CHECK(pg.checks_collectives());
     Tensor t = full({4}, rank + 1.0);
     pg.all_reduce(t)->wait();
@@ -295,7 +288,7 @@ TEST_CASE("DETAIL: different collectives, reduce ops or roots are errors naming 
 }
 
 TEST_CASE("DETAIL: with three ranks, the odd one out is named against rank 0") {
-  auto results = run_group(3, "DETAIL", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
+  auto results = run_tcp_group(3, "DETAIL", kTimeout, [&](ProcessGroupGloo& pg, int rank) {
     Tensor out = zeros({rank == 2 ? 5 : 4});
     std::vector<Tensor> inputs(3, zeros({rank == 2 ? 5 : 4}));
     std::string message = error_of([&] { pg.reduce_scatter(out, inputs)->wait(); });
@@ -307,7 +300,7 @@ TEST_CASE("DETAIL: with three ranks, the odd one out is named against rank 0") {
 }
 
 TEST_CASE("DETAIL: a rank that skips a collective is named when the others time out waiting for it") {
-  auto results = run_group(2, "DETAIL", milliseconds(1500), [&](ProcessGroupGloo& pg, int rank) {
+  auto results = run_tcp_group(2, "DETAIL", milliseconds(1500), [&](ProcessGroupGloo& pg, int rank) {
     Tensor t = full({4}, 1.0);
     pg.all_reduce(t)->wait();
     if (rank == 1) return;  // skips collective #2

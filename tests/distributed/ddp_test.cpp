@@ -8,9 +8,9 @@
 #include "distributed/init.h"
 #include "nn/api.h"
 #include "optim/api.h"
-#include "tests/ddp_reference.h"
-#include "tests/multiprocess.h"
-#include "tests/tcp_group.h"
+#include "tests/util/ddp_reference.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/tcp_group.h"
 
 using namespace lockstep;
 using namespace lockstep::testing;

@@ -1,4 +1,4 @@
-// init_process_group & co, one process per rank (tests/multiprocess.h): env://, tcp:// and file://,
+// init_process_group & co, one process per rank (tests/util/multiprocess.h): env://, tcp:// and file://,
 // the default group's identity, the data/ hook and the free-function collectives, destroy then init
 // again on the same port, and the rendezvous faults (bad options, a missing variable, a rank claimed
 // twice, rank 0 included, a rank out of range, disagreeing world sizes, ranks that never come, a port
@@ -16,9 +16,9 @@
 #include "distributed/init.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
-#include "tests/multiprocess.h"
-#include "tests/tcp_group.h"
-#include "tests/test_util.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/tcp_group.h"
+#include "tests/util/test_util.h"
 
 namespace {
 using lockstep::testing::seconds_since;
@@ -98,7 +98,7 @@ void check_all_failed(const std::vector<testing::RankResult>& results, const std
   }
 }
 
-// A fresh directory per test case (tests/test_util.h).
+// A fresh directory per test case (tests/util/test_util.h).
 struct TempDir : testing::TempDir {
   TempDir() : testing::TempDir("lockstep_init_test") {}
 };
@@ -230,7 +230,7 @@ TEST_CASE("init errors: options, environment, state") {
     o.backend = "bogus";
     expect_error([&] { dist::init_process_group(o); }, "unknown backend \"bogus\" (expected gloo, nccl, mpi or auto)");
     // Built with MPI, "mpi" refuses tcp:// (its ranks come from MPI); without, it says so. Either way no
-    // MPI is started here (tests/mpi_test.sh runs the backend under mpirun).
+    // MPI is started here (tests/distributed/mpi_test.sh runs the backend under mpirun).
     o.backend = "mpi";
     expect_error([&] { dist::init_process_group(o); }, "init_process_group: backend \"mpi\"");
     o.backend = "gloo";

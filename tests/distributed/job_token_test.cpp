@@ -17,7 +17,7 @@
 #include "distributed/net/job_token.h"
 #include "distributed/shm/segment.h"
 #include "distributed/store/file_store.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using lockstep::testing::thrown_by;

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 using lockstep::dist::discover_launch_env;
 using lockstep::dist::LaunchEnv;

@@ -1,4 +1,4 @@
-// launch tests: runs the real launcher binary on tests/launch_child and checks the ranks' environment,
+// launch tests: runs the real launcher binary on tests/distributed/launch_child and checks the ranks' environment,
 // failure propagation (exit status, naming the rank, stopping the others), signals and restarts.
 // The binaries' paths come as arguments: args = [$(rootpath launch), $(rootpath launch_child),
 // $(rootpath rendezvous_child)]. rendezvous_child runs init_process_group for the MASTER_PORT cases.
@@ -25,7 +25,7 @@
 
 #include "distributed/launch/cpu_binding.h"
 #include "distributed/net/socket.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 extern char** environ;
 

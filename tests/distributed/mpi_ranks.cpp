@@ -1,4 +1,4 @@
-// The mpi backend under a real mpirun (tests/mpi_test.sh runs this at -np 2 and -np 3): every rank runs
+// The mpi backend under a real mpirun (tests/distributed/mpi_test.sh runs this at -np 2 and -np 3): every rank runs
 // the same doctest cases, in the same order, on the default group init_process_group({.backend = "mpi"})
 // made, and checks every collective's values on its own rank against hand-computable data (rank r holds
 // values that depend on r, so each result is a small fold over the ranks).
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "distributed/api.h"
-#include "tests/ddp_reference.h"
+#include "tests/util/ddp_reference.h"
 
 #ifdef LOCKSTEP_WITH_MPI
 using namespace lockstep;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The mpi process-group backend under Open MPI's mpirun, at 2 and 3 ranks:
 #   1. mpi_ranks: every collective's values on every rank, each op and dtype, async work, Work::wait's
-#      timeout, DDP parity with one process at the global batch (tests/mpi_ranks.cpp);
+#      timeout, DDP parity with one process at the global batch (tests/distributed/mpi_ranks.cpp);
 #   2. linear_demo --backend mpi ends with the same weights as under the launcher with gloo (2, 3 ranks),
 #      and so does train_eval, one epoch at 2 ranks, bit for bit;
 #   3. a rank killed (SIGKILL) mid-job: mpirun ends the job, non-zero, naming the dead rank;
@@ -25,7 +25,7 @@ export OMP_NUM_THREADS=1
 # MPI_Finalize, some in components it has already dlclose'd (so no suppression can name them); the
 # ranks' leak check would report Open MPI, not lockstep. AddressSanitizer and UBSan stay on.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-# Under TSan, Open MPI's own internal lock orders (tests/tsan_openmpi.supp says which, and why).
+# Under TSan, Open MPI's own internal lock orders (tests/distributed/tsan_openmpi.supp says which, and why).
 if [ -n "${TSAN_OPTIONS:-}" ]; then
   export TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=$(cd "$(dirname "$0")" && pwd)/tsan_openmpi.supp"
 fi

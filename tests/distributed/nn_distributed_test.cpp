@@ -8,8 +8,8 @@
 #include "distributed/ddp.h"
 #include "distributed/init.h"
 #include "nn/api.h"
-#include "tests/multiprocess.h"
-#include "tests/tcp_group.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/tcp_group.h"
 
 using namespace lockstep;
 using namespace lockstep::testing;

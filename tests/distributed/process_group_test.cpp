@@ -1,4 +1,4 @@
-// ProcessGroupGloo over loopback, one process per rank (tests/multiprocess.h), each group built on a
+// ProcessGroupGloo over loopback, one process per rank (tests/util/multiprocess.h), each group built on a
 // FileStore in a fresh directory. Every collective, reduce op and dtype is checked against values
 // worked out by hand: rank r contributes (r + 1) * s(i) at element i, with s(i) = 1 + i % 7, so
 //   SUM = s W(W+1)/2, PRODUCT = s^W W!, MIN = s, MAX = W s, AVG = s (W+1)/2 (int64: truncated),
@@ -32,8 +32,9 @@
 #include "distributed/gloo/process_group_gloo.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
-#include "tests/multiprocess.h"
-#include "tests/test_util.h"
+#include "tests/util/gloo_group.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/test_util.h"
 
 namespace {
 
@@ -50,28 +51,26 @@ const std::vector<int64_t> kSizes = {0, 1, 7, (1 << 20) + 3};
 const std::vector<Dtype> kDtypes = {kFloat32, kFloat64, kInt64};
 const std::vector<dist::ReduceOp> kOps = {dist::ReduceOp::SUM, dist::ReduceOp::AVG, dist::ReduceOp::MIN, dist::ReduceOp::MAX, dist::ReduceOp::PRODUCT};
 
-// A fresh directory per test case (tests/test_util.h).
+// A fresh directory per test case (tests/util/test_util.h).
 struct TempDir : testing::TempDir {
   TempDir() : testing::TempDir("lockstep_pg_test") {}
 };
 
-// Runs fn(pg, rank) as `world_size` ranks, each with its own ProcessGroupGloo.
-void run_group(int world_size, const std::function<void(ProcessGroupGloo& pg, int rank)>& fn,
-               ProcessGroupGloo::Options options) {
-  TempDir dir;
-  auto results = testing::run_ranks(world_size, [&](int rank) {
-    auto store = std::make_shared<dist::FileStore>(dir.path + "/store", world_size, kTimeout);
-    ProcessGroupGloo pg(store, rank, world_size, options);
-    fn(pg, rank);
-  });
+// Runs fn(pg, rank) as `world_size` ranks, each with its own ProcessGroupGloo (tests/util/gloo_group.h),
+// and checks that every rank succeeded.
+void check_group(int world_size, const std::function<void(ProcessGroupGloo& pg, int rank)>& fn,
+                 ProcessGroupGloo::Options options) {
+  testing::GroupRun run;
+  run.store_timeout = kTimeout;
+  auto results = testing::run_group(world_size, options, fn, run);
   CHECK_MESSAGE(testing::all_ok(results), "world size ", world_size, ":", testing::failures(results));
 }
 
-void run_group(int world_size, const std::function<void(ProcessGroupGloo& pg, int rank)>& fn,
-               milliseconds pg_timeout = kTimeout) {
+void check_group(int world_size, const std::function<void(ProcessGroupGloo& pg, int rank)>& fn,
+                 milliseconds pg_timeout = kTimeout) {
   ProcessGroupGloo::Options options;
   options.timeout = pg_timeout;
-  run_group(world_size, fn, options);
+  check_group(world_size, fn, options);
 }
 
 // The collectives' values are checked over both transports between ranks of one host: shared
@@ -81,7 +80,7 @@ void run_group_both(int world_size, const std::function<void(ProcessGroupGloo& p
     ProcessGroupGloo::Options options;
     options.timeout = kTimeout;
     options.shared_memory = shm;
-    run_group(world_size, [&](ProcessGroupGloo& pg, int rank) {
+    check_group(world_size, [&](ProcessGroupGloo& pg, int rank) {
       const std::string expected = shm && world_size > 1 ? "shm" : "tcp";
       RANK_CHECK(pg.transport() == expected, "transport ", pg.transport(), ", expected ", expected);
       fn(pg, rank);
@@ -205,7 +204,7 @@ TEST_CASE("all_reduce: every algorithm leaves the same bits on every rank; the e
       options.timeout = kTimeout;
       options.allreduce_algorithm = algorithm;
       options.shared_memory = false;  // the TCP algorithms (shm_test checks shared memory's bits)
-      run_group(W, [&](ProcessGroupGloo& pg, int rank) {
+      check_group(W, [&](ProcessGroupGloo& pg, int rank) {
         // Magnitudes from 1e-6 to 1e6 of both signs: float addition's result depends on the order.
         auto value = [](int r, int64_t i) {
           const uint64_t h = (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(r) * 40503u) % 1000003u;
@@ -312,7 +311,7 @@ TEST_CASE("reduce_scatter: every op and dtype") {
 }
 
 TEST_CASE("asynchronous all_reduces complete in issue order") {
-  run_group(3, [&](ProcessGroupGloo& pg, int rank) {
+  check_group(3, [&](ProcessGroupGloo& pg, int rank) {
     constexpr int kInFlight = 64;
     std::vector<Tensor> tensors;
     std::vector<std::shared_ptr<dist::Work>> works;
@@ -339,7 +338,7 @@ double thread_cpu_ms() {
 }
 
 TEST_CASE("blocking collectives (async_op false) run on the caller's thread when idle, in order otherwise") {
-  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+  check_group(2, [&](ProcessGroupGloo& pg, int rank) {
     const int64_t n = 1 << 22;  // 16 MiB of float32: the reductions take milliseconds of CPU
     Tensor big = filled(kFloat32, n, [&](int64_t i) { return rank + (i % 5); });
     pg.barrier(/*async_op=*/false);
@@ -386,7 +385,7 @@ TEST_CASE("blocking collectives (async_op false) run on the caller's thread when
 }
 
 TEST_CASE("barrier waits for every rank") {
-  run_group(3, [&](ProcessGroupGloo& pg, int rank) {
+  check_group(3, [&](ProcessGroupGloo& pg, int rank) {
     pg.barrier()->wait();  // everyone is here: start the clocks together
     auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(milliseconds(150 * rank));
@@ -398,7 +397,7 @@ TEST_CASE("barrier waits for every rank") {
 }
 
 TEST_CASE("zero-element collectives complete immediately, even with no peer taking part") {
-  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+  check_group(2, [&](ProcessGroupGloo& pg, int rank) {
     if (rank == 1) return;
     Tensor empty_t = zeros({0});
     RANK_CHECK(pg.all_reduce(empty_t)->is_completed());
@@ -427,7 +426,7 @@ TEST_CASE("two groups on one store do not mix their keys or their traffic") {
 }
 
 TEST_CASE("a collective that times out fails its Work, and the group refuses later collectives") {
-  run_group(
+  check_group(
       2,
       [&](ProcessGroupGloo& pg, int rank) {
         if (rank == 1) {
@@ -451,7 +450,7 @@ TEST_CASE("a collective that times out fails its Work, and the group refuses lat
 }
 
 TEST_CASE("a peer that dies mid-job makes the collective fail instead of hanging") {
-  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+  check_group(2, [&](ProcessGroupGloo& pg, int rank) {
     pg.barrier()->wait();
     if (rank == 1) ::_exit(0);  // gone without a word: its sockets close
     Tensor t = ones({1000});
@@ -463,7 +462,7 @@ TEST_CASE("a peer that dies mid-job makes the collective fail instead of hanging
 }
 
 TEST_CASE("Work::wait with a timeout gives up while the collective waits for a late peer") {
-  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+  check_group(2, [&](ProcessGroupGloo& pg, int rank) {
     Tensor t = full({10}, rank + 1.0);
     if (rank == 1) std::this_thread::sleep_for(milliseconds(600));
     auto work = pg.all_reduce(t);
@@ -502,7 +501,7 @@ TEST_CASE("destroying a group leaves no thread or socket behind") {
 }
 
 TEST_CASE("argument errors name the collective and the offending values") {
-  run_group(2, [&](ProcessGroupGloo& pg, int rank) {
+  check_group(2, [&](ProcessGroupGloo& pg, int rank) {
     Tensor t = zeros({3});
     std::vector<Tensor> one = {zeros({3})};
     expect_error([&] { pg.all_gather(one, t); }, "all_gather: expected one output tensor per rank (2), got 1");

@@ -24,13 +24,15 @@
 #include "distributed/store/file_store.h"
 #include "distributed/store/prefix_store.h"
 #include "tensor/factory.h"
-#include "tests/multiprocess.h"
-#include "tests/test_util.h"
+#include "tests/util/gloo_group.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/test_util.h"
 
 namespace {
 
 using lockstep::testing::contains;
 using lockstep::testing::error_of;
+using lockstep::testing::run_group;  // tests/util/gloo_group.h: FileStore waits of 20 s, as kTimeout
 using namespace lockstep;
 using dist::ProcessGroupGloo;
 using dist::shm::ShmGroup;
@@ -48,17 +50,6 @@ bool in_dev_shm(const std::string& name) { return std::filesystem::exists("/dev/
 std::string fresh_name() {
   static int n = 0;
   return "/lockstep-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++);
-}
-
-// Runs fn(pg, rank) as `world_size` ranks, each with a ProcessGroupGloo made with `options`.
-std::vector<testing::RankResult> run_group(int world_size, ProcessGroupGloo::Options options,
-                                           const std::function<void(ProcessGroupGloo& pg, int rank)>& fn) {
-  TempDir dir;
-  return testing::run_ranks(world_size, [&](int rank) {
-    auto store = std::make_shared<dist::FileStore>(dir.path + "/store", world_size, kTimeout);
-    ProcessGroupGloo pg(store, rank, world_size, options);
-    fn(pg, rank);
-  });
 }
 
 ProcessGroupGloo::Options with_timeout(milliseconds timeout) {

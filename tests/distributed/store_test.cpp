@@ -20,7 +20,7 @@
 #include "distributed/store/prefix_store.h"
 #include "distributed/net/socket.h"
 #include "distributed/store/tcp_store.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep::dist;
 using namespace std::chrono_literals;

@@ -32,8 +32,8 @@
 #include "distributed/store/tcp_store_protocol.h"
 #include "distributed/store/tcp_store_server.h"
 #include "tensor/factory.h"
-#include "tests/multiprocess.h"
-#include "tests/test_util.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep::dist;
 using namespace std::chrono_literals;

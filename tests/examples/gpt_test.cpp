@@ -1,5 +1,5 @@
 // examples/gpt against PyTorch and against itself, on CPU ranks over loopback:
-//  - parity: the first 20 step losses of a tiny GPT equal PyTorch's (tests/data/gpt_parity.json, written
+//  - parity: the first 20 step losses of a tiny GPT equal PyTorch's (tests/fixtures/gpt_parity.json, written
 //    by tools/make_gpt_fixture.sh with tools/gpt_twin.py from the same initial weights and batches) to
 //    1e-4 relative, on 1 rank at batch 4, on 2 ranks at batch 2, and on 2 ranks at batch 1 with 2
 //    micro-batches under no_sync: the same global batch every time;
@@ -15,8 +15,8 @@
 
 #include "distributed/init.h"
 #include "examples/gpt/train.h"
-#include "tests/multiprocess.h"
-#include "tests/tcp_group.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/tcp_group.h"
 
 using namespace lockstep;
 using namespace lockstep::examples;
@@ -33,7 +33,7 @@ struct Fixture {
 };
 
 Fixture load_fixture() {
-  std::ifstream in("tests/data/gpt_parity.json");
+  std::ifstream in("tests/fixtures/gpt_parity.json");
   REQUIRE(in.good());
   auto j = nlohmann::json::parse(in);
   const auto& c = j.at("config");

@@ -1,4 +1,4 @@
-// nn's layers and losses against PyTorch: tests/data/nn_fixtures.safetensors (written by
+// nn's layers and losses against PyTorch: tests/fixtures/nn_fixtures.safetensors (written by
 // tools/make_nn_fixtures.py) holds, per case, the inputs, PyTorch's output and the gradients of
 // sum(out * gout) in float64; each case runs the same computation through nn::functional or a module
 // and compares. Then gradcheck in float64, modes (train/eval), running statistics, and shape errors.
@@ -11,8 +11,8 @@
 
 #include "nn/api.h"
 #include "tensor/safetensors.h"
-#include "tests/gradcheck.h"
-#include "tests/test_util.h"
+#include "tests/util/gradcheck.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using lockstep::testing::error_of;
@@ -20,7 +20,7 @@ namespace F = lockstep::nn::functional;
 
 namespace {
 
-constexpr const char* kFixtures = "tests/data/nn_fixtures.safetensors";
+constexpr const char* kFixtures = "tests/fixtures/nn_fixtures.safetensors";
 
 const std::map<std::string, Tensor>& fixtures() {
   static const std::map<std::string, Tensor> all = [] {

@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "nn/api.h"
-#include "tests/gradcheck.h"
+#include "tests/util/gradcheck.h"
 
 using namespace lockstep;
 

@@ -1,4 +1,4 @@
-// Optimizers, schedulers and clip_grad_norm_ against PyTorch: tests/data/optim_fixtures.safetensors
+// Optimizers, schedulers and clip_grad_norm_ against PyTorch: tests/fixtures/optim_fixtures.safetensors
 // (written by tools/make_optim_fixtures.py, which states the setup) holds torch.optim's trajectories
 // and state_dicts, torch.optim.lr_scheduler's lr sequences and torch.nn.utils.clip_grad_norm_'s
 // results. Each case's options are written here as in the script's CASES table.
@@ -19,7 +19,7 @@ using namespace lockstep;
 
 namespace {
 
-constexpr const char* kFixtures = "tests/data/optim_fixtures.safetensors";
+constexpr const char* kFixtures = "tests/fixtures/optim_fixtures.safetensors";
 constexpr int kSteps = 5;
 constexpr int kSchedSteps = 30;
 

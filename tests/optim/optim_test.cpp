@@ -11,7 +11,7 @@
 #include "optim/api.h"
 #include "optim/checkpoint.h"
 #include "tensor/safetensors.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using lockstep::testing::error_of;

@@ -24,14 +24,14 @@
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tensor/safetensors.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 namespace {
 
 using namespace lockstep;
 namespace fs = std::filesystem;
 
-// A fresh directory per test case (tests/test_util.h).
+// A fresh directory per test case (tests/util/test_util.h).
 struct TempDir : testing::TempDir {
   TempDir() : testing::TempDir("lockstep_ckpt") {}
 };

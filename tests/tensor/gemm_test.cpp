@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tensor/parallel.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using lockstep::testing::contains;

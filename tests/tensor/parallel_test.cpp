@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using lockstep::testing::contains;

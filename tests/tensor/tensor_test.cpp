@@ -13,7 +13,7 @@
 #include "tensor/philox.h"
 #include "tensor/cpu/block_cache.h"
 #include "tensor/elementwise_ops.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using lockstep::testing::error_of;

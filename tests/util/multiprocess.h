@@ -29,7 +29,7 @@
 #include "common/deadline.h"
 #include "distributed/net/socket.h"
 #include "common/check.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 namespace lockstep::testing {
 
@@ -207,22 +207,5 @@ inline std::string failures(const std::vector<RankResult>& results) {
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound, then released).
 inline uint16_t free_port() { return dist::Socket::listen("127.0.0.1", 0).local_port(); }
-
-}  // namespace lockstep::testing
-
-// In a rank's code: throws lockstep::Error with file:line and the message when `cond` is false.
-#define RANK_CHECK(cond, ...)                                                                             \
-  do {                                                                                                    \
-    if (!(cond)) ::lockstep::fail(__FILE__, ":", __LINE__, ": RANK_CHECK(" #cond ") failed" __VA_OPT__(, ": ", ) __VA_ARGS__); \
-  } while (0)
-
-namespace lockstep::testing {
-
-// Checks, on this rank, that fn() throws a lockstep::Error whose message contains `needle`.
-inline void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  const std::string message = error_of(fn);
-  RANK_CHECK(message.find(needle) != std::string::npos, "the error \"", message, "\" does not mention \"", needle,
-             "\"");
-}
 
 }  // namespace lockstep::testing

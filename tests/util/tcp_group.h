@@ -1,5 +1,5 @@
 // A test rank's default process group, met over loopback at tcp://127.0.0.1:PORT (the multi-process
-// tests' common rendezvous; tests/multiprocess.h runs the ranks and finds the free port).
+// tests' common rendezvous; tests/util/multiprocess.h runs the ranks and finds the free port).
 #pragma once
 
 #include <chrono>
