@@ -2,7 +2,7 @@
 // 1024): the fused kernel (Backend::adam_step, what optim::AdamW runs) against the same update composed
 // from lockstep::internal ops, one op per line of PyTorch's _single_tensor_adam. Prints
 // "BENCH <name> <value> <unit>" lines.
-//   tools/bazel run //optim:adam_bench
+//   tools/bazel run //bench:adam_bench
 #include <chrono>
 #include <cmath>
 #include <cstdio>

@@ -8,10 +8,10 @@
 //               (builds with Open MPI only): the mpi backend's bar in the same binary and allocator.
 //               tools/mpi/ holds its twin in plain C.
 //
-//   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 4 -e 64M -f 4
-//   launch --nproc_per_node=2 bazel-bin/examples/allreduce_bench -b 1M -e 64M -f 4 --raw-gloo
-//   launch --nproc_per_node=1 bazel-bin/examples/allreduce_bench -b 1M -e 256M --backend nccl   # and --raw-nccl
-//   mpirun -np 2 bazel-bin/examples/allreduce_bench --backend mpi   # beside tools/mpi/run.sh 2 (MPI_Allreduce)
+//   launch --nproc_per_node=2 bazel-bin/bench/allreduce_bench -b 4 -e 64M -f 4
+//   launch --nproc_per_node=2 bazel-bin/bench/allreduce_bench -b 1M -e 64M -f 4 --raw-gloo
+//   launch --nproc_per_node=1 bazel-bin/bench/allreduce_bench -b 1M -e 256M --backend nccl   # and --raw-nccl
+//   mpirun -np 2 bazel-bin/bench/allreduce_bench --backend mpi   # beside tools/mpi/run.sh 2 (MPI_Allreduce)
 //
 // Per size: -w untimed iterations, then -n timed ones, each timed on its own on every rank (host clock
 // around the call and its wait; on a GPU also around cuda::synchronize). After the loop one MAX all-reduce
@@ -370,7 +370,7 @@ int main(int argc, char** argv) {
   app.add_option("-d,--datatype", dtype_s, "float, double or int64");
   app.add_option("-o,--op", op_s, "sum, avg, min, max or prod");
   app.add_option("--backend", backend, "gloo, nccl, mpi (under mpirun) or auto (nccl when a GPU is visible)");
-  app.add_flag("--csv", csv, "print comma-separated rows (for tools/bench_report.py)");
+  app.add_flag("--csv", csv, "print comma-separated rows (for bench/bench_report.py)");
   app.add_flag("--raw-gloo", raw_gloo, "measure gloo's allreduce called directly (the baseline), not lockstep");
   app.add_option("--raw-algorithm", raw_algorithm, "with --raw-gloo: ring (gloo's default) or bcube");
   app.add_flag("--raw-nccl", raw_nccl, "measure ncclAllReduce called directly on CUDA tensors (the NCCL baseline)");

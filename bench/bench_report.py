@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""bench_report: the tables and the busbw plot from a tools/run_benchmarks.sh results folder (stdlib only).
+"""bench_report: the tables and the busbw plot from a bench/run_benchmarks.sh results folder (stdlib only).
 
-usage: tools/bench_report.py RESULTS_DIR [--svg docs/busbw.svg]
+usage: bench/bench_report.py RESULTS_DIR [--svg docs/busbw.svg]
 
 Reads, for every repetition k:
   allreduce_lockstep_wN_rk.csv, allreduce_raw_wN_rk.csv   allreduce_bench --csv (lockstep's gloo process group,

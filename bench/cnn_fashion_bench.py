@@ -1,11 +1,11 @@
 """Step time of examples/cnn_fashion (mnist/main.py's CNN, batch 64 per rank, Adam) and of its PyTorch
-twin (tools/cnn_fashion_twin.py) at 1 and 2 ranks, one thread per rank: lockstep under its launcher,
+twin (tools/twins/cnn_fashion_twin.py) at 1 and 2 ranks, one thread per rank: lockstep under its launcher,
 PyTorch under torch.distributed.run. Runs alternate (lockstep, PyTorch, per world size, round after
 round); each run prints the median step time (wall) and the mean process CPU time per step, and the
 table gives, per side, the median and best over the rounds and lockstep / PyTorch (below 1: lockstep
 faster). On a loaded machine the CPU time per step is the steadier figure.
 
-    tools/bazel build //examples:cnn_fashion //distributed/launch && python3 tools/cnn_fashion_bench.py --rounds 3
+    tools/bazel build //examples:cnn_fashion //distributed/launch && python3 bench/cnn_fashion_bench.py --rounds 3
 """
 import re
 import subprocess

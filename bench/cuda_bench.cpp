@@ -1,6 +1,6 @@
 // cuda_bench: throughput of the CUDA backend's main kernels on cuda:0. Prints one line per measurement,
 //   BENCH <name> <value> <unit>
-// which tools/gpu_check.sh gathers into its table. Without a device it prints "SKIPPED: ..." and exits 0.
+// which tools/gpu/gpu_check.sh gathers into its table. Without a device it prints "SKIPPED: ..." and exits 0.
 #include <chrono>
 #include <cstdio>
 #include <functional>

@@ -1,8 +1,8 @@
 // ddp_bench: DistributedDataParallel training throughput at the world size it is launched with, and where
 // each step's time goes.
 //
-//   bazel-bin/examples/ddp_bench                                         # world 1 (no launcher needed)
-//   launch --nproc_per_node=2 bazel-bin/examples/ddp_bench [--workload fmnist]
+//   bazel-bin/bench/ddp_bench                                         # world 1 (no launcher needed)
+//   launch --nproc_per_node=2 bazel-bin/bench/ddp_bench [--workload fmnist]
 //
 // Workloads, global batch 128 split evenly over the ranks, SGD(lr 0.01, momentum 0.9), CrossEntropyLoss:
 //   mlp     MLP 256-512-512-10 (ReLU): ../shared/anchors/torch_mlp.py's workload

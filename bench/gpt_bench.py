@@ -1,12 +1,12 @@
 """Step time of examples/gpt's default configuration (nanoGPT's CPU shakespeare_char settings: 4 layers,
 4 heads, 128 channels, block 64, batch 12 per rank) in lockstep and in its PyTorch twin
-(tools/gpt_twin.py), from the same initial weights and batches, at 1 and 2 ranks under lockstep's
+(tools/twins/gpt_twin.py), from the same initial weights and batches, at 1 and 2 ranks under lockstep's
 launcher, one thread per rank. Runs alternate (lockstep, PyTorch, per world size, round after round);
 each run prints the median of its step times (steps 3..), wall and process CPU, and the table gives, per
 side, the median and best of those over the rounds, and lockstep / PyTorch (below 1: lockstep faster).
 On a loaded machine the CPU time per step is the steadier figure.
 
-    tools/bazel build //examples:gpt //distributed/launch && python3 tools/gpt_bench.py --rounds 3
+    tools/bazel build //examples:gpt //distributed/launch && python3 bench/gpt_bench.py --rounds 3
 """
 import os
 import subprocess

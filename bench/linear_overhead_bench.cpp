@@ -1,6 +1,6 @@
 // linear_overhead_bench: the host's cost per call of a tiny layer, Linear(5, 2) on a batch of 8, where the
 // device's work is negligible and what is timed is lockstep's own path (dispatch, allocation, autograd
-// bookkeeping, kernel launch). tools/torch_linear_overhead.py times the same calls in PyTorch.
+// bookkeeping, kernel launch). bench/torch_linear_overhead.py times the same calls in PyTorch.
 //   linear_overhead_bench [--device cuda] [--calls N] [--rounds R]
 // Prints "BENCH linear5x2_<what>_<device>[_host] <median µs per call> us" (gpu_check.sh gathers these):
 // _host is the time to issue the calls, the other the time until the device has run them.

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
         "lockstep device=%s threads=%d mlp %ld-%ld-%ld-%ld batch=%ld steps=%dx%d min_ms=%.3f samples_per_s=%.0f\n",
         dev.str().c_str(), get_num_threads(), long(in), long(hidden), long(hidden), long(out), long(batch), rounds,
         steps, ms[0], batch / med * 1e3);
-    // For tools/gpu_check.sh's table, then the line other scripts read.
+    // For tools/gpu/gpu_check.sh's table, then the line other scripts read.
     std::printf("BENCH mlp_step_%s_%ld-%ld-%ld_b%ld %.3f ms\n", dev.is_cuda() ? "cuda" : "cpu", long(in), long(hidden),
                 long(out), long(batch), med);
     std::printf("step_ms %.3f\n", med);

@@ -3,11 +3,11 @@
 # PyTorch (../shared/anchors/torch_mlp.py), each at its default thread count (all cores) and at one
 # thread, interleaved: each repetition runs the four configurations, the order rotating by one place.
 # Prints one line per run: repetition, configuration, step_ms (mean of STEPS steps after 10 warm-up).
-#   tools/mlp_threads_bench.sh [REPS=7] [STEPS=200]   (after tools/bazel build //examples:mlp_bench)
+#   bench/mlp_threads_bench.sh [REPS=7] [STEPS=200]   (after tools/bazel build //bench:mlp_bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-7} steps=${2:-200}
-B=bazel-bin/examples/mlp_bench PY=${TORCH_PY:-$HOME/.cache/torch-venv/bin/python} T=../shared/anchors/torch_mlp.py
+B=bazel-bin/bench/mlp_bench PY=${TORCH_PY:-$HOME/.cache/torch-venv/bin/python} T=../shared/anchors/torch_mlp.py
 threads=$(nproc)
 cfgs=(lockstep_all pytorch_all lockstep_one pytorch_one)
 run() {

@@ -1,5 +1,5 @@
 // op_bench: times single ops on the shapes a small GPT uses (batch 8, 4 heads, 64 positions, 128
-// channels), the workload of tools/op_bench.py (PyTorch, same ops and shapes). One line per op:
+// channels), the workload of bench/op_bench.py (PyTorch, same ops and shapes). One line per op:
 // `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward only, no graph.
 #include <CLI/CLI.hpp>
 #include <algorithm>

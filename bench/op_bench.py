@@ -1,6 +1,6 @@
-"""PyTorch twin of //examples:op_bench: the same ops on the same small-GPT shapes, forward only.
+"""PyTorch twin of //bench:op_bench: the same ops on the same small-GPT shapes, forward only.
 
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ~/.cache/torch-venv/bin/python tools/op_bench.py [--iters N] [--rounds R]
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ~/.cache/torch-venv/bin/python bench/op_bench.py [--iters N] [--rounds R]
 
 Prints `op <name> <median_us> <best_us>` lines, as op_bench does.
 """

@@ -1,8 +1,8 @@
-"""Runs //examples:op_bench and its PyTorch twin (tools/op_bench.py) alternately, one thread each,
+"""Runs //bench:op_bench and its PyTorch twin (bench/op_bench.py) alternately, one thread each,
 and prints a Markdown table: per op, the median over runs of each side's median, the best over runs,
 and lockstep / PyTorch ratios (below 1: lockstep faster).
 
-    python3 tools/op_bench_compare.py --runs 5 [--lockstep bazel-bin/examples/op_bench]
+    python3 bench/op_bench_compare.py --runs 5 [--lockstep bazel-bin/bench/op_bench]
         [--python ~/.cache/torch-venv/bin/python]
 """
 import argparse
@@ -19,7 +19,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--lockstep", default=os.path.join(here, "..", "bazel-bin", "examples", "op_bench"))
+    p.add_argument("--lockstep", default=os.path.join(here, "..", "bazel-bin", "bench", "op_bench"))
     p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
     p.add_argument("--iters", type=int, default=100)
     a = p.parse_args()

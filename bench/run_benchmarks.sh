@@ -3,7 +3,7 @@
 # scripts (../shared/anchors), interleaved and repeated; prints the tables (medians over repetitions,
 # with ratios) and writes the busbw plot. The numbers in BENCHMARKS.md come from this script.
 #
-#   tools/run_benchmarks.sh [--reps N] [--ddp-reps N] [--out DIR] [--svg PATH] [--no-allreduce] [--no-ddp]
+#   bench/run_benchmarks.sh [--reps N] [--ddp-reps N] [--out DIR] [--svg PATH] [--no-allreduce] [--no-ddp]
 #                           [--world4-ddp] [--probe]
 #
 # --probe adds a measurement that the machine's load hardly moves: CPU time and context switches per
@@ -43,8 +43,8 @@ ANCHORS=../shared/anchors
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/lockstep_bench.XXXXXX)
 mkdir -p "$OUT/bin"
 
-tools/bazel build //examples:allreduce_bench //examples:ddp_bench //distributed/launch >&2
-cp -f bazel-bin/examples/allreduce_bench bazel-bin/examples/ddp_bench bazel-bin/distributed/launch/launch "$OUT/bin/"
+tools/bazel build //bench:allreduce_bench //bench:ddp_bench //distributed/launch >&2
+cp -f bazel-bin/bench/allreduce_bench bazel-bin/bench/ddp_bench bazel-bin/distributed/launch/launch "$OUT/bin/"
 LAUNCH=$OUT/bin/launch
 AR=$OUT/bin/allreduce_bench
 DDPB=$OUT/bin/ddp_bench
@@ -165,7 +165,7 @@ fi
 
 echo "results: $OUT" >&2
 cat "$OUT/machine.txt"
-python3 tools/bench_report.py "$OUT" --svg "$SVG"
+python3 bench/bench_report.py "$OUT" --svg "$SVG"
 if [[ -f $OUT/probe.md ]]; then
   echo -e "\n### Cost per operation (perf stat; long run minus short run)\n"
   cat "$OUT/probe.md"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""shm_bench_report: the tables of BENCHMARKS.md's "Shared memory" section from a tools/shm_benchmarks.sh
+"""shm_bench_report: the tables of BENCHMARKS.md's "Shared memory" section from a bench/shm_benchmarks.sh
 results folder (stdlib only).
 
-usage: tools/shm_bench_report.py RESULTS_DIR
+usage: bench/shm_bench_report.py RESULTS_DIR
 
 All-reduce figures are in-place float32 SUM. lockstep and MPI (same harness): per run, the median over
 iterations of the slowest rank; PyTorch's script reports rank 0's mean, so the PyTorch column compares

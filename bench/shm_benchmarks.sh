@@ -5,9 +5,9 @@
 #     (../shared/anchors/torch_allreduce.py, 4 B to 64 MiB);
 #   - the DDP MLP step on 2 ranks (shm and TCP) against mlp_bench in one process, one thread each, and
 #     the Fashion-MNIST-sized workload on 2 ranks against 1.
-# Then tools/shm_bench_report.py prints the tables: medians and best of the repetitions, as ratios.
+# Then bench/shm_bench_report.py prints the tables: medians and best of the repetitions, as ratios.
 #
-#   tools/shm_benchmarks.sh [--reps N] [--out DIR]
+#   bench/shm_benchmarks.sh [--reps N] [--out DIR]
 # Needs Open MPI (openmpi-bin, libopenmpi-dev: in tools/bazel's packages) and PyTorch at $TORCH_PY (default
 # ~/.cache/torch-venv/bin/python).
 set -euo pipefail
@@ -24,8 +24,8 @@ done
 TORCH_PY=${TORCH_PY:-$HOME/.cache/torch-venv/bin/python}
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/lockstep_shm_bench.XXXXXX)
 mkdir -p "$OUT/bin"
-tools/bazel build //examples:allreduce_bench //examples:ddp_bench //examples:mlp_bench //distributed/launch >&2
-cp -f bazel-bin/examples/allreduce_bench bazel-bin/examples/ddp_bench bazel-bin/examples/mlp_bench \
+tools/bazel build //bench:allreduce_bench //bench:ddp_bench //bench:mlp_bench //distributed/launch >&2
+cp -f bazel-bin/bench/allreduce_bench bazel-bin/bench/ddp_bench bazel-bin/bench/mlp_bench \
   bazel-bin/distributed/launch/launch "$OUT/bin/"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 B=$OUT/bin
@@ -63,4 +63,4 @@ for rep in $(seq 1 "$REPS"); do
   "$B/launch" --nproc_per_node=2 "$B/ddp_bench" --workload fmnist --no-baseline > "$OUT/ddp_shm_fmnist_r$rep.txt"
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
-python3 tools/shm_bench_report.py "$OUT"
+python3 bench/shm_bench_report.py "$OUT"

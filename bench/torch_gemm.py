@@ -1,5 +1,5 @@
-# PyTorch's matmul (MKL, one thread) on the products of examples/gemm_bench --shapes gpt, printed in the
-# same columns: ~/.cache/torch-venv/bin/python tools/torch_gemm.py [reps]
+# PyTorch's matmul (MKL, one thread) on the products of bench/gemm_bench --shapes gpt, printed in the
+# same columns: ~/.cache/torch-venv/bin/python bench/torch_gemm.py [reps]
 import torch, time, sys
 torch.set_num_threads(1)
 shapes=[(False,True,768,384,128),(False,False,768,128,384),(True,False,384,128,768),

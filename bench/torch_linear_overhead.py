@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch's side of examples/linear_overhead_bench: the host's cost per call of Linear(5, 2) on a batch of 8.
+"""PyTorch's side of bench/linear_overhead_bench: the host's cost per call of Linear(5, 2) on a batch of 8.
 
-    python3 tools/torch_linear_overhead.py [--device cuda] [--calls N] [--rounds R]
+    python3 bench/torch_linear_overhead.py [--device cuda] [--calls N] [--rounds R]
 
 Prints "BENCH torch_linear5x2_<what>_<device>[_host] <median us per call> us", the same calls and timings as
 lockstep's (_host: the time to issue the calls; the other: until the device has run them).

@@ -1,4 +1,4 @@
-"""What tools/gpt_bench.py and tools/cnn_fashion_bench.py share: their flags, the paths of the binaries
+"""What bench/gpt_bench.py and bench/cnn_fashion_bench.py share: their flags, the paths of the binaries
 and the twin, the one-thread environment, and the table they print (per world size, each side's
 median and best wall time per step over the rounds, lockstep / PyTorch, and the median CPU time per
 step; `times` maps ("lockstep" | "pytorch", world) to a list of (wall ms, CPU ms), one per run)."""
@@ -18,7 +18,7 @@ def parse_args(example, twin, default_steps):
     a.worlds = list(map(int, a.worlds.split(",")))
     a.launch = os.path.join(root, "bazel-bin", "distributed", "launch", "launch")
     a.binary = os.path.join(root, "bazel-bin", "examples", example)
-    a.twin = os.path.join(root, "tools", twin)
+    a.twin = os.path.join(root, "tools", "twins", twin)
     a.env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return a
 

@@ -1,6 +1,6 @@
 // nanoGPT's CausalSelfAttention (model.py, its manual attention path) written against lockstep's public
 // API as a user would port it, forward and backward against PyTorch's values: the "attention" case of
-// tests/fixtures/op_fixtures.safetensors (tools/make_op_fixtures.py), B=2, T=5, C=8, n_head=2, dropout 0.
+// tests/fixtures/op_fixtures.safetensors (tools/fixtures/make_op_fixtures.py), B=2, T=5, C=8, n_head=2, dropout 0.
 #include <doctest/doctest.h>
 
 #include <cmath>

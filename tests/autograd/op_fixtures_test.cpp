@@ -1,4 +1,4 @@
-// Every op against PyTorch: tests/fixtures/op_fixtures.safetensors (written by tools/make_op_fixtures.py) holds,
+// Every op against PyTorch: tests/fixtures/op_fixtures.safetensors (written by tools/fixtures/make_op_fixtures.py) holds,
 // per case, PyTorch's inputs, outputs and the gradients of sum(out * w) for a fixed random w. Each case is
 // run here twice: on the fixture's contiguous inputs, and on non-contiguous views holding the same values
 // (transposed storage, or every other element of a larger buffer at an offset). Both runs must match
@@ -464,7 +464,7 @@ constexpr double kSameRtol = 1e-14, kSameAtol = 1e-14;  // strided run against c
 void check_impl(const Impl& impl) {
   const auto it = fixtures().find(impl.name);
   if (it == fixtures().end()) {
-    FAIL_CHECK("no fixture case '", impl.name, "' for ", impl.call, " (regenerate with tools/make_op_fixtures.py?)");
+    FAIL_CHECK("no fixture case '", impl.name, "' for ", impl.call, " (regenerate with tools/fixtures/make_op_fixtures.py?)");
     return;
   }
   const Fixture& f = it->second;

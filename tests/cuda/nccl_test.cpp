@@ -1,6 +1,6 @@
 // ProcessGroupNCCL through init_process_group, world size 1: every collective on CUDA tensors, the
 // async Work, the first barrier, destroy and init again. Builds everywhere; without NCCL or without a
-// visible GPU its cases skip and the binary prints "SKIPPED: no CUDA device" once (tools/gpu_check.sh
+// visible GPU its cases skip and the binary prints "SKIPPED: no CUDA device" once (tools/gpu/gpu_check.sh
 // runs it on a GPU machine).
 #include <doctest/doctest.h>
 

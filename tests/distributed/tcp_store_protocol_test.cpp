@@ -1,6 +1,6 @@
 // The TCPStore request parser without a network: every command round-trips, every prefix of a frame
 // needs more bytes, malformed frames are errors with a reason, and the fuzzing corpus
-// (tests/fuzz/corpus, seeds and any input tools/fuzz_store.sh once crashed on) keeps the parser's
+// (tests/fuzz/corpus, seeds and any input tools/fuzz/fuzz_store.sh once crashed on) keeps the parser's
 // properties (tests/fuzz/tcp_store_parse_check.h) in CI without libFuzzer.
 #include <doctest/doctest.h>
 

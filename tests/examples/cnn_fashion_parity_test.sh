@@ -2,7 +2,7 @@
 # cnn_fashion against PyTorch, step by step: from the same initial weights (--seed 0), without dropout,
 # on the first 320 Fashion-MNIST images in order, the global loss of each of the first 20 steps at
 # 1 rank with batch 32 and at 2 ranks with batch 16 each equals PyTorch's at batch 32 (to 1e-4
-# relative). The fixture (tools/cnn_fashion_twin.py --write-fixture) gives the flags of both runs
+# relative). The fixture (tools/twins/cnn_fashion_twin.py --write-fixture) gives the flags of both runs
 # ("args"), those added at 2 ranks ("two_rank_args": --sync-bn, whose statistics over 2 x 16 are
 # BatchNorm2d's over 32), the losses, and optionally the final BatchNorm statistics ("running"), which
 # the model each run saves must hold (to 1e-4 of the element + 2e-4 of the tensor's largest).

@@ -1,6 +1,6 @@
 // examples/gpt against PyTorch and against itself, on CPU ranks over loopback:
 //  - parity: the first 20 step losses of a tiny GPT equal PyTorch's (tests/fixtures/gpt_parity.json, written
-//    by tools/make_gpt_fixture.sh with tools/gpt_twin.py from the same initial weights and batches) to
+//    by tools/fixtures/make_gpt_fixture.sh with tools/twins/gpt_twin.py from the same initial weights and batches) to
 //    1e-4 relative, on 1 rank at batch 4, on 2 ranks at batch 2, and on 2 ranks at batch 1 with 2
 //    micro-batches under no_sync: the same global batch every time;
 //  - resume: a run stopped after its checkpoint and resumed continues with the losses of a run never

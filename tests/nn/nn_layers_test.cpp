@@ -1,5 +1,5 @@
 // nn's layers and losses against PyTorch: tests/fixtures/nn_fixtures.safetensors (written by
-// tools/make_nn_fixtures.py) holds, per case, the inputs, PyTorch's output and the gradients of
+// tools/fixtures/make_nn_fixtures.py) holds, per case, the inputs, PyTorch's output and the gradients of
 // sum(out * gout) in float64; each case runs the same computation through nn::functional or a module
 // and compares. Then gradcheck in float64, modes (train/eval), running statistics, and shape errors.
 #include <doctest/doctest.h>
@@ -33,7 +33,7 @@ const std::map<std::string, Tensor>& fixtures() {
 
 Tensor fx(const std::string& key) {
   auto it = fixtures().find(key);
-  REQUIRE_MESSAGE(it != fixtures().end(), "fixture '", key, "' is missing (rerun tools/make_nn_fixtures.py)");
+  REQUIRE_MESSAGE(it != fixtures().end(), "fixture '", key, "' is missing (rerun tools/fixtures/make_nn_fixtures.py)");
   return it->second.clone();
 }
 

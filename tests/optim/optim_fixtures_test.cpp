@@ -1,5 +1,5 @@
 // Optimizers, schedulers and clip_grad_norm_ against PyTorch: tests/fixtures/optim_fixtures.safetensors
-// (written by tools/make_optim_fixtures.py, which states the setup) holds torch.optim's trajectories
+// (written by tools/fixtures/make_optim_fixtures.py, which states the setup) holds torch.optim's trajectories
 // and state_dicts, torch.optim.lr_scheduler's lr sequences and torch.nn.utils.clip_grad_norm_'s
 // results. Each case's options are written here as in the script's CASES table.
 #include <doctest/doctest.h>
@@ -33,7 +33,7 @@ const std::map<std::string, Tensor>& fixtures() {
 
 Tensor fx(const std::string& key) {
   auto it = fixtures().find(key);
-  REQUIRE_MESSAGE(it != fixtures().end(), "fixture ", key, " is missing: run tools/make_optim_fixtures.py");
+  REQUIRE_MESSAGE(it != fixtures().end(), "fixture ", key, " is missing: run tools/fixtures/make_optim_fixtures.py");
   return it->second;
 }
 

@@ -3,10 +3,10 @@
 # (-fsanitize=fuzzer,address,undefined) and runs it for SECONDS (default 60) on a copy of the seed
 # corpus in tests/fuzz/corpus. Crashes are written to $OUT (default /tmp/tcp_store_fuzz) as crash-*;
 # copy a fixed one into tests/fuzz/corpus so //tests/distributed:tcp_store_protocol_test replays it in CI.
-# Usage: tools/fuzz_store.sh [SECONDS] [extra libFuzzer flags...]
+# Usage: tools/fuzz/fuzz_store.sh [SECONDS] [extra libFuzzer flags...]
 # Needs Debian's clang and libclang-rt-14-dev (apt-get install clang libclang-rt-14-dev).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 seconds=${1:-60}
 shift || true

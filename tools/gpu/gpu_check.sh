@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The one script to run on a lent GPU machine, on a bundle made by tools/make_gpu_bundle.sh:
-#   tools/gpu_check.sh [bundle_dir]          (default: gpu_bundle/, or this script's folder inside a bundle)
+# The one script to run on a lent GPU machine, on a bundle made by tools/gpu/make_gpu_bundle.sh:
+#   tools/gpu/gpu_check.sh [bundle_dir]          (default: gpu_bundle/, or this script's folder inside a bundle)
 # It finds the CUDA 13 libraries there (system CUDA or PyTorch's pip nvidia-* wheels), runs every test
 # and benchmark in the bundle's MANIFEST, prints a short table, and exits non-zero if a test failed or
 # skipped for want of a device. Full output of each binary: <bundle>/logs/<name>.<line>.log.
@@ -8,7 +8,7 @@ set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ $# -ge 1 ]; then bundle="$1"; elif [ -f "$here/MANIFEST" ]; then bundle="$here"; else bundle="gpu_bundle"; fi
-[ -f "$bundle/MANIFEST" ] || { echo "gpu_check: no $bundle/MANIFEST; make a bundle with tools/make_gpu_bundle.sh" >&2; exit 2; }
+[ -f "$bundle/MANIFEST" ] || { echo "gpu_check: no $bundle/MANIFEST; make a bundle with tools/gpu/make_gpu_bundle.sh" >&2; exit 2; }
 bundle="$(cd "$bundle" && pwd)"
 per_binary_timeout="${GPU_CHECK_TIMEOUT:-600}"
 # compute-sanitizer's memcheck and racecheck over the CUDA tests, after everything else, each run limited

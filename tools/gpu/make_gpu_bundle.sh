@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds what a lent GPU machine runs and packs it into one folder to carry there:
-#   tools/make_gpu_bundle.sh [out_dir]      (default gpu_bundle/, which git ignores)
+#   tools/gpu/make_gpu_bundle.sh [out_dir]      (default gpu_bundle/, which git ignores)
 # then, on the GPU machine (no Bazel, no Debian libraries needed):
-#   tools/gpu_check.sh [out_dir]
+#   tools/gpu/gpu_check.sh [out_dir]
 #
 # The bundle: bin/ (the binaries), lib/ (every shared library they load except the CUDA libraries, which
 # gpu_check.sh finds on the GPU machine, and glibc), lib/glibc/ (this machine's glibc and loader, used
 # only where the GPU machine's glibc is older), MANIFEST (what gpu_check.sh runs) and BUILD_INFO.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # The one list of what runs on the GPU machine: "<kind> <bazel label> [arguments...]".
 #   test   a test binary: must exit 0 (and must not print "SKIPPED: no CUDA device" there)
@@ -23,12 +23,12 @@ TARGETS=(
   "test //tests/cuda:cuda_optim_test"
   "test //tests/cuda:nccl_test"
   "test //tests/data:bad_input_test"
-  "bench //tensor/cuda:cuda_bench"
-  "bench //examples:mlp_bench --device cuda --in 4096 --hidden 4096 --batch 1024 --steps 50 --rounds 3"
+  "bench //bench:cuda_bench"
+  "bench //bench:mlp_bench --device cuda --in 4096 --hidden 4096 --batch 1024 --steps 50 --rounds 3"
   "tool //distributed/launch:launch"
-  "ranks //examples:allreduce_bench --backend nccl -b 1M -e 256M -f 4 -n 20"
-  "ranks //examples:allreduce_bench --raw-nccl -b 1M -e 256M -f 4 -n 20"
-  "bench //examples:linear_overhead_bench --device cuda"
+  "ranks //bench:allreduce_bench --backend nccl -b 1M -e 256M -f 4 -n 20"
+  "ranks //bench:allreduce_bench --raw-nccl -b 1M -e 256M -f 4 -n 20"
+  "bench //bench:linear_overhead_bench --device cuda"
   "ranks //examples:train_eval --device cuda --epochs 1 --data-dir @BUNDLE@/data/fashion-mnist"
   "ranks //examples:cnn_fashion --device cuda --bench-steps 200 --data-dir @BUNDLE@/data/fashion-mnist"
   "ranks //examples:cnn_fashion --device cuda --steps 20 --no-dropout --no-shuffle --log-every 1 --data-dir @BUNDLE@/data/fashion-mnist"
@@ -85,14 +85,14 @@ strip --strip-unneeded "$out"/bin/* "$out"/lib/*.so* 2>/dev/null || true
   echo "glibc $(getconf GNU_LIBC_VERSION | awk '{print $2}')"
   echo "cuda $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 } >"$out/BUILD_INFO"
-cp tools/gpu_check.sh tools/torch_linear_overhead.py tools/cnn_fashion_twin.py tools/gpt_twin.py "$out/"
+cp tools/gpu/gpu_check.sh bench/torch_linear_overhead.py tools/twins/cnn_fashion_twin.py tools/twins/gpt_twin.py "$out/"
 mkdir -p "$out/data"
 cp -r /usr/share/datasets/fashion-mnist "$out/data/" 2>/dev/null ||
   echo "make_gpu_bundle: no Fashion-MNIST in /usr/share/datasets; train_eval and cnn_fashion will fail there" >&2
 for f in /usr/share/games/fortunes/*; do  # the plain-text fortune files (not indexes, links or ascii-art)
   case "$f" in *.dat | *.u8 | */art) ;; *) cat "$f" ;; esac
 done >"$out/data/fortunes.txt"
-# The GPT's initial weights, for PyTorch's twin (tools/gpt_twin.py) to start where lockstep's GPT starts.
+# The GPT's initial weights, for PyTorch's twin (tools/twins/gpt_twin.py) to start where lockstep's GPT starts.
 "$bin_dir/distributed/launch/launch" --nproc_per_node=1 "$bin_dir/examples/gpt" --text "$out/data/fortunes.txt" \
   --export-init "$(cd "$out" && pwd)/data/gpt_init.safetensors" >/dev/null
 # PyTorch's reference step, run beside ours where the GPU machine has PyTorch.

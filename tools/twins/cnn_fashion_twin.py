@@ -5,15 +5,15 @@ be compared step by step and timed side by side. Run with one thread per process
 
   # initial weights from lockstep, then 20 steps without dropout, losses as JSON
   launch --nproc_per_node=1 bazel-bin/examples/cnn_fashion --steps 0 --save /tmp/init.safetensors ...
-  OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python tools/cnn_fashion_twin.py --init /tmp/init.safetensors \
+  OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python tools/twins/cnn_fashion_twin.py --init /tmp/init.safetensors \
       --no-dropout --no-shuffle --steps 20 --losses /tmp/losses.json ...
   # the step time (median of --bench-steps), on 1 rank or under torchrun on 2
-  OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python tools/cnn_fashion_twin.py --bench-steps 50
+  OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python tools/twins/cnn_fashion_twin.py --bench-steps 50
   OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python -m torch.distributed.run --nproc_per_node=2 \
-      tools/cnn_fashion_twin.py --bench-steps 50
+      tools/twins/cnn_fashion_twin.py --bench-steps 50
   # tests/fixtures/cnn_fashion_parity.json and cnn_fashion_sync_bn_parity.json, which
   # tests/examples/cnn_fashion_parity_test.sh reads
-  ~/.cache/torch-venv/bin/python tools/cnn_fashion_twin.py --write-fixture --lockstep bazel-bin/examples/cnn_fashion \
+  ~/.cache/torch-venv/bin/python tools/twins/cnn_fashion_twin.py --write-fixture --lockstep bazel-bin/examples/cnn_fashion \
       --launch bazel-bin/distributed/launch/launch
 
 Data order: DistributedSampler's (rank r takes r, r + W, ...; no shuffle for comparisons), so world
@@ -40,7 +40,7 @@ from safetensors.torch import load_file, save_file
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # data/idx_dataset.h's kFashionMnistMean / kFashionMnistStd
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "fixtures")
 # The fixtures' runs: small widths and a small slice keep the tests fast; two epochs cross an epoch end.
 FIXTURE_BATCH = 16  # per rank at 2 ranks; 32 at 1 rank
 FIXTURE_STEPS = 20
@@ -305,7 +305,7 @@ def write_fixture(a):
                 got = json.load(f)["losses"]
             running = {k: v.tolist() for k, v in load_file(final).items() if k.endswith((".running_mean", ".running_var"))}
         fixture = {"about": "PyTorch's global loss after each of the first steps of cnn_fashion at 1 rank, batch "
-                            "2 * batch_per_rank, from lockstep's initial weights (--seed 0); tools/cnn_fashion_twin.py "
+                            "2 * batch_per_rank, from lockstep's initial weights (--seed 0); tools/twins/cnn_fashion_twin.py "
                             "--write-fixture wrote it, with torch " + torch.__version__,
                    "args": args}
         if twin_extra:

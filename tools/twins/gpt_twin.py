@@ -3,8 +3,8 @@
 (the window rule of examples/gpt/char_data.h, reimplemented below) and the same initial weights (a
 safetensors file from `gpt --export-init`), so its per-step losses are the ones lockstep should print.
 
-One process:          OMP_NUM_THREADS=1 python tools/gpt_twin.py --init init.safetensors --steps 20
-Data-parallel (DDP):  torchrun --nproc_per_node=2 tools/gpt_twin.py ...   (or lockstep's launcher: the
+One process:          OMP_NUM_THREADS=1 python tools/twins/gpt_twin.py --init init.safetensors --steps 20
+Data-parallel (DDP):  torchrun --nproc_per_node=2 tools/twins/gpt_twin.py ...   (or lockstep's launcher: the
                       same RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT variables)
 --batch-size is per rank and micro-step, as in lockstep. Prints one line per step (the loss averaged over
 ranks) and `step_ms <median>`; --losses-json writes {"config": ..., "losses": [...]}.
