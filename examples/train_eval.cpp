@@ -37,7 +37,7 @@ struct Flags {
   std::string init, save, resume, checkpoint;
   double timeout_s = 0;
   int workers = 0;
-  // Fault injection for tests (tests/train_eval_restart_test.sh, tests/train_eval_faults_test.sh).
+  // Fault injection for tests (tests/examples/train_eval_restart_test.sh, tests/examples/train_eval_faults_test.sh).
   int fail_at_epoch = -1;
   int fault_rank = -1;  // the rank the step faults below hit; -1: every rank
   int64_t inject_nan_at_step = -1, sigkill_at_step = -1;

@@ -2,7 +2,7 @@
 // memory: the vocabulary is the sorted distinct bytes of the text, the first 90% of the tokens train and
 // the rest validate. Batches are nanoGPT's get_batch (random windows x = data[i : i+T], y = data[i+1 :
 // i+1+T]), but each window's start is a pure function of (seed, split, step, row), so a run is
-// reproducible, a resumed run draws the batches it would have drawn, and tools/gpt_twin.py draws the
+// reproducible, a resumed run draws the batches it would have drawn, and tools/twins/gpt_twin.py draws the
 // same ones. A step's global batch has rows 0, 1, 2, ...; a rank takes its own contiguous rows (see
 // batch_rows), so 2 ranks at batch B draw together exactly the windows 1 rank draws at batch 2B.
 #pragma once
@@ -48,7 +48,7 @@ class CharText {
 };
 
 // The start of window `row` of step `step`, in [0, n_windows): splitmix64 applied in turn to the seed,
-// then xor-ed with the split, the step and the row. tools/gpt_twin.py's window_start is the same rule.
+// then xor-ed with the split, the step and the row. tools/twins/gpt_twin.py's window_start is the same rule.
 uint64_t window_start(uint64_t seed, Split split, int64_t step, int64_t row, int64_t n_windows);
 
 // The first global row of rank `rank`'s micro-batch `micro` (of `accum`), each rank taking `batch` rows:

@@ -3,7 +3,7 @@
 //
 //   launch --nproc_per_node=2 bazel-bin/examples/gpt --steps 2000 --metrics gpt.jsonl --plot gpt.svg
 //
-// tools/gpt_twin.py is the same model and batches in PyTorch; --export-init writes the weights it starts from.
+// tools/twins/gpt_twin.py is the same model and batches in PyTorch; --export-init writes the weights it starts from.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# compare.sh: lockstep's mpi backend (examples/allreduce_bench --backend mpi) against MPI_Allreduce called
+# compare.sh: lockstep's mpi backend (bench/allreduce_bench --backend mpi) against MPI_Allreduce called
 # directly, from C (mpi_allreduce_bench.c) and from the same benchmark binary on the same tensors
 # (allreduce_bench --raw-mpi), all under the same mpirun options, interleaved and repeated; then
 # compare_report.py prints medians and best of the repetitions, and the differences.
 #   tools/mpi/compare.sh [--reps N] [--ranks N] [--out DIR] [allreduce flags, default -b 4 -e 64M -f 4]
 #   tools/mpi/compare.sh --sizes "1M 4M 16M 64M" [--reps N] [flags]: one size per run, the two alternating
 #     size by size (a load that changes over a sweep then weighs on both alike)
-# Build first: tools/bazel build //examples:allreduce_bench
+# Build first: tools/bazel build //bench:allreduce_bench
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 reps=3 ranks=2 out="" sizes=""
@@ -27,7 +27,7 @@ root=()
 [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
 export OMP_NUM_THREADS=1
 echo "# $(date -u) $(uptime)" | tee "$out/load.txt"
-bench() { mpirun "${root[@]}" --oversubscribe -np "$ranks" bazel-bin/examples/allreduce_bench --csv "$@"; }
+bench() { mpirun "${root[@]}" --oversubscribe -np "$ranks" bazel-bin/bench/allreduce_bench --csv "$@"; }
 for rep in $(seq 1 "$reps"); do
   if [ -z "$sizes" ]; then
     bench --backend mpi "${flags[@]}" > "$out/lockstep_$rep.csv"

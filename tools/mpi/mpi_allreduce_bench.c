@@ -1,4 +1,4 @@
-/* mpi_allreduce_bench: examples/allreduce_bench's twin on Open MPI's MPI_Allreduce, the bar lockstep's
+/* mpi_allreduce_bench: bench/allreduce_bench's twin on Open MPI's MPI_Allreduce, the bar lockstep's
  * CPU all-reduce is measured against (BENCHMARKS.md). Same sweep, same timing rule (per size: -w untimed
  * iterations, -n timed ones each timed on its own; the time reported is the median over iterations of
  * the slowest rank), same columns and the same --csv row (impl "mpi"), float SUM only. Out-of-place is

@@ -1,0 +1,92 @@
+// cuda_bench: throughput of the CUDA backend's main kernels on cuda:0. Prints one line per measurement,
+//   BENCH <name> <value> <unit>
+// which tools/gpu/gpu_check.sh gathers into its table. Without a device it prints "SKIPPED: ..." and exits 0.
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "tensor/api.h"
+#include "tensor/cuda/cuda.h"
+
+using namespace lockstep;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+// Seconds per call of `fn`: two warm-up calls, then repeats until 0.3 s have passed (at least 3).
+double seconds_per_call(const std::function<void()>& fn) {
+  fn();
+  fn();
+  cuda::synchronize();
+  using Clock = std::chrono::steady_clock;
+  int calls = 0;
+  auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    fn();
+    ++calls;
+    if (calls % 4 == 0 || calls < 4) {
+      cuda::synchronize();
+      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    }
+  } while (calls < 3 || elapsed < 0.3);
+  cuda::synchronize();
+  return std::chrono::duration<double>(Clock::now() - start).count() / calls;
+}
+
+void report(const std::string& name, double value, const char* unit) {
+  std::printf("BENCH %-28s %10.2f %s\n", name.c_str(), value, unit);
+  std::fflush(stdout);
+}
+
+void bench_gemm(int64_t n, Dtype dt, bool tf32) {
+  Tensor a = randn({n, n}, {dt, kGpu}), b = randn({n, n}, {dt, kGpu}), c = empty({n, n}, {dt, kGpu});
+  cuda::set_allow_tf32(tf32);
+  double s = seconds_per_call([&] { internal::gemm_(c, a, false, b, false, 1.0, 0.0); });
+  cuda::set_allow_tf32(false);
+  std::string name = "gemm_" + std::to_string(n) + "_" + dtype_name(dt) + (tf32 ? "_tf32" : "");
+  report(name, 2.0 * n * n * n / s / 1e12, "TFLOP/s");
+}
+
+}  // namespace
+
+int main() {
+  if (cuda::device_count() == 0) {
+    std::printf("SKIPPED: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
+    return 0;
+  }
+  manual_seed(0);
+  bench_gemm(4096, kFloat32, false);
+  bench_gemm(4096, kFloat32, true);
+  bench_gemm(4096, kFloat64, false);
+  bench_gemm(1024, kFloat32, false);
+
+  const int64_t n = int64_t{1} << 26;  // 64 Mi floats, 256 MiB
+  const double bytes = 4.0 * n;
+  Tensor x = randn({n}, {kFloat32, kGpu}), y = randn({n}, {kFloat32, kGpu});
+  report("add_64M_f32", 3 * bytes / seconds_per_call([&] { internal::add(x, y); }) / 1e9, "GB/s");
+  Tensor row = randn({8192}, {kFloat32, kGpu});
+  Tensor xm = internal::reshape(x, {n / 8192, 8192});
+  report("add_broadcast_row_f32", 2 * bytes / seconds_per_call([&] { internal::add(xm, row); }) / 1e9, "GB/s");
+  report("sum_all_64M_f32", bytes / seconds_per_call([&] { internal::sum(x); }) / 1e9, "GB/s");
+  report("sum_dim0_8192x8192_f32", bytes / seconds_per_call([&] { internal::sum(xm, 0); }) / 1e9, "GB/s");
+  report("sum_dim1_8192x8192_f32", bytes / seconds_per_call([&] { internal::sum(xm, 1); }) / 1e9, "GB/s");
+  Tensor logits = internal::reshape(x, {n / 1024, 1024});
+  report("log_softmax_65536x1024_f32", 2 * bytes / seconds_per_call([&] { internal::log_softmax(logits, 1); }) / 1e9,
+         "GB/s");
+  report("transpose_8192x8192_f32", 2 * bytes / seconds_per_call([&] { internal::contiguous(internal::transpose(xm)); }) / 1e9, "GB/s");
+
+  Tensor host = randn({n});
+  report("copy_h2d_256MiB", bytes / seconds_per_call([&] { internal::to_device(host, kGpu); }) / 1e9, "GB/s");
+  report("copy_d2h_256MiB", bytes / seconds_per_call([&] { internal::to_device(x, Device::cpu()); }) / 1e9, "GB/s");
+
+  // The caching allocator's steady state: allocate and free a 1 MiB tensor.
+  double s = seconds_per_call([&] {
+    for (int i = 0; i < 1000; ++i) empty({1 << 18}, {kFloat32, kGpu});
+  });
+  report("alloc_free_1MiB", s / 1000 * 1e6, "us");
+  report("memory_reserved", cuda::memory_reserved(0) / double(1 << 20), "MiB");
+  return 0;
+}

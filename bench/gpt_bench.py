@@ -1,0 +1,48 @@
+"""Step time of examples/gpt's default configuration (nanoGPT's CPU shakespeare_char settings: 4 layers,
+4 heads, 128 channels, block 64, batch 12 per rank) in lockstep and in its PyTorch twin
+(tools/twins/gpt_twin.py), from the same initial weights and batches, at 1 and 2 ranks under lockstep's
+launcher, one thread per rank. Runs alternate (lockstep, PyTorch, per world size, round after round);
+each run prints the median of its step times (steps 3..), wall and process CPU, and the table gives, per
+side, the median and best of those over the rounds, and lockstep / PyTorch (below 1: lockstep faster).
+On a loaded machine the CPU time per step is the steadier figure.
+
+    tools/bazel build //examples:gpt //distributed/launch && python3 bench/gpt_bench.py --rounds 3
+"""
+import os
+import subprocess
+import tempfile
+
+from twin_bench import parse_args, print_table
+
+
+def step_ms(cmd, env):
+    """(wall ms, CPU ms): the run's medians per step."""
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    f = [l for l in out.splitlines() if l.startswith("step_ms ")][-1].split()
+    return float(f[1]), float(f[3])
+
+
+def main():
+    a = parse_args("gpt", "gpt_twin.py", default_steps=30)
+    init = tempfile.NamedTemporaryFile(suffix=".safetensors", delete=False).name
+    subprocess.run([a.launch, "--nproc_per_node=1", a.binary, "--export-init", init], env=a.env, check=True,
+                   capture_output=True)
+    times = {}
+    try:
+        for _ in range(a.rounds):
+            for w in a.worlds:
+                run = [a.launch, f"--nproc_per_node={w}"]
+                times.setdefault(("lockstep", w), []).append(step_ms(
+                    run + [a.binary, "--init", init, "--steps", str(a.steps), "--eval-iters", "1", "--eval-interval",
+                           "1000000", "--sample-tokens", "0"], a.env))
+                times.setdefault(("pytorch", w), []).append(step_ms(
+                    run + [a.python, a.twin, "--init", init, "--steps", str(a.steps), "--quiet"], a.env))
+                print(f"# world {w}: lockstep {times[('lockstep', w)][-1]} ms, "
+                      f"PyTorch {times[('pytorch', w)][-1]} ms (wall, CPU)", flush=True)
+    finally:
+        os.unlink(init)
+    print_table(times, a.worlds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+// op_bench: times single ops on the shapes a small GPT uses (batch 8, 4 heads, 64 positions, 128
+// channels), the workload of bench/op_bench.py (PyTorch, same ops and shapes). One line per op:
+// `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward only, no graph.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/api.h"
+#include "nn/functional.h"
+#include "tensor/parallel.h"
+
+using namespace lockstep;
+
+namespace {
+
+struct Timing {
+  double median_us, best_us;
+};
+
+Timing time_op(const std::function<Tensor()>& op, int iters, int rounds) {
+  for (int i = 0; i < 3; ++i) op();  // warm the allocator and caches
+  std::vector<double> us;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) op();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters);
+  }
+  std::sort(us.begin(), us.end());
+  return {us[us.size() / 2], us[0]};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lockstep op microbenchmark (small-GPT shapes)"};
+  int iters = 200, rounds = 7, threads = 0;
+  std::string only;
+  app.add_option("--iters", iters, "calls per timed round");
+  app.add_option("--rounds", rounds, "timed rounds; median and best are reported");
+  app.add_option("--threads", threads, "intra-op threads (default: lockstep's default)");
+  app.add_option("--only", only, "run only the op with this name");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (threads > 0) set_num_threads(threads);
+    NoGradGuard no_grad;
+    manual_seed(0);
+    const int64_t B = 8, H = 4, T = 64, C = 128, hs = C / H;
+    Tensor att = randn({B, H, T, T});
+    Tensor x = randn({B, T, C}), w = randn({C}), b = randn({C});
+    Tensor q = randn({B, H, T, hs}), kt = randn({B, H, hs, T});
+    Tensor heads = randn({B, T, H, hs});
+    Tensor h4 = randn({B, T, 4 * C});
+    Tensor w_fc = randn({4 * C, C}), b_fc = randn({4 * C});  // the MLP's c_fc
+    std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
+        {"softmax_last", [&] { return softmax(att, -1); }},
+        {"layer_norm_composed",
+         [&] {
+           Tensor mu = mean(x, {-1}, true);
+           Tensor var_ = var(x, {-1}, /*unbiased=*/false, true);
+           return (x - mu) / sqrt(var_ + 1e-5) * w + b;
+         }},
+        {"layer_norm", [&] { return nn::functional::layer_norm(x, {C}, w, b); }},
+        {"bmm_8x4x64x32", [&] { return matmul(q, kt); }},
+        {"transpose12_contiguous", [&] { return heads.transpose(1, 2).contiguous(); }},
+        {"cat_last", [&] { return cat({x, x, x}, -1); }},
+        {"gelu", [&] { return gelu(h4); }},
+        {"linear_c_fc", [&] { return linear(x, w_fc, b_fc); }},
+        // c_fc's weight gradient as linear's backward issues it: dy^T x, [512, 512 rows] x [512 rows, 128]
+        {"matmul_c_fc_weight_grad", [&] { return matmul(h4.view({-1, 4 * C}).t(), x.view({-1, C})); }},
+    };
+    std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
+    for (auto& [name, op] : ops) {
+      if (!only.empty() && name != only) continue;
+      Timing t = time_op(op, iters, rounds);
+      std::printf("op %s %.2f %.2f\n", name.c_str(), t.median_us, t.best_us);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "op_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

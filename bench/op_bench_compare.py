@@ -1,0 +1,44 @@
+"""Runs //bench:op_bench and its PyTorch twin (bench/op_bench.py) alternately, one thread each,
+and prints a Markdown table: per op, the median over runs of each side's median, the best over runs,
+and lockstep / PyTorch ratios (below 1: lockstep faster).
+
+    python3 bench/op_bench_compare.py --runs 5 [--lockstep bazel-bin/bench/op_bench]
+        [--python ~/.cache/torch-venv/bin/python]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+
+
+def parse(out):
+    return {l.split()[1]: (float(l.split()[2]), float(l.split()[3])) for l in out.splitlines() if l.startswith("op ")}
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--lockstep", default=os.path.join(here, "..", "bazel-bin", "bench", "op_bench"))
+    p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
+    p.add_argument("--iters", type=int, default=100)
+    a = p.parse_args()
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    ours, theirs = {}, {}
+    for _ in range(a.runs):
+        for cmd, sink in (([a.lockstep, "--threads", "1", "--iters", str(a.iters)], ours),
+                          ([a.python, os.path.join(here, "op_bench.py"), "--iters", str(a.iters)], theirs)):
+            for name, t in parse(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout).items():
+                sink.setdefault(name, []).append(t)
+    print("| op | lockstep median µs | PyTorch median µs | ratio (median) | lockstep best µs | PyTorch best µs | ratio (best) |")
+    print("|---|---|---|---|---|---|---|")
+    for name in ours:
+        om = statistics.median(t[0] for t in ours[name])
+        tm = statistics.median(t[0] for t in theirs[name])
+        ob = min(t[1] for t in ours[name])
+        tb = min(t[1] for t in theirs[name])
+        print(f"| {name} | {om:.1f} | {tm:.1f} | {om / tm:.2f} | {ob:.1f} | {tb:.1f} | {ob / tb:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

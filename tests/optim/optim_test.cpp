@@ -1,0 +1,335 @@
+// Tests of optim/: SGD trajectories worked out by hand from torch.optim.SGD's rule, options
+// validation with the errors each bad value gets, param groups, zero_grad, checkpoints (save, load into
+// fresh objects, continue on the same trajectory), and an MLP that learns a separable problem end to
+// end. optim_fixtures_test compares every option against PyTorch.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "nn/api.h"
+#include "nn/utils/clip_grad.h"
+#include "optim/api.h"
+#include "optim/checkpoint.h"
+#include "tensor/safetensors.h"
+#include "tests/util/test_util.h"
+
+using namespace lockstep;
+using lockstep::testing::error_of;
+
+// Three steps on loss = 0.5 * p^2 (gradient p), from p = 1.
+static std::vector<double> trajectory(optim::SGDOptions o, int steps = 3) {
+  Tensor p = tensor({1.0}).set_requires_grad();
+  optim::SGD sgd({p}, o);
+  std::vector<double> out;
+  for (int i = 0; i < steps; ++i) {
+    sgd.zero_grad();
+    (p * p * 0.5).sum().backward();
+    sgd.step();
+    out.push_back(p.item<double>());
+  }
+  return out;
+}
+
+static void check_close(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+}
+
+TEST_CASE("SGD follows torch.optim.SGD's update rule") {
+  // Plain: p <- p - lr * p.
+  check_close(trajectory(optim::SGDOptions(0.1), 2), {0.9, 0.81});
+  // Momentum 0.9: buf = g on the first step, then 0.9 * buf + g.
+  //   g=1    buf=1     p=0.9
+  //   g=0.9  buf=1.8   p=0.72
+  //   g=0.72 buf=2.34  p=0.486
+  check_close(trajectory(optim::SGDOptions(0.1).set_momentum(0.9)), {0.9, 0.72, 0.486});
+  // Nesterov: d = g + 0.9 * buf.
+  //   g=1    buf=1     d=1.9    p=0.81
+  //   g=0.81 buf=1.71  d=2.349  p=0.5751
+  check_close(trajectory(optim::SGDOptions(0.1).set_momentum(0.9).set_nesterov(true), 2), {0.81, 0.5751});
+  // Weight decay 0.1, momentum 0.5, dampening 0.5 (the first buffer is not dampened):
+  //   g=1.1    buf=1.1                     p=0.89
+  //   g=0.979  buf=0.5*1.1+0.5*0.979=1.0395 p=0.78605
+  check_close(trajectory(optim::SGDOptions(0.1).set_momentum(0.5).set_dampening(0.5).set_weight_decay(0.1), 2),
+              {0.89, 0.78605});
+}
+
+TEST_CASE("SGD skips parameters without gradients and validates its options") {
+  Tensor a = tensor({1.0}).set_requires_grad(), b = tensor({2.0}).set_requires_grad();
+  optim::SGD sgd({a, b}, optim::SGDOptions(0.5).set_momentum(0.9));
+  (a * 2.0).sum().backward();
+  sgd.step();
+  CHECK(a.item<double>() == 0.0);
+  CHECK(b.item<double>() == 2.0);
+  CHECK(!sgd.momentum_buffer(1).defined());
+  CHECK_THROWS_WITH_AS(optim::SGD({a}, optim::SGDOptions(-1)), "SGD: invalid learning rate -1", Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({a}, optim::SGDOptions(0.1).set_nesterov(true)), doctest::Contains("nesterov"), Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({a, a}, optim::SGDOptions(0.1)), doctest::Contains("appears twice"), Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({tensor({1.0})}, optim::SGDOptions(0.1)), doctest::Contains("not a leaf tensor that requires grad"), Error);
+}
+
+TEST_CASE("an MLP learns a separable problem to more than 95% accuracy") {
+  manual_seed(7);
+  // Two Gaussian blobs per class in 2-D, four classes at the corners of a square.
+  const int64_t n = 512;
+  Tensor labels = randint(0, 4, {n});
+  auto lab = labels.to_vector<int64_t>();
+  std::vector<float> pts(n * 2);
+  auto noise = randn({n, 2}).to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    pts[2 * i] = (lab[i] & 1 ? 2.f : -2.f) + 0.5f * noise[2 * i];
+    pts[2 * i + 1] = (lab[i] & 2 ? 2.f : -2.f) + 0.5f * noise[2 * i + 1];
+  }
+  Tensor x = tensor(pts, {n, 2});
+  auto model = nn::Sequential(
+      nn::Linear(2, 16), nn::ReLU(), nn::Linear(16, 4));
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+  nn::CrossEntropyLoss ce;
+  double first = 0, last = 0;
+  for (int epoch = 0; epoch < 50; ++epoch) {
+    sgd.zero_grad();
+    Tensor loss = ce((*model)(x), labels);
+    loss.backward();
+    sgd.step();
+    (epoch == 0 ? first : last) = loss.item<float>();
+  }
+  CHECK(last < first / 4);
+  NoGradGuard no_grad;
+  model->eval();
+  int64_t correct = (*model)(x).argmax(1).eq(labels).sum().item<int64_t>();
+  CHECK(correct > 0.95 * n);
+}
+
+TEST_CASE("bad options are errors naming the optimizer and the value") {
+  Tensor p = zeros({2}).set_requires_grad();
+  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(-0.1)); }) == "Adam: invalid learning rate -0.1");
+  CHECK(error_of([&] { optim::AdamW({p}, optim::AdamWOptions(0.1).set_betas(1.0, 0.999)); }) ==
+        "AdamW: invalid beta parameter at index 0: 1 (expected [0, 1))");
+  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).set_betas(0.9, -0.5)); }) ==
+        "Adam: invalid beta parameter at index 1: -0.5 (expected [0, 1))");
+  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).set_eps(-1)); }) == "Adam: invalid epsilon value -1");
+  CHECK(error_of([&] { optim::AdamW({p}, optim::AdamWOptions(0.1).set_weight_decay(-0.01)); }) ==
+        "AdamW: invalid weight_decay value -0.01");
+  CHECK(error_of([&] { optim::AdamW({}, optim::AdamWOptions()); }) == "AdamW: got an empty parameter list");
+  optim::AdamW adamw({p}, optim::AdamWOptions(0.1));
+  CHECK(error_of([&] { adamw.set_lr(0, -1); }) == "AdamW: invalid learning rate -1");
+  CHECK(error_of([&] { adamw.add_param_group({p}, optim::AdamWOptions()); }) ==
+        "AdamW: parameter 0 [2] is already in another param group (as parameter 0)");
+  Tensor q = zeros({3}).set_requires_grad();
+  CHECK(error_of([&] { adamw.add_param_group({q}, optim::AdamWOptions(0.1).set_betas(0.9, 1.5)); }) ==
+        "AdamW (param group 1): invalid beta parameter at index 1: 1.5 (expected [0, 1))");
+  CHECK(error_of([&] { adamw.params(3); }) == "AdamW: no param group 3 (it has 1)");
+}
+
+TEST_CASE("Adadelta's bad options are errors naming the optimizer and the value") {
+  Tensor p = zeros({2}).set_requires_grad();
+  using optim::AdadeltaOptions;
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions(-1)); }) == "Adadelta: invalid learning rate -1");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_rho(1.5)); }) ==
+        "Adadelta: invalid rho value 1.5 (expected [0, 1])");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_rho(-0.1)); }) ==
+        "Adadelta: invalid rho value -0.1 (expected [0, 1])");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_eps(-1e-6)); }) ==
+        "Adadelta: invalid epsilon value -1e-06");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_weight_decay(-0.01)); }) ==
+        "Adadelta: invalid weight_decay value -0.01");
+  CHECK(error_of([&] { optim::Adadelta({}, AdadeltaOptions()); }) == "Adadelta: got an empty parameter list");
+  optim::Adadelta adadelta({p});
+  CHECK(adadelta.lr(0) == 1.0);  // torch.optim.Adadelta's defaults: lr 1, rho 0.9, eps 1e-6
+  CHECK(adadelta.options().rho == 0.9);
+  CHECK(adadelta.options().eps == 1e-6);
+  CHECK(error_of([&] { adadelta.set_lr(0, NAN); }) == "Adadelta: invalid learning rate nan");
+  Tensor q = zeros({3}).set_requires_grad();
+  CHECK(error_of([&] { adadelta.add_param_group({q}, AdadeltaOptions().set_rho(2)); }) ==
+        "Adadelta (param group 1): invalid rho value 2 (expected [0, 1])");
+  // rho's ends are allowed, as in PyTorch.
+  CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().set_rho(0)));
+  CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().set_rho(1)));
+}
+
+TEST_CASE("bad scheduler settings are errors naming the scheduler and the value") {
+  Tensor p = zeros({2}).set_requires_grad();
+  optim::SGD sgd({p}, optim::SGDOptions(0.1));
+  CHECK(error_of([&] { optim::StepLR(sgd, 0); }) == "StepLR: invalid step_size 0 (expected a positive number of epochs)");
+  CHECK(error_of([&] { optim::CosineAnnealingLR(sgd, -5); }) ==
+        "CosineAnnealingLR: invalid T_max -5 (expected a positive number of epochs)");
+  CHECK(error_of([&] { optim::LinearLR(sgd, 0.0); }) == "LinearLR: invalid start_factor 0 (expected (0, 1])");
+  CHECK(error_of([&] { optim::LinearLR(sgd, 0.5, 1.5); }) == "LinearLR: invalid end_factor 1.5 (expected [0, 1])");
+  CHECK(error_of([&] { optim::MultiStepLR(sgd, {3, -1}); }) == "MultiStepLR: invalid milestone -1");
+  CHECK(error_of([&] {
+          optim::LambdaLR(sgd, std::vector<optim::LambdaLR::Lambda>{[](int64_t) { return 1.0; },
+                                                                    [](int64_t) { return 1.0; }});
+        }) == "LambdaLR: expected 1 lr_lambdas (one per param group), got 2");
+  CHECK(error_of([&] { optim::LambdaLR(sgd, [](int64_t) { return -1.0; }); }) ==
+        "LambdaLR: computed an invalid learning rate -0.1 for param group 0 at epoch 0");
+  auto a = std::make_shared<optim::StepLR>(sgd, 2);
+  CHECK(error_of([&] { optim::SequentialLR(sgd, {a}, {3}); }) ==
+        "SequentialLR: expects one milestone fewer than schedulers, got 1 schedulers and 1 milestones");
+  Tensor q = zeros({2}).set_requires_grad();
+  optim::SGD other({q}, optim::SGDOptions(0.1));
+  auto b = std::make_shared<optim::StepLR>(other, 2);
+  CHECK(error_of([&] { optim::SequentialLR(sgd, {a, b}, {3}); }) ==
+        "SequentialLR: expects all schedulers to belong to the same optimizer, but scheduler 1 (StepLR) has another");
+  optim::SGD fresh({zeros({1}).set_requires_grad()}, optim::SGDOptions(0.1));
+  CHECK(error_of([&] { optim::StepLR(fresh, 2, 0.1, 4); }) ==
+        "StepLR: param group 0 has no initial_lr, needed to resume with last_epoch 4 (load the optimizer's "
+        "state_dict first)");
+}
+
+TEST_CASE("a mismatched state_dict is an error naming the optimizer and the key, and changes nothing") {
+  Tensor w = zeros({2, 3}).set_requires_grad(), b = zeros({3}).set_requires_grad();
+  optim::Adam adam({w, b}, optim::AdamOptions(0.1));
+  w.set_grad(ones({2, 3}));
+  b.set_grad(ones({3}));
+  adam.step();
+  const optim::StateDict good = adam.state_dict();
+  auto with = [&](const std::string& key, const Tensor& t) {
+    optim::StateDict sd;
+    for (auto& [k, v] : good) sd.emplace_back(k, k == key ? t : v);
+    return sd;
+  };
+  CHECK(error_of([&] { adam.load_state_dict(with("state.0.exp_avg", zeros({3, 2}))); }) ==
+        "Adam.load_state_dict: 'state.0.exp_avg' has shape [3, 2], parameter 0 has [2, 3]");
+  CHECK(error_of([&] { adam.load_state_dict(with("param_groups.0.params", tensor({int64_t{0}}, {1}))); }) ==
+        "Adam.load_state_dict: param group 0 has 1 parameters in the state_dict and 2 in this optimizer");
+  CHECK(error_of([&] { adam.load_state_dict(with("param_groups.0.betas", tensor({0.9, 1.0}, {2}))); }) ==
+        "Adam (loaded param group 0): invalid beta parameter at index 1: 1 (expected [0, 1))");
+  optim::StateDict extra = good;
+  extra.emplace_back("state.1.momentum_buffer", zeros({3}));
+  CHECK(error_of([&] { adam.load_state_dict(extra); }) ==
+        "Adam.load_state_dict: unexpected state 'momentum_buffer' in key 'state.1.momentum_buffer'");
+  optim::StateDict missing;
+  for (auto& kv : good)
+    if (kv.first != "param_groups.0.eps") missing.push_back(kv);
+  CHECK(error_of([&] { adam.load_state_dict(missing); }) == "Adam.load_state_dict: missing 'param_groups.0.eps'");
+  optim::SGD sgd({w, b}, optim::SGDOptions(0.1));
+  CHECK(error_of([&] { sgd.load_state_dict(good); }).find("SGD.load_state_dict: unexpected state") == 0);
+  // Nothing above changed the optimizer.
+  CHECK(adam.options().betas[1] == 0.999);
+  CHECK(adam.state(0).at("exp_avg").shape() == Shape{2, 3});
+  optim::StepLR sched(adam, 3);
+  optim::StateDict s = sched.state_dict();
+  s.emplace_back("bogus", zeros({1}));
+  CHECK(error_of([&] { sched.load_state_dict(s); }) == "StepLR.load_state_dict: unexpected key 'bogus'");
+  CHECK(error_of([&] { sched.load_state_dict({}); }) == "StepLR.load_state_dict: missing 'last_epoch'");
+}
+
+TEST_CASE("param groups keep their own options; zero_grad clears every group") {
+  Tensor a = ones({2}).set_requires_grad(), b = ones({2}).set_requires_grad();
+  optim::SGD sgd({a}, optim::SGDOptions(0.1));
+  sgd.add_param_group({b}, optim::SGDOptions(0.5));
+  CHECK(sgd.num_param_groups() == 2);
+  a.set_grad(ones({2}));
+  b.set_grad(ones({2}));
+  sgd.step();
+  CHECK(a.to_vector<float>() == std::vector<float>{0.9f, 0.9f});
+  CHECK(b.to_vector<float>() == std::vector<float>{0.5f, 0.5f});
+  sgd.zero_grad(false);
+  CHECK(b.grad().to_vector<float>() == std::vector<float>{0, 0});
+  sgd.zero_grad();
+  CHECK(!a.grad().defined());
+  CHECK(!b.grad().defined());
+  CHECK(sgd.params().size() == 2);
+}
+
+namespace {
+
+// A small model, AdamW with decay/no-decay groups, warmup + cosine and clipping: the GPT example's
+// training loop in miniature. Returns the loss after each step in [from, to).
+struct Run {
+  nn::Sequential model{nullptr};
+  std::unique_ptr<optim::AdamW> opt;
+  std::shared_ptr<optim::SequentialLR> sched;
+  Tensor x, y;
+
+  Run() {
+    manual_seed(3);
+    model = nn::Sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 3));
+    std::vector<Tensor> decay, no_decay;
+    for (auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    opt = std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
+        {decay, optim::AdamWOptions(0.01).set_weight_decay(0.1)},
+        {no_decay, optim::AdamWOptions(0.01).set_weight_decay(0)}});
+    auto warmup = std::make_shared<optim::LinearLR>(*opt, 0.1, 1.0, 3);
+    auto cosine = std::make_shared<optim::CosineAnnealingLR>(*opt, 10, 1e-4);
+    sched = std::make_shared<optim::SequentialLR>(
+        *opt, std::vector<std::shared_ptr<optim::LRScheduler>>{warmup, cosine}, std::vector<int64_t>{3});
+    x = randn({16, 4});
+    y = randint(0, 3, {16});
+  }
+  std::vector<float> train(int steps) {
+    std::vector<float> losses;
+    nn::CrossEntropyLoss ce;
+    for (int i = 0; i < steps; ++i) {
+      opt->zero_grad();
+      Tensor loss = ce((*model)(x), y);
+      loss.backward();
+      nn::utils::clip_grad_norm_(model->parameters(), 0.5);
+      opt->step();
+      sched->step();
+      losses.push_back(loss.item<float>());
+    }
+    return losses;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a checkpoint restores model, optimizer, scheduler and position: the run continues identically") {
+  testing::TempDir dir("optim_checkpoint");
+  const std::string path = dir.path + "/ckpt.safetensors";
+  Run straight;
+  const std::vector<float> all = straight.train(12);
+
+  Run first;
+  const std::vector<float> head = first.train(5);
+  Checkpoint save;
+  save.model = first.model.get();
+  save.optimizer = first.opt.get();
+  save.scheduler = first.sched.get();
+  save.epoch = 0;
+  save.step = 5;
+  save.metadata = {{"note", "five steps"}};
+  save_checkpoint(path, save);
+
+  Run resumed;  // fresh objects: initial weights, no optimizer state, the schedule at its start
+  Checkpoint into;
+  into.model = resumed.model.get();
+  into.optimizer = resumed.opt.get();
+  into.scheduler = resumed.sched.get();
+  const Checkpoint got = load_checkpoint(path, into);
+  CHECK(got.epoch == 0);
+  CHECK(got.step == 5);
+  CHECK(got.metadata.at("note") == "five steps");
+  CHECK(got.metadata.at("format") == "lockstep checkpoint");
+  CHECK(resumed.sched->last_epoch() == 5);
+  CHECK(resumed.opt->lr(0) == first.opt->lr(0));
+  const std::vector<float> tail = resumed.train(7);
+  for (int i = 0; i < 5; ++i) CHECK(head[i] == all[i]);
+  for (int i = 0; i < 7; ++i) CHECK_MESSAGE(tail[i] == all[5 + i], "step ", 5 + i);
+  for (auto& [name, p] : straight.model->named_parameters()) {
+    Tensor q = resumed.model->named_parameters()[0].second;
+    for (auto& [n2, p2] : resumed.model->named_parameters())
+      if (n2 == name) q = p2;
+    CHECK_MESSAGE(p.to_vector<float>() == q.to_vector<float>(), name);
+  }
+
+  // The file's keys: the model's own names, then optimizer.* and scheduler.*.
+  SafetensorsFile f = load_safetensors(path);
+  std::map<std::string, Tensor> keys(f.tensors.begin(), f.tensors.end());
+  CHECK(keys.count("0.weight"));
+  CHECK(keys.count("2.bias"));
+  CHECK(keys.count("optimizer.state.0.exp_avg"));
+  CHECK(keys.count("optimizer.param_groups.1.weight_decay"));
+  CHECK(keys.count("optimizer.param_groups.0.initial_lr"));
+  CHECK(keys.count("scheduler._schedulers.1.T_max"));
+  // A weights-only file loads as a checkpoint without optimizer; asking for its optimizer is an error.
+  const std::string weights = dir.path + "/weights.safetensors";
+  save_safetensors(weights, first.model->state_dict());
+  Checkpoint model_only;
+  model_only.model = resumed.model.get();
+  CHECK(load_checkpoint(weights, model_only).epoch == -1);
+  model_only.optimizer = resumed.opt.get();
+  CHECK(error_of([&] { load_checkpoint(weights, model_only); }) ==
+        "load_checkpoint: " + weights + " holds no optimizer state (was it saved with one?)");
+}
