@@ -7,7 +7,7 @@
 #include <exception>
 #include <memory>
 
-#include <lockstep.h>
+#include "lockstep.h"  // also <lockstep.h> once installed; "lockstep.h" under Bazel too
 
 using namespace lockstep;
 
