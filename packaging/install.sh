@@ -104,7 +104,7 @@ done < <(find "$prefix/include/lockstep" -name '*.h' -type f)
 
 # Usage requirements from what was linked in: each system library becomes a find_dependency (CMake) and
 # a flag (pkg-config). -L/-rpath flags only say where; libdl and librt are part of libc.
-cmake_deps="" cmake_libs="" pc_libs_private="" cuda_root="" nccl=0 unknown=()
+cmake_deps="" cmake_libs="" pc_libs_private="" cuda_root="" cuda=0 nccl=0 unknown=()
 for f in "${links[@]}"; do
   case "$f" in
     -L*) if [ -e "${f#-L}/libcudart.so" ]; then cuda_root=$(dirname "${f#-L}"); fi ;;
@@ -117,7 +117,7 @@ for f in "${links[@]}"; do
     # which FindMPI's C component would need.
     -lmpi) cmake_deps+=$'set(MPI_CXX_SKIP_MPICXX ON)\nfind_dependency(MPI COMPONENTS CXX)\n'
            cmake_libs+=" MPI::MPI_CXX" ;;
-    -lcudart) cmake_deps+=$'find_dependency(CUDAToolkit)\n'; cmake_libs+=" CUDA::cudart" ;;
+    -lcudart) cuda=1; cmake_libs+=" CUDA::cudart" ;;
     -lcublas) cmake_libs+=" CUDA::cublas" ;;
     -lcublasLt) cmake_libs+=" CUDA::cublasLt" ;;
     -lnccl) nccl=1; cmake_libs+=" NCCL::NCCL" ;;
@@ -129,6 +129,16 @@ if ((${#unknown[@]})); then
   echo "install: lockstep links ${unknown[*]}, which packaging/install.sh does not know how to declare" \
     "to CMake; add it to the list there" >&2
   exit 1
+fi
+if ((cuda)); then
+  if [ -n "$cuda_root" ]; then
+    cmake_deps+="# The toolkit lockstep was built against, unless one is named.
+if(NOT DEFINED CUDAToolkit_ROOT AND NOT DEFINED ENV{CUDAToolkit_ROOT} AND NOT DEFINED ENV{CUDA_PATH})
+  set(CUDAToolkit_ROOT \"$cuda_root\")
+endif()
+"
+  fi
+  cmake_deps+=$'find_dependency(CUDAToolkit)\n'
 fi
 # NCCL has no CMake package of its own: FindNCCL.cmake, installed beside the config, looks for it after
 # the CUDA toolkit (NCCL_ROOT, else the toolkit's folders).
@@ -150,7 +160,6 @@ sed -e "/@DEPENDENCIES@/{r $cmake_deps_file" -e 'd}' \
   -e "s|@SOVERSION@|$soversion|g" \
   -e "s|@DEFINES@|${cmake_defs#;}|g" \
   -e "s|@LINK_LIBRARIES@|$(echo $cmake_libs | tr ' ' ';')|g" \
-  -e "s|@CUDA_ROOT@|$cuda_root|g" \
   "$pkg/lockstepConfig.cmake.in" >"$prefix/lib/cmake/lockstep/lockstepConfig.cmake"
 
 # find_package(lockstep 0.1) accepts any 0.x at or above 0.1 (one soname, one ABI line).
@@ -177,6 +186,12 @@ sed -e "s|@PREFIX@|$prefix|g" \
   -e "s|@DEFINES@|${cflags_defs# }|g" \
   -e "s|@LIBS_PRIVATE@|${pc_libs_private# }|g" \
   "$pkg/lockstep.pc.in" >"$prefix/lib/pkgconfig/lockstep.pc"
+
+# A prefix the dynamic linker searches (/usr/local/lib on Debian): refresh its cache, so that programs built
+# without an rpath (pkg-config) find liblockstep.so.MAJOR.
+if [ "$(id -u)" = 0 ] && command -v ldconfig >/dev/null && ldconfig -v 2>/dev/null | grep -q "^$prefix/lib:"; then
+  ldconfig
+fi
 
 echo "install: ${#installed[@]} headers, lib/liblockstep.so.$version, bin/lockstep-run," \
   "lib/cmake/lockstep, lib/pkgconfig/lockstep.pc"
