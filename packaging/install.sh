@@ -148,8 +148,10 @@ if ((nccl)); then
 else
   rm -f "$prefix/lib/cmake/lockstep/FindNCCL.cmake"
 fi
-cmake_defs=$(printf ';%s' "${defines[@]}")
-cflags_defs=$(printf ' -D%s' "${defines[@]}")
+cmake_defs="" cflags_defs=""
+for d in "${defines[@]}"; do
+  cmake_defs+=";$d" cflags_defs+=" -D$d"
+done
 
 cmake_deps_file=$(mktemp)
 trap 'rm -f "$cmake_deps_file"' EXIT
