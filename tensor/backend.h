@@ -14,12 +14,11 @@
 #include "tensor/dtype.h"
 #include "tensor/elementwise_ops.h"
 #include "tensor/optim_step.h"
+#include "tensor/reduce_ops.h"
 
 namespace lockstep {
 
 class Tensor;
-
-enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, Argmax, Argmin };
 
 // An elementwise loop after shape checking: up to kMaxOperands tensors (operand 0 is the output) walked
 // together over `shape`, each with its own element strides (0 where it is broadcast). Adjacent
@@ -94,8 +93,9 @@ class Backend {
   // --- contiguous kernels ---
   // Matrix products (float32/float64); a, b, out may be any tensors the GemmArgs describe.
   virtual void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) = 0;
-  // a viewed as [outer, n, inner], reduced over n into out [outer, inner]. Argmax/Argmin write int64.
-  virtual void reduce(ReduceOp op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) = 0;
+  // a viewed as [outer, n, inner], reduced over n (n > 0) into out [outer, inner] by the row's rule in
+  // tensor/reduce_ops.h (its accumulator, its NaN rule). Index rows (argmax, argmin) write int64.
+  virtual void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) = 0;
   // (log_)softmax along the middle dimension of [outer, n, inner].
   virtual void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) = 0;
   // log: grad_in = g - exp(y) * sum(g); else grad_in = y * (g - sum(g * y)); sums along the dimension.

@@ -85,12 +85,15 @@ void mul_(Tensor& a, double s);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
 // --- reductions (reduce.cpp). Over all elements the result has shape []. ---
-Tensor reduce(ReduceOp op, const Tensor& a, int64_t dim, bool keepdim, const char* name);
+Tensor reduce(Reduction op, const Tensor& a, int64_t dim, bool keepdim, const char* name);
 Tensor sum(const Tensor& a);
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);  // {} = all
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim = false);
+// Products accumulate as sums do (double for floating, int64 for integers; tensor/reduce_ops.h).
+Tensor prod(const Tensor& a);
+Tensor prod(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);  // int64
 // Sums `a` down to `shape`, undoing a broadcast (the gradient of a broadcast input).

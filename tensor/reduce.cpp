@@ -14,33 +14,34 @@ void check_floating(const Tensor& a, const char* op) {
   LOCKSTEP_CHECK(is_floating_point(a.dtype()), op, ": expected a floating-point tensor, got ", a.dtype());
 }
 
-bool is_arg(ReduceOp op) { return op == ReduceOp::Argmax || op == ReduceOp::Argmin; }
-
 }  // namespace
 
-// One dimension: `a` as [outer, n, inner], reduced over n.
-Tensor reduce(ReduceOp op, const Tensor& a_in, int64_t dim, bool keepdim, const char* name) {
+// One dimension: `a` as [outer, n, inner], reduced over n. The row's dtype rule, output dtype and empty
+// value come from tensor/reduce_ops.h.
+Tensor reduce(Reduction op, const Tensor& a_in, int64_t dim, bool keepdim, const char* name) {
   check_defined(a_in, name);
-  if (op == ReduceOp::Mean) check_floating(a_in, name);
-  // A sum of bools counts them (int64), as PyTorch.
-  if (a_in.dtype() == kBool && op == ReduceOp::Sum) return reduce(op, to_dtype(a_in, kInt64), dim, keepdim, name);
+  const ReductionInfo info = reduction_info(op);
+  if (info.dtypes == OpDtypes::kFloating) check_floating(a_in, name);
+  // A sum (product) of bools counts (ands) them in int64, as PyTorch.
+  if (a_in.dtype() == kBool && info.dtypes == OpDtypes::kNumeric)
+    return reduce(op, to_dtype(a_in, kInt64), dim, keepdim, name);
   if (a_in.dtype() == kBFloat16) {
     Tensor r = reduce(op, to_dtype(a_in, kFloat32), dim, keepdim, name);
-    return is_arg(op) ? r : to_dtype(r, kBFloat16);
+    return info.index ? r : to_dtype(r, kBFloat16);
   }
   // A 0-D tensor reduces over its one element along "dimension 0", as PyTorch allows.
   Tensor a = a_in.dim() == 0 ? view(a_in, {1}) : contiguous(a_in);
   const int64_t d = wrap_dim(dim, a.dim(), name);
   int64_t outer, n, inner;
   split_dim(a.shape(), d, outer, n, inner);
-  LOCKSTEP_CHECK(n > 0 || op == ReduceOp::Sum || op == ReduceOp::Mean, name, ": cannot reduce an empty dimension ",
-                 dim, " of shape ", a_in.shape());
+  LOCKSTEP_CHECK(n > 0 || info.empty_ok, name, ": cannot reduce an empty dimension ", dim, " of shape ",
+                 a_in.shape());
   Shape s = a.shape();
   if (keepdim && a_in.dim() > 0) s[d] = 1;
   else s.erase(s.begin() + d);
-  Tensor out(s, is_arg(op) ? kInt64 : a.dtype(), a.device());
+  Tensor out(s, info.index ? kInt64 : a.dtype(), a.device());
   if (out.numel() == 0) return out;
-  if (n == 0) fill_(out, op == ReduceOp::Mean ? NAN : 0.0);  // as PyTorch: an empty sum is 0, mean NaN
+  if (n == 0) fill_(out, info.empty_value);  // as PyTorch: an empty sum is 0, mean NaN, prod 1
   else backend_for(a.device()).reduce(op, out, a, outer, n, inner);
   return out;
 }
@@ -67,12 +68,12 @@ Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims) {
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   check_defined(a, "sum");
   std::vector<int64_t> dims = reduction_dims(dims_in, a.dim(), "sum");
-  if (a.dim() == 0) return reduce(ReduceOp::Sum, a, 0, keepdim, "sum");
+  if (a.dim() == 0) return reduce(Reduction::Sum, a, 0, keepdim, "sum");
   // Every dimension reduced: one flat reduction.
   if (static_cast<int64_t>(dims.size()) == a.dim() && !keepdim)
-    return reduce(ReduceOp::Sum, reshape(a, {a.numel()}), 0, false, "sum");
+    return reduce(Reduction::Sum, reshape(a, {a.numel()}), 0, false, "sum");
   Tensor r = a;
-  for (size_t i = dims.size(); i-- > 0;) r = reduce(ReduceOp::Sum, r, dims[i], true, "sum");
+  for (size_t i = dims.size(); i-- > 0;) r = reduce(Reduction::Sum, r, dims[i], true, "sum");
   return keepdim ? r : reshape(r, [&] {
     Shape s;
     for (int64_t d = 0; d < a.dim(); ++d)
@@ -82,16 +83,21 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
 }
 
 Tensor sum(const Tensor& a) { return sum(a, std::vector<int64_t>{}, false); }
-Tensor sum(const Tensor& a, int64_t dim, bool keepdim) { return reduce(ReduceOp::Sum, a, dim, keepdim, "sum"); }
+Tensor sum(const Tensor& a, int64_t dim, bool keepdim) { return reduce(Reduction::Sum, a, dim, keepdim, "sum"); }
 Tensor mean(const Tensor& a) {
   check_defined(a, "mean");
   check_floating(a, "mean");
-  return reduce(ReduceOp::Mean, reshape(a, {a.numel()}), 0, false, "mean");
+  return reduce(Reduction::Mean, reshape(a, {a.numel()}), 0, false, "mean");
 }
-Tensor mean(const Tensor& a, int64_t dim, bool keepdim) { return reduce(ReduceOp::Mean, a, dim, keepdim, "mean"); }
-Tensor max(const Tensor& a, int64_t dim, bool keepdim) { return reduce(ReduceOp::Max, a, dim, keepdim, "max"); }
+Tensor mean(const Tensor& a, int64_t dim, bool keepdim) { return reduce(Reduction::Mean, a, dim, keepdim, "mean"); }
+Tensor prod(const Tensor& a) {
+  check_defined(a, "prod");
+  return reduce(Reduction::Prod, reshape(a, {a.numel()}), 0, false, "prod");
+}
+Tensor prod(const Tensor& a, int64_t dim, bool keepdim) { return reduce(Reduction::Prod, a, dim, keepdim, "prod"); }
+Tensor max(const Tensor& a, int64_t dim, bool keepdim) { return reduce(Reduction::Max, a, dim, keepdim, "max"); }
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
-  return reduce(ReduceOp::Argmax, a, dim, keepdim, "argmax");
+  return reduce(Reduction::Argmax, a, dim, keepdim, "argmax");
 }
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {

@@ -180,6 +180,8 @@ class Tensor {
   Tensor mean() const;
   Tensor mean(int64_t dim, bool keepdim = false) const;
   Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
   Tensor var(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor std(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor max() const;

@@ -15,6 +15,7 @@
 #include "tensor/cpu/elementwise.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/isa.h"
+#include "tensor/cpu/reduce.h"
 #include "tensor/cpu/row_reduce.h"
 #include "tensor/cpu/rows.h"
 #include "tensor/parallel.h"
@@ -136,61 +137,9 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void reduce(ReduceOp op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override {
-    dispatch_compute(a.dtype(), "reduce", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = a.data<T>();
-      // Rows [outer] are independent: large reductions split them across threads.
-      parallel_for(0, outer, std::max<int64_t>(1, cpu::kRowGrain / std::max<int64_t>(n * inner, 1)),
-                   [&](int64_t o_begin, int64_t o_end) {
-      std::vector<std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>> best;  // argmax's, one per chunk
-      for (int64_t o = o_begin; o < o_end; ++o) {
-        const T* base = x + o * n * inner;
-        if (op == ReduceOp::Argmax || op == ReduceOp::Argmin) {
-          int64_t* y = out.data<int64_t>() + o * inner;
-          const bool is_max = op == ReduceOp::Argmax;
-          // Along rows of `inner`, keeping each column's best value so far: sequential reads, not one
-          // strided column at a time.
-          best.assign(base, base + inner);
-          std::fill(y, y + inner, int64_t{0});
-          for (int64_t k = 1; k < n; ++k) {
-            const T* row = base + k * inner;
-            for (int64_t i = 0; i < inner; ++i)
-              if (better<T>(row[i], static_cast<T>(best[i]), is_max)) {
-                best[i] = row[i];
-                y[i] = k;
-              }
-          }
-          continue;
-        }
-        T* y = out.data<T>() + o * inner;
-        if (op == ReduceOp::Max || op == ReduceOp::Min) {
-          const bool is_max = op == ReduceOp::Max;
-          std::copy(base, base + inner, y);
-          for (int64_t k = 1; k < n; ++k)
-            for (int64_t i = 0; i < inner; ++i)
-              if (better(base[k * inner + i], y[i], is_max)) y[i] = base[k * inner + i];
-          continue;
-        }
-        if constexpr (std::is_same_v<T, bool>) {
-          fail("sum: not defined for bool tensors");
-        } else {
-          // Sum and mean accumulate in double for float inputs: a long sum of float32 loses digits.
-          using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-          if (inner == 1) {
-            const Acc s = cpu::avx2::row_sum<Acc>(n, cpu::avx2::kIdentity, base);
-            y[0] = static_cast<T>(op == ReduceOp::Mean ? s / static_cast<Acc>(n) : s);
-          } else {
-            std::fill(y, y + inner, T(0));
-            for (int64_t k = 0; k < n; ++k)
-              for (int64_t i = 0; i < inner; ++i) y[i] += base[k * inner + i];
-            if (op == ReduceOp::Mean)
-              for (int64_t i = 0; i < inner; ++i) y[i] = static_cast<T>(y[i] / static_cast<Acc>(n));
-          }
-        }
-      }
-      });
-    });
+  // tensor/cpu/reduce.cpp, by the rules of tensor/reduce_ops.h.
+  void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override {
+    LOCKSTEP_CPU_ISA_CALL(reduce, op, a.dtype(), a.data_ptr(), out.data_ptr(), outer, n, inner);
   }
 
   void layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
