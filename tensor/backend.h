@@ -1,5 +1,7 @@
-// Backend: the short list of kernels a device must implement. Everything else in lockstep (views,
-// autograd, nn, optim) is built from these, so a new device is a list to fill, not a second framework.
+// Backend: the short list of kernels a device must implement, in two parts: the core kernels (class
+// Backend) and the fused extensions (class FusedKernels), each grouped by family; the families with
+// rules (elementwise, reductions, optimizer steps) read them from one table shared by both devices.
+// Everything else in lockstep (views, autograd, nn, optim) is built from these, so a new device is a list to fill, not a second framework.
 //
 // Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
@@ -66,9 +68,60 @@ struct MaxPool2dArgs {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
 };
 
-class Backend {
+// Fused kernels: each could be composed from the core kernels below, but a device runs it in one pass
+// for speed (softmax, LayerNorm, max pooling, the NLL loss, the optimizer steps) or to draw on the
+// device (uniform). Each family's rule is shared by both devices: the optimizer steps' in
+// tensor/optim_step.h, max pooling's NaN rule is argmax's (tensor/reduce_ops.h). Contiguous tensors.
+class FusedKernels {
  public:
-  virtual ~Backend() = default;
+  virtual ~FusedKernels() = default;
+
+  // (log_)softmax along the middle dimension of [outer, n, inner].
+  virtual void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) = 0;
+  // log: grad_in = g - exp(y) * sum(g); else grad_in = y * (g - sum(g * y)); sums along the dimension.
+  virtual void softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer,
+                                int64_t n, int64_t inner, bool log) = 0;
+  // LayerNorm over the last dimension of x [rows, n], all contiguous and of one floating dtype:
+  // y = (x - mean) * rstd * weight + bias (weight and bias [n], each may be undefined), with
+  // rstd = 1 / sqrt(biased variance + eps); mean and rstd [rows] are kept for the backward.
+  virtual void layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                          const Tensor& bias, int64_t rows, int64_t n, double eps) = 0;
+  // Its gradients from grad_y: grad_x [rows, n]; grad_weight and grad_bias [n] where defined (undefined:
+  // not wanted). With xhat = (x - mean) * rstd and gh = grad_y * weight:
+  // grad_x = rstd * (gh - mean_j(gh) - xhat * mean_j(gh * xhat)), grad_weight = sum over rows of
+  // grad_y * xhat, grad_bias = sum over rows of grad_y.
+  virtual void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
+                                   const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                                   int64_t rows, int64_t n) = 0;
+  // out = each window's maximum, and indices (int64, as out) the flat position in x of the cell that
+  // holds it: the first NaN, else the first maximum in row-major window order (PyTorch's indices).
+  // x contiguous and floating.
+  virtual void max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& args) = 0;
+  // out (one element) = -scale * sum_i logp[i, target[i]]; logp [N, C], target int64 [N].
+  // A target outside [0, C) is an error.
+  virtual void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) = 0;
+  // grad_logp (zero-filled here) [i, target[i]] = -scale * grad_out[0].
+  virtual void nll_loss_backward(Tensor& grad_logp, const Tensor& grad_out, const Tensor& target, double scale) = 0;
+  // torch.optim.SGD's update for one parameter, in place (see optim/sgd.h for the rule).
+  virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
+                        double dampening, double weight_decay, bool nesterov, bool first_step) = 0;
+  // torch.optim.Adam/AdamW's update for one parameter, in place (tensor/optim_step.h's adam_update on
+  // every element; optim/adam.h states the rule). All five tensors are contiguous, of one floating dtype
+  // and distinct; max_exp_avg_sq is used only with args.amsgrad.
+  virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                         Tensor& max_exp_avg_sq, const AdamStepArgs& args) = 0;
+  // out (contiguous, float32 or float64) = low + (high - low) * u, element i's u drawn by Philox from
+  // (seed, counter + i) (tensor/philox.h): rand() on a device, which draws there instead of copying
+  // host draws over.
+  virtual void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) = 0;
+
+};
+
+// A device's kernels: the core list (memory, copies, elementwise, GEMM, reductions, index and sort),
+// which everything else in lockstep is built on, plus the fused kernels above. Both are pure virtual:
+// a new device fills both lists.
+class Backend : public FusedKernels {
+ public:
 
   // Memory. Blocks from allocate() are at least 64-byte aligned.
   virtual void* allocate(size_t nbytes, Device device) = 0;
@@ -96,32 +149,6 @@ class Backend {
   // a viewed as [outer, n, inner], reduced over n (n > 0) into out [outer, inner] by the row's rule in
   // tensor/reduce_ops.h (its accumulator, its NaN rule). Index rows (argmax, argmin) write int64.
   virtual void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) = 0;
-  // (log_)softmax along the middle dimension of [outer, n, inner].
-  virtual void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) = 0;
-  // log: grad_in = g - exp(y) * sum(g); else grad_in = y * (g - sum(g * y)); sums along the dimension.
-  virtual void softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer,
-                                int64_t n, int64_t inner, bool log) = 0;
-  // LayerNorm over the last dimension of x [rows, n], all contiguous and of one floating dtype:
-  // y = (x - mean) * rstd * weight + bias (weight and bias [n], each may be undefined), with
-  // rstd = 1 / sqrt(biased variance + eps); mean and rstd [rows] are kept for the backward.
-  virtual void layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight,
-                          const Tensor& bias, int64_t rows, int64_t n, double eps) = 0;
-  // Its gradients from grad_y: grad_x [rows, n]; grad_weight and grad_bias [n] where defined (undefined:
-  // not wanted). With xhat = (x - mean) * rstd and gh = grad_y * weight:
-  // grad_x = rstd * (gh - mean_j(gh) - xhat * mean_j(gh * xhat)), grad_weight = sum over rows of
-  // grad_y * xhat, grad_bias = sum over rows of grad_y.
-  virtual void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
-                                   const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
-                                   int64_t rows, int64_t n) = 0;
-  // out = each window's maximum, and indices (int64, as out) the flat position in x of the cell that
-  // holds it: the first NaN, else the first maximum in row-major window order (PyTorch's indices).
-  // x contiguous and floating.
-  virtual void max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& args) = 0;
-  // out (one element) = -scale * sum_i logp[i, target[i]]; logp [N, C], target int64 [N].
-  // A target outside [0, C) is an error.
-  virtual void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) = 0;
-  // grad_logp (zero-filled here) [i, target[i]] = -scale * grad_out[0].
-  virtual void nll_loss_backward(Tensor& grad_logp, const Tensor& grad_out, const Tensor& target, double scale) = 0;
   // a [outer, n, inner], index int64 [k]: out [outer, k, inner] = a[:, index[j], :].
   virtual void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
                             int64_t inner) = 0;
@@ -135,19 +162,6 @@ class Backend {
                            int64_t inner) = 0;
   // Each row of a [rows, n] sorted (stable) into values and int64 indices, both [rows, n].
   virtual void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) = 0;
-  // torch.optim.SGD's update for one parameter, in place (see optim/sgd.h for the rule).
-  virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
-                        double dampening, double weight_decay, bool nesterov, bool first_step) = 0;
-  // torch.optim.Adam/AdamW's update for one parameter, in place (tensor/optim_step.h's adam_update on
-  // every element; optim/adam.h states the rule). All five tensors are contiguous, of one floating dtype
-  // and distinct; max_exp_avg_sq is used only with args.amsgrad.
-  virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                         Tensor& max_exp_avg_sq, const AdamStepArgs& args) = 0;
-  // out (contiguous, float32 or float64) = low + (high - low) * u, element i's u drawn by Philox from
-  // (seed, counter + i) (tensor/philox.h): rand() on a device, which draws there instead of copying
-  // host draws over.
-  virtual void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) = 0;
-
  protected:
   // For a gemm that does not take the bias itself: C = beta * C + bias (rows broadcast; C is not read
   // when beta is 0) through this backend's elementwise kernels, and the args for the product to add
