@@ -21,6 +21,7 @@ namespace lockstep::internal {
 // The errors every op raises for an undefined operand, or operands on two devices; `op` names the caller.
 void check_defined(const Tensor& t, const char* op);
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+void check_floating(const Tensor& a, const char* op);  // float32, float64 or bfloat16
 // Resolves a negative dimension and checks the range; `op` names the caller in the error.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The [outer, n, inner] view of `shape` around dimension `dim`.
@@ -103,6 +104,7 @@ std::vector<int64_t> reduction_dims(const std::vector<int64_t>& dims, int64_t nd
 // a's shape with the reduced dims set to 1 (for broadcasting a reduction back).
 Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims);
 
+// --- fused kernels' ops: softmax.cpp, layer_norm.cpp, max_pool2d.cpp, nll_loss.cpp ---
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log);
 Tensor log_softmax(const Tensor& a, int64_t dim);
