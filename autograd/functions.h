@@ -105,6 +105,9 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = fal
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);
+// The product; its gradient handles zeros as PyTorch's (one zero: the product of the others there).
+Tensor prod(const Tensor& a);
+Tensor prod(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);
 Tensor std(const Tensor& a, const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false);
 Tensor max(const Tensor& a);  // over all elements

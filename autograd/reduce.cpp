@@ -34,7 +34,7 @@ Tensor extreme(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdi
   std::vector<int64_t> dims = in::reduction_dims(dims_in, a.dim(), name);
   Tensor out = a;
   for (size_t i = dims.size(); i-- > 0;)
-    out = in::reduce(is_max ? ReduceOp::Max : ReduceOp::Min, out, dims[i], true, name);
+    out = in::reduce(is_max ? Reduction::Max : Reduction::Min, out, dims[i], true, name);
   if (dims.empty()) out = in::clone(a);
   Tensor kept = out;
   if (!keepdim) {
@@ -54,9 +54,9 @@ Tensor extreme(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdi
 // max/min along one dimension: the gradient goes to the element the index points at.
 std::tuple<Tensor, Tensor> extreme_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
   const char* name = is_max ? "max" : "min";
-  Tensor out = in::reduce(is_max ? ReduceOp::Max : ReduceOp::Min, a, dim, keepdim, name);
+  Tensor out = in::reduce(is_max ? Reduction::Max : Reduction::Min, a, dim, keepdim, name);
   const int64_t d = in::wrap_dim(dim, std::max<int64_t>(a.dim(), 1), name);
-  Tensor idx = in::reduce(is_max ? ReduceOp::Argmax : ReduceOp::Argmin, a, d, true, name);
+  Tensor idx = in::reduce(is_max ? Reduction::Argmax : Reduction::Argmin, a, d, true, name);
   Tensor indices = keepdim || a.dim() == 0 ? idx : in::squeeze(idx, d);
   if (!any_requires_grad(a)) return {out, indices};
   out = record(name, out, {a}, [s = a.shape(), idx, d, keepdim](const Tensor& g) {
@@ -68,7 +68,43 @@ std::tuple<Tensor, Tensor> extreme_dim(const Tensor& a, int64_t dim, bool keepdi
   return {out, indices};
 }
 
+// d prod / d a_i over dims (one dim, or all), times g, with PyTorch's handling of zeros: where the
+// reduced slice has no zero, prod / a_i; with one zero, the product of the others at the zero and 0
+// elsewhere; with two or more, 0. The product of the nonzero elements gives all three cases without
+// dividing by zero (prod / a_i alone is NaN at a zero).
+Tensor prod_backward(const Tensor& g, const Tensor& a, const std::vector<int64_t>& dims) {
+  const Shape kept = in::kept_shape(a.shape(), dims);
+  const Tensor is_zero = in::binary_scalar(BinaryOp::Eq, a, 0.0);
+  const Tensor zero_f = in::to_dtype(is_zero, a.dtype());
+  const Tensor nonzero = in::add(a, zero_f);  // the zeros replaced by ones
+  const Tensor p = dims.size() == 1 && a.dim() > 0 ? in::prod(nonzero, dims[0], true)
+                                                   : in::reshape(in::prod(nonzero), kept);
+  const Tensor zeros_in_slice = in::expand(in::sum(is_zero, dims, true), a.shape());  // int64
+  const Tensor none = in::binary_scalar(BinaryOp::Eq, zeros_in_slice, 0.0);
+  const Tensor one = in::to_dtype(in::binary_scalar(BinaryOp::Eq, zeros_in_slice, 1.0), a.dtype());
+  const Tensor d = in::where(none, in::div(p, nonzero), in::mul(in::mul(p, zero_f), one));
+  return in::mul(unreduce(g, a.shape(), dims), d);
+}
+
 }  // namespace
+
+Tensor prod(const Tensor& a) {
+  LOCKSTEP_CHECK(a.defined(), "prod: got an undefined tensor");
+  Tensor out = in::prod(a);
+  if (!any_requires_grad(a)) return out;
+  return record("prod", out, {a}, [a = a.detach()](const Tensor& g) {
+    return Grads{prod_backward(g, a, in::reduction_dims({}, a.dim(), "prod"))};
+  });
+}
+Tensor prod(const Tensor& a, int64_t dim, bool keepdim) {
+  LOCKSTEP_CHECK(a.defined(), "prod: got an undefined tensor");
+  Tensor out = in::prod(a, dim, keepdim);
+  if (!any_requires_grad(a)) return out;
+  const int64_t d = in::wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "prod");
+  return record("prod", out, {a}, [a = a.detach(), d](const Tensor& g) {
+    return Grads{a.dim() == 0 ? in::reshape(g, a.shape()) : prod_backward(g, a, {d})};
+  });
+}
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   LOCKSTEP_CHECK(a.defined(), "sum: got an undefined tensor");
@@ -124,10 +160,10 @@ std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
   return extreme_dim(a, dim, keepdim, false);
 }
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
-  return in::reduce(ReduceOp::Argmax, a, dim, keepdim, "argmax");
+  return in::reduce(Reduction::Argmax, a, dim, keepdim, "argmax");
 }
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
-  return in::reduce(ReduceOp::Argmin, a, dim, keepdim, "argmin");
+  return in::reduce(Reduction::Argmin, a, dim, keepdim, "argmin");
 }
 
 // log(sum(exp(a - m))) + m with m the (constant) maximum, so exp never overflows; rows that are all

@@ -81,6 +81,8 @@ Tensor Tensor::sum(const std::vector<int64_t>& d, bool k) const { return lockste
 Tensor Tensor::mean() const { return lockstep::mean(*this); }
 Tensor Tensor::mean(int64_t d, bool k) const { return lockstep::mean(*this, d, k); }
 Tensor Tensor::mean(const std::vector<int64_t>& d, bool k) const { return lockstep::mean(*this, d, k); }
+Tensor Tensor::prod() const { return lockstep::prod(*this); }
+Tensor Tensor::prod(int64_t d, bool k) const { return lockstep::prod(*this, d, k); }
 Tensor Tensor::var(const std::vector<int64_t>& d, bool u, bool k) const { return lockstep::var(*this, d, u, k); }
 Tensor Tensor::std(const std::vector<int64_t>& d, bool u, bool k) const { return lockstep::std(*this, d, u, k); }
 Tensor Tensor::max() const { return lockstep::max(*this); }

@@ -1,5 +1,7 @@
-// Backend: the short list of kernels a device must implement. Everything else in lockstep (views,
-// autograd, nn, optim) is built from these, so a new device is a list to fill, not a second framework.
+// Backend: the short list of kernels a device must implement, in two parts: the core kernels (class
+// Backend) and the fused extensions (class FusedKernels), each grouped by family; the families with
+// rules (elementwise, reductions, optimizer steps) read them from one table shared by both devices.
+// Everything else in lockstep (views, autograd, nn, optim) is built from these, so a new device is a list to fill, not a second framework.
 //
 // Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
@@ -14,12 +16,11 @@
 #include "tensor/dtype.h"
 #include "tensor/elementwise_ops.h"
 #include "tensor/optim_step.h"
+#include "tensor/reduce_ops.h"
 
 namespace lockstep {
 
 class Tensor;
-
-enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, Argmax, Argmin };
 
 // An elementwise loop after shape checking: up to kMaxOperands tensors (operand 0 is the output) walked
 // together over `shape`, each with its own element strides (0 where it is broadcast). Adjacent
@@ -67,35 +68,14 @@ struct MaxPool2dArgs {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
 };
 
-class Backend {
+// Fused kernels: each could be composed from the core kernels below, but a device runs it in one pass
+// for speed (softmax, LayerNorm, max pooling, the NLL loss, the optimizer steps) or to draw on the
+// device (uniform). Each family's rule is shared by both devices: the optimizer steps' in
+// tensor/optim_step.h, max pooling's NaN rule is argmax's (tensor/reduce_ops.h). Contiguous tensors.
+class FusedKernels {
  public:
-  virtual ~Backend() = default;
+  virtual ~FusedKernels() = default;
 
-  // Memory. Blocks from allocate() are at least 64-byte aligned.
-  virtual void* allocate(size_t nbytes, Device device) = 0;
-  virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
-  // Contiguous bytes between this backend's device and the host or itself (same dtype and numel).
-  virtual void copy(Tensor& dst, const Tensor& src) = 0;
-  // Waits for every queued kernel on `device`.
-  virtual void synchronize(Device device) = 0;
-
-  // --- elementwise, any strides (plan operands: out, inputs...) ---
-  virtual void fill(const StridedPlan& p, Tensor& out, double value) = 0;
-  // out = a converted to out's dtype (every dtype pair, bfloat16 included).
-  virtual void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
-  virtual void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
-  virtual void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) = 0;
-  // out = a (op) s, or s (op) a with `reverse` (plan operands: out, a).
-  virtual void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
-                             bool reverse) = 0;
-  // out = cond ? a : b, cond bool.
-  virtual void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
-
-  // --- contiguous kernels ---
-  // Matrix products (float32/float64); a, b, out may be any tensors the GemmArgs describe.
-  virtual void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) = 0;
-  // a viewed as [outer, n, inner], reduced over n into out [outer, inner]. Argmax/Argmin write int64.
-  virtual void reduce(ReduceOp op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) = 0;
   // (log_)softmax along the middle dimension of [outer, n, inner].
   virtual void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) = 0;
   // log: grad_in = g - exp(y) * sum(g); else grad_in = y * (g - sum(g * y)); sums along the dimension.
@@ -122,19 +102,6 @@ class Backend {
   virtual void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) = 0;
   // grad_logp (zero-filled here) [i, target[i]] = -scale * grad_out[0].
   virtual void nll_loss_backward(Tensor& grad_logp, const Tensor& grad_out, const Tensor& target, double scale) = 0;
-  // a [outer, n, inner], index int64 [k]: out [outer, k, inner] = a[:, index[j], :].
-  virtual void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
-                            int64_t inner) = 0;
-  // out [outer, n, inner] [:, index[j], :] += src [outer, k, inner] [:, j, :].
-  virtual void index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
-                         int64_t inner) = 0;
-  // a [outer, n, inner], index and out [outer, k, inner]: out[o, j, i] = a[o, index[o, j, i], i].
-  virtual void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) = 0;
-  // out [outer, n, inner] [o, index[o, j, i], i] += src[o, j, i]; index and src [outer, k, inner].
-  virtual void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
-                           int64_t inner) = 0;
-  // Each row of a [rows, n] sorted (stable) into values and int64 indices, both [rows, n].
-  virtual void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) = 0;
   // torch.optim.SGD's update for one parameter, in place (see optim/sgd.h for the rule).
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
                         double dampening, double weight_decay, bool nesterov, bool first_step) = 0;
@@ -148,6 +115,53 @@ class Backend {
   // host draws over.
   virtual void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) = 0;
 
+};
+
+// A device's kernels: the core list (memory, copies, elementwise, GEMM, reductions, index and sort),
+// which everything else in lockstep is built on, plus the fused kernels above. Both are pure virtual:
+// a new device fills both lists.
+class Backend : public FusedKernels {
+ public:
+
+  // Memory. Blocks from allocate() are at least 64-byte aligned.
+  virtual void* allocate(size_t nbytes, Device device) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
+  // Contiguous bytes between this backend's device and the host or itself (same dtype and numel).
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  // Waits for every queued kernel on `device`.
+  virtual void synchronize(Device device) = 0;
+
+  // --- elementwise, any strides (plan operands: out, inputs...) ---
+  virtual void fill(const StridedPlan& p, Tensor& out, double value) = 0;
+  // out = a converted to out's dtype (every dtype pair, bfloat16 included).
+  virtual void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
+  virtual void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
+  virtual void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // out = a (op) s, or s (op) a with `reverse` (plan operands: out, a).
+  virtual void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
+                             bool reverse) = 0;
+  // out = cond ? a : b, cond bool.
+  virtual void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+
+  // --- contiguous kernels ---
+  // Matrix products (float32/float64); a, b, out may be any tensors the GemmArgs describe.
+  virtual void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) = 0;
+  // a viewed as [outer, n, inner], reduced over n (n > 0) into out [outer, inner] by the row's rule in
+  // tensor/reduce_ops.h (its accumulator, its NaN rule). Index rows (argmax, argmin) write int64.
+  virtual void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) = 0;
+  // a [outer, n, inner], index int64 [k]: out [outer, k, inner] = a[:, index[j], :].
+  virtual void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
+                            int64_t inner) = 0;
+  // out [outer, n, inner] [:, index[j], :] += src [outer, k, inner] [:, j, :].
+  virtual void index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                         int64_t inner) = 0;
+  // a [outer, n, inner], index and out [outer, k, inner]: out[o, j, i] = a[o, index[o, j, i], i].
+  virtual void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) = 0;
+  // out [outer, n, inner] [o, index[o, j, i], i] += src[o, j, i]; index and src [outer, k, inner].
+  virtual void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                           int64_t inner) = 0;
+  // Each row of a [rows, n] sorted (stable) into values and int64 indices, both [rows, n].
+  virtual void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) = 0;
  protected:
   // For a gemm that does not take the bias itself: C = beta * C + bias (rows broadcast; C is not read
   // when beta is 0) through this backend's elementwise kernels, and the args for the product to add

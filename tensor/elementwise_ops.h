@@ -1,7 +1,7 @@
 // The elementwise ops, in one table read by the ops layer (names, dtype rules, output dtypes), the CPU
 // backend and the CUDA kernels alike. Each row is (Name, "name", dtypes) and names a functor
 // fn::Name below, defined once for host and device. A new elementwise op is one row, one functor, its
-// autograd rule (autograd/functions.cpp) and tests; no backend changes.
+// autograd rule (autograd/elementwise.cpp) and tests; no backend changes.
 //
 // The output's C++ type is whatever the functor returns for the input type (bool for comparisons),
 // so the row needs no separate output rule.

@@ -47,6 +47,10 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
   LOCKSTEP_CHECK(a.device() == b.device(), op, ": tensors on different devices: ", a.device(), " and ", b.device());
 }
 
+void check_floating(const Tensor& a, const char* op) {
+  LOCKSTEP_CHECK(is_floating_point(a.dtype()), op, ": expected a floating-point tensor, got ", a.dtype());
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t d = dim < 0 ? dim + ndim : dim;
   LOCKSTEP_CHECK(d >= 0 && d < ndim, op, ": dimension ", dim, " out of range for a ", ndim, "-D tensor");
@@ -284,62 +288,6 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
     if (!std::isnan(x[i]) && std::abs(x[i] - y[i]) > atol + rtol * std::abs(y[i])) return false;
   }
   return true;
-}
-
-}  // namespace lockstep::internal
-
-namespace lockstep::internal {
-
-void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum, double dampening,
-               double weight_decay, bool nesterov, bool first_step) {
-  LOCKSTEP_CHECK(param.defined() && grad.defined(), "sgd_step_: got an undefined parameter or gradient");
-  LOCKSTEP_CHECK(param.dtype() == kFloat32 || param.dtype() == kFloat64, "sgd_step_: expected a float32 or float64 "
-                 "parameter, got ", param.dtype());
-  LOCKSTEP_CHECK(grad.shape() == param.shape() && grad.dtype() == param.dtype() && grad.device() == param.device(),
-                 "sgd_step_: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
-                 " does not match parameter ", param.shape(), " ", param.dtype(), " on ", param.device());
-  LOCKSTEP_CHECK(param.is_contiguous() && grad.is_contiguous(), "sgd_step_: the parameter and its gradient must be "
-                 "contiguous");
-  if (momentum != 0) {
-    LOCKSTEP_CHECK(buf.defined() && buf.shape() == param.shape() && buf.dtype() == param.dtype() &&
-                       buf.device() == param.device() && buf.is_contiguous(),
-                   "sgd_step_: momentum buffer does not match parameter ", param.shape());
-  }
-  // The kernels read and write the three arrays as distinct memory.
-  LOCKSTEP_CHECK(grad.data_ptr() != param.data_ptr() && (momentum == 0 || (buf.data_ptr() != param.data_ptr() &&
-                                                                              buf.data_ptr() != grad.data_ptr())),
-                 "sgd_step_: the parameter, its gradient and its momentum buffer must be distinct tensors");
-  if (param.numel())
-    backend_for(param.device()).sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, first_step);
-}
-
-void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
-                const AdamStepArgs& args) {
-  LOCKSTEP_CHECK(param.defined() && grad.defined(), "adam_step_: got an undefined parameter or gradient");
-  LOCKSTEP_CHECK(param.dtype() == kFloat32 || param.dtype() == kFloat64, "adam_step_: expected a float32 or float64 "
-                 "parameter, got ", param.dtype());
-  auto check_like = [&](const Tensor& t, const char* what) {
-    LOCKSTEP_CHECK(t.defined() && t.shape() == param.shape() && t.dtype() == param.dtype() &&
-                       t.device() == param.device() && t.is_contiguous(),
-                   "adam_step_: ", what, " ", (t.defined() ? t.shape() : Shape{}), " does not match parameter ",
-                   param.shape(), " ", param.dtype(), " on ", param.device(), " (or is not contiguous)");
-  };
-  LOCKSTEP_CHECK(param.is_contiguous(), "adam_step_: the parameter must be contiguous");
-  check_like(grad, "gradient");
-  check_like(exp_avg, "exp_avg");
-  check_like(exp_avg_sq, "exp_avg_sq");
-  std::vector<const void*> ptrs = {param.data_ptr(), grad.data_ptr(), exp_avg.data_ptr(), exp_avg_sq.data_ptr()};
-  if (args.amsgrad) {
-    check_like(max_exp_avg_sq, "max_exp_avg_sq");
-    ptrs.push_back(max_exp_avg_sq.data_ptr());
-  }
-  // The kernels read and write the arrays as distinct memory.
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      LOCKSTEP_CHECK(param.numel() == 0 || ptrs[i] != ptrs[j],
-                     "adam_step_: the parameter, its gradient and its state must be distinct tensors");
-  if (param.numel())
-    backend_for(param.device()).adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
 }
 
 }  // namespace lockstep::internal

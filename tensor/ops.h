@@ -21,6 +21,7 @@ namespace lockstep::internal {
 // The errors every op raises for an undefined operand, or operands on two devices; `op` names the caller.
 void check_defined(const Tensor& t, const char* op);
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+void check_floating(const Tensor& a, const char* op);  // float32, float64 or bfloat16
 // Resolves a negative dimension and checks the range; `op` names the caller in the error.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The [outer, n, inner] view of `shape` around dimension `dim`.
@@ -85,12 +86,15 @@ void mul_(Tensor& a, double s);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
 // --- reductions (reduce.cpp). Over all elements the result has shape []. ---
-Tensor reduce(ReduceOp op, const Tensor& a, int64_t dim, bool keepdim, const char* name);
+Tensor reduce(Reduction op, const Tensor& a, int64_t dim, bool keepdim, const char* name);
 Tensor sum(const Tensor& a);
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim = false);  // {} = all
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim = false);
+// Products accumulate as sums do (double for floating, int64 for integers; tensor/reduce_ops.h).
+Tensor prod(const Tensor& a);
+Tensor prod(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);  // int64
 // Sums `a` down to `shape`, undoing a broadcast (the gradient of a broadcast input).
@@ -100,6 +104,7 @@ std::vector<int64_t> reduction_dims(const std::vector<int64_t>& dims, int64_t nd
 // a's shape with the reduced dims set to 1 (for broadcasting a reduction back).
 Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims);
 
+// --- fused kernels' ops: softmax.cpp, layer_norm.cpp, max_pool2d.cpp, nll_loss.cpp ---
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log);
 Tensor log_softmax(const Tensor& a, int64_t dim);

@@ -1,10 +1,13 @@
-// torch.optim.Adam/AdamW's update of one element, as both backends compute it (the CPU loop and the
-// CUDA kernel call the same function, so they agree bit for bit). optim/adam.h states the rule; the
+// The optimizer steps' update of one element, as both backends compute it: torch.optim.SGD's
+// (sgd_update) and Adam/AdamW's (adam_update). The CPU loop and the CUDA kernel call the same function,
+// so they agree bit for bit. optim/adam.h states the rule; the
 // scalars that depend only on the step count are computed once per step on the host (AdamStepArgs) and
 // arrive here converted to the parameter's type, as PyTorch's CPU kernels convert Python scalars.
 #pragma once
 
 #include <math.h>
+
+#include <type_traits>
 
 #include "tensor/host_device.h"
 
@@ -21,6 +24,40 @@ struct AdamStepArgs {
 };
 
 namespace detail {
+
+// SGD's scalars in the element type T (from the float64 the optimizer holds, as PyTorch converts them).
+template <typename T>
+struct SgdScalars {
+  T lr, momentum, one_minus_dampening, weight_decay;
+};
+
+// One element of torch.optim.SGD's update (optim/sgd.h states the rule): p and, with kMomentum, the
+// momentum buffer m in place. The options are template arguments so the loops over it have no branch
+// and vectorize; visit_sgd_options picks them from run-time flags.
+template <bool kMomentum, bool kFirst, bool kNesterov, typename T>
+LOCKSTEP_HOST_DEVICE inline void sgd_update(T& p, T g, T& m, const SgdScalars<T>& s) {
+  T d = g + s.weight_decay * p;  // grad.add(param, alpha=weight_decay)
+  if constexpr (kMomentum) {
+    const T mi = kFirst ? d : s.momentum * m + s.one_minus_dampening * d;  // buf.mul_(momentum).add_(d, 1 - dampening)
+    m = mi;
+    d = kNesterov ? d + s.momentum * mi : mi;
+  }
+  p -= s.lr * d;  // param.add_(d, alpha=-lr)
+}
+
+// f(std::bool_constant<momentum>, std::bool_constant<first>, std::bool_constant<nesterov>); without
+// momentum the other two do not matter and are false.
+template <typename F>
+decltype(auto) visit_sgd_options(bool momentum, bool first, bool nesterov, F&& f) {
+  using std::bool_constant;
+  if (!momentum) return f(bool_constant<false>{}, bool_constant<false>{}, bool_constant<false>{});
+  if (first) {
+    if (nesterov) return f(bool_constant<true>{}, bool_constant<true>{}, bool_constant<true>{});
+    return f(bool_constant<true>{}, bool_constant<true>{}, bool_constant<false>{});
+  }
+  if (nesterov) return f(bool_constant<true>{}, bool_constant<false>{}, bool_constant<true>{});
+  return f(bool_constant<true>{}, bool_constant<false>{}, bool_constant<false>{});
+}
 
 LOCKSTEP_HOST_DEVICE inline float adam_sqrt(float x) { return ::sqrtf(x); }
 LOCKSTEP_HOST_DEVICE inline double adam_sqrt(double x) { return ::sqrt(x); }

@@ -180,6 +180,8 @@ class Tensor {
   Tensor mean() const;
   Tensor mean(int64_t dim, bool keepdim = false) const;
   Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
   Tensor var(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor std(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor max() const;
@@ -251,7 +253,6 @@ struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
-  uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   // The node that accumulates into this leaf's .grad, shared by every use of the leaf in a graph.
   std::weak_ptr<autograd::Node> grad_accumulator;
   // Run right after this leaf's gradient has been accumulated in a backward pass (DDP's hook),

@@ -117,17 +117,13 @@ __global__ void where_kernel(T* out, const bool* cond, const T* a, const T* b, S
   }
 }
 
-// torch.optim.SGD for one parameter (see optim/sgd.h), in one pass over p, g and the momentum buffer
-// (contiguous, as the contract gives them).
-template <typename T>
-__global__ void sgd_kernel(T* p, const T* g, T* m, T lr, T mom, T damp, T wd, bool nesterov, bool first, int64_t n) {
+// torch.optim.SGD for one parameter: tensor/optim_step.h's sgd_update, the CPU loop's rule, on each
+// element of p, g and the momentum buffer (contiguous, as the contract gives them).
+template <typename T, bool kMomentum, bool kFirst, bool kNesterov>
+__global__ void sgd_kernel(T* p, const T* g, T* m, lockstep::detail::SgdScalars<T> s, int64_t n) {
   LOCKSTEP_GRID_STRIDE(i, n) {
-    T d = g[i] + wd * p[i];
-    if (m) {
-      m[i] = first ? d : mom * m[i] + damp * d;
-      d = nesterov ? d + mom * m[i] : m[i];
-    }
-    p[i] -= lr * d;
+    T unused = 0;
+    lockstep::detail::sgd_update<kMomentum, kFirst, kNesterov>(p[i], g[i], kMomentum ? m[i] : unused, s);
   }
 }
 
@@ -258,8 +254,11 @@ void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, doubl
   dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* m = momentum != 0 ? buf.data<T>() : nullptr;
-    LOCKSTEP_LAUNCH("sgd_kernel", sgd_kernel<T>, grid_for(n, on.ctx), kThreads, on.stream(), param.data<T>(),
-                    grad.data<T>(), m, T(lr), T(momentum), T(1 - dampening), T(wd), nesterov, first, n);
+    const lockstep::detail::SgdScalars<T> s{T(lr), T(momentum), T(1 - dampening), T(wd)};
+    lockstep::detail::visit_sgd_options(momentum != 0, first, nesterov, [&](auto mom, auto fst, auto nes) {
+      LOCKSTEP_LAUNCH("sgd_kernel", (sgd_kernel<T, decltype(mom)::value, decltype(fst)::value, decltype(nes)::value>),
+                      grid_for(n, on.ctx), kThreads, on.stream(), param.data<T>(), grad.data<T>(), m, s, n);
+    });
   });
 }
 

@@ -316,10 +316,10 @@ TEST_CASE("reduce: every op and dtype, rows (inner 1) and columns, split and uns
     int64_t outer, n, inner;
   } shapes[] = {{3, 10, 4}, {6, 50, 1}, {1, 9000, 1}, {2, 3000, 3}, {1, 1, 1}};
   for (Dtype dt : kComputeDtypes)
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::Argmax,
-                        ReduceOp::Argmin}) {
-      if (op == ReduceOp::Sum && dt == kBool) continue;
-      if (op == ReduceOp::Mean && !is_floating_point(dt)) continue;
+    for (Reduction op : {Reduction::Sum, Reduction::Mean, Reduction::Max, Reduction::Min, Reduction::Argmax,
+                        Reduction::Argmin}) {
+      if (op == Reduction::Sum && dt == kBool) continue;
+      if (op == Reduction::Mean && !is_floating_point(dt)) continue;
       for (const auto& s : shapes) {
         CAPTURE(dt);
         CAPTURE(int(op));
@@ -331,7 +331,7 @@ TEST_CASE("reduce: every op and dtype, rows (inner 1) and columns, split and uns
           set_nan(x, s.outer - 1, s.n - 1);
         }
         Both a = both(x);
-        const bool arg = op == ReduceOp::Argmax || op == ReduceOp::Argmin;
+        const bool arg = op == Reduction::Argmax || op == Reduction::Argmin;
         Both out = output({s.outer, s.inner}, arg ? kInt64 : dt);
         cpu_backend().reduce(op, out.cpu, a.cpu, s.outer, s.n, s.inner);
         gpu_backend().reduce(op, out.gpu, a.gpu, s.outer, s.n, s.inner);

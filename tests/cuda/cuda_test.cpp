@@ -391,29 +391,31 @@ namespace {
 
 // The CPU reference for sums and means, computed in float64 so that it is exact enough to judge the
 // device's (double-accumulated) float32 result.
-Tensor reference(ReduceOp op, const Tensor& a, int64_t dim) {
-  const bool wide = a.dtype() == kFloat32 && (op == ReduceOp::Sum || op == ReduceOp::Mean);
+Tensor reference(Reduction op, const Tensor& a, int64_t dim) {
+  const bool wide = a.dtype() == kFloat32 && (op == Reduction::Sum || op == Reduction::Mean);
   Tensor x = wide ? internal::to_dtype(a, kFloat64) : a;
   Tensor r;
   switch (op) {
-    case ReduceOp::Sum: r = dim < 0 ? internal::sum(x) : internal::sum(x, dim); break;
-    case ReduceOp::Mean: r = dim < 0 ? internal::mean(x) : internal::mean(x, dim); break;
-    case ReduceOp::Max: r = internal::max(x, dim); break;
-    case ReduceOp::Argmax: r = internal::argmax(x, dim); break;
-    case ReduceOp::Min:
-    case ReduceOp::Argmin: r = internal::reduce(op, x, dim, false, "reference"); break;
+    case Reduction::Sum: r = dim < 0 ? internal::sum(x) : internal::sum(x, dim); break;
+    case Reduction::Mean: r = dim < 0 ? internal::mean(x) : internal::mean(x, dim); break;
+    case Reduction::Max: r = internal::max(x, dim); break;
+    case Reduction::Argmax: r = internal::argmax(x, dim); break;
+    case Reduction::Prod:
+    case Reduction::Min:
+    case Reduction::Argmin: r = internal::reduce(op, x, dim, false, "reference"); break;
   }
   return wide ? internal::to_dtype(r, kFloat32) : r;
 }
 
-Tensor on_device(ReduceOp op, const Tensor& a, int64_t dim) {
+Tensor on_device(Reduction op, const Tensor& a, int64_t dim) {
   switch (op) {
-    case ReduceOp::Sum: return dim < 0 ? internal::sum(a) : internal::sum(a, dim);
-    case ReduceOp::Mean: return dim < 0 ? internal::mean(a) : internal::mean(a, dim);
-    case ReduceOp::Max: return internal::max(a, dim);
-    case ReduceOp::Argmax: return internal::argmax(a, dim);
-    case ReduceOp::Min:
-    case ReduceOp::Argmin: return internal::reduce(op, a, dim, false, "on_device");
+    case Reduction::Sum: return dim < 0 ? internal::sum(a) : internal::sum(a, dim);
+    case Reduction::Mean: return dim < 0 ? internal::mean(a) : internal::mean(a, dim);
+    case Reduction::Max: return internal::max(a, dim);
+    case Reduction::Argmax: return internal::argmax(a, dim);
+    case Reduction::Prod:
+    case Reduction::Min:
+    case Reduction::Argmin: return internal::reduce(op, a, dim, false, "on_device");
   }
   return Tensor();
 }
@@ -428,8 +430,8 @@ TEST_CASE("sum and mean of all elements, up to the split (two-pass) sizes") {
       Tensor a = random({n}, dt, -10, 10);
       CAPTURE(n);
       CAPTURE(dt);
-      CHECK_MATCH(internal::sum(gpu(a)), reference(ReduceOp::Sum, a, -1), dt == kInt64 ? 0.0 : 1e-4, tol(dt));
-      if (dt != kInt64) CHECK_MATCH(internal::mean(gpu(a)), reference(ReduceOp::Mean, a, -1), 1e-4, tol(dt));
+      CHECK_MATCH(internal::sum(gpu(a)), reference(Reduction::Sum, a, -1), dt == kInt64 ? 0.0 : 1e-4, tol(dt));
+      if (dt != kInt64) CHECK_MATCH(internal::mean(gpu(a)), reference(Reduction::Mean, a, -1), 1e-4, tol(dt));
     }
 }
 
@@ -443,15 +445,15 @@ TEST_CASE("reductions over one dimension: rows, columns, split rows and split co
       {{1, 1}, 0},      {{4, 1, 6}, 1},    // n = 1
   };
   for (Dtype dt : kAllDtypes)
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min, ReduceOp::Argmax, ReduceOp::Argmin})
+    for (Reduction op : {Reduction::Sum, Reduction::Mean, Reduction::Max, Reduction::Min, Reduction::Argmax, Reduction::Argmin})
       for (auto& [shape, dim] : cases) {
-        if (op == ReduceOp::Mean && dt == kInt64) continue;
+        if (op == Reduction::Mean && dt == kInt64) continue;
         Tensor a = random(shape, dt, -1000, 1000);
         CAPTURE(int(op));
         CAPTURE(dt);
         CAPTURE(shape);
         CAPTURE(dim);
-        const bool exact = (op != ReduceOp::Sum && op != ReduceOp::Mean) || dt == kInt64;
+        const bool exact = (op != Reduction::Sum && op != Reduction::Mean) || dt == kInt64;
         CHECK_MATCH(on_device(op, gpu(a), dim), reference(op, a, dim), exact ? 0.0 : 1e-4, tol(dt));
       }
 }

@@ -1,11 +1,18 @@
-// cpu::adam_step (adam.h): one loop per combination of the options, fixed at compile time, over
-// unaliased arrays, so each loop is branch-free and vectorizes.
-#include "tensor/cpu/adam.h"
+// cpu::sgd_step and cpu::adam_step (optim.h): one loop per combination of the options, fixed at compile
+// time, over unaliased arrays, so each loop is branch-free and vectorizes.
+#include "tensor/cpu/optim.h"
 
 #include <type_traits>
 
 namespace lockstep::cpu {
 namespace {
+
+template <typename T, bool kMomentum, bool kFirst, bool kNesterov>
+void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict m, int64_t n, const detail::SgdScalars<T>& s) {
+  T unused = 0;
+  for (int64_t i = 0; i < n; ++i)
+    detail::sgd_update<kMomentum, kFirst, kNesterov>(p[i], g[i], kMomentum ? m[i] : unused, s);
+}
 
 template <typename T, bool kAmsgrad, bool kWeightDecay, bool kDecoupled, bool kMaximize>
 void adam_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
@@ -37,6 +44,18 @@ void dispatch(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const AdamStepAr
 }
 
 }  // namespace
+
+template <typename T>
+void sgd_step(T* p, const T* g, T* m, int64_t n, const detail::SgdScalars<T>& s, bool momentum, bool first,
+              bool nesterov) {
+  detail::visit_sgd_options(momentum, first, nesterov, [&](auto mom, auto fst, auto nes) {
+    sgd_loop<T, decltype(mom)::value, decltype(fst)::value, decltype(nes)::value>(p, g, m, n, s);
+  });
+}
+template void sgd_step<float>(float*, const float*, float*, int64_t, const detail::SgdScalars<float>&, bool, bool,
+                              bool);
+template void sgd_step<double>(double*, const double*, double*, int64_t, const detail::SgdScalars<double>&, bool,
+                               bool, bool);
 
 void adam_step(float* p, const float* g, float* m, float* v, float* vmax, int64_t n, const AdamStepArgs& args) {
   dispatch(p, g, m, v, vmax, n, args);

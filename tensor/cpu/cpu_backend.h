@@ -1,0 +1,65 @@
+// The CPU backend: lockstep's kernels on host memory, one file per kernel family (tensor/backend.h's
+// sections): memory, copies, elementwise, GEMM and reductions in cpu_backend.cpp; index and sort
+// kernels in cpu/index.cpp; the fused kernels (softmax, LayerNorm, max pooling, NLL, optimizer steps,
+// uniform) in cpu/fused.cpp. The vectorized loops themselves live in per-ISA files (cpu/isa.h):
+// cpu/elementwise.cpp, cpu/reduce.cpp, cpu/rows.cpp, the GEMMs.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/backend.h"
+#include "tensor/cpu/block_cache.h"
+
+namespace lockstep::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+
+  // --- core (cpu_backend.cpp) ---
+  void* allocate(size_t nbytes, Device) override;
+  void deallocate(void* p, size_t nbytes, Device) override;
+  void synchronize(Device) override {}
+  void copy(Tensor& dst, const Tensor& src) override;
+  void fill(const StridedPlan& p, Tensor& out, double v) override;
+  void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override;
+  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override;
+  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) override;
+  void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
+                     bool reverse) override;
+  void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
+  void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) override;
+  void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override;
+
+  // --- index and sort (cpu/index.cpp) ---
+  void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
+                    int64_t inner) override;
+  void index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                 int64_t inner) override;
+  void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) override;
+  void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                   int64_t inner) override;
+  void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) override;
+
+  // --- fused kernels (cpu/fused.cpp) ---
+  void layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  int64_t rows, int64_t n, double eps) override;
+  void layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& weight, int64_t rows, int64_t n) override;
+  void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override;
+  void softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n, int64_t inner,
+                        bool log) override;
+  void max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& a) override;
+  void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) override;
+  void nll_loss_backward(Tensor& g, const Tensor& go, const Tensor& target, double scale) override;
+  void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum, double dampening,
+                double wd, bool nesterov, bool first) override;
+  void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
+                 const AdamStepArgs& args) override;
+  void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
+
+ private:
+  BlockCache cache_;  // large freed blocks, reused (tensor/cpu/block_cache.h)
+};
+
+}  // namespace lockstep::cpu

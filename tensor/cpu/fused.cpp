@@ -1,0 +1,173 @@
+// The CPU backend's fused kernels (tensor/backend.h's FusedKernels): softmax along a middle
+// dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), max pooling, the NLL loss, the
+// optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules) and uniform draws.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/isa.h"
+#include "tensor/cpu/optim.h"
+#include "tensor/cpu/rows.h"
+#include "tensor/parallel.h"
+#include "tensor/philox.h"
+#include "tensor/tensor.h"
+
+namespace lockstep::cpu {
+namespace {
+
+void check_target(int64_t t, int64_t c, int64_t i, const char* op) {
+  LOCKSTEP_CHECK(t >= 0 && t < c, op, ": target ", t, " at position ", i, " is out of range for ", c, " classes");
+}
+
+}  // namespace
+
+void CpuBackend::layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                int64_t rows, int64_t n, double eps) {
+  dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(layer_norm_rows<T>, x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
+                          bias.defined() ? bias.data<T>() : nullptr, y.data<T>(), mean.data<T>(), rstd.data<T>(),
+                          rows, n, eps);
+  });
+}
+
+void CpuBackend::layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& weight, int64_t rows, int64_t n) {
+  dispatch_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+    LOCKSTEP_CPU_ISA_CALL(layer_norm_backward_rows<T>, gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
+                          ptr(weight), ptr(gx), ptr(gw), ptr(gb), rows, n);
+  });
+}
+
+void CpuBackend::softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) {
+  dispatch_floating(a.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = a.data<T>();
+    T* y = out.data<T>();
+    if (inner == 1) return LOCKSTEP_CPU_ISA_CALL(softmax_rows<T>, x, y, outer, n, log);  // cpu/rows.cpp
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* xr = x + o * n * inner + i;
+        T* yr = y + o * n * inner + i;
+        T m = -std::numeric_limits<T>::infinity();
+        for (int64_t k = 0; k < n; ++k) m = std::max(m, xr[k * inner]);
+        double s = 0;
+        for (int64_t k = 0; k < n; ++k) s += std::exp(double(xr[k * inner] - m));
+        for (int64_t k = 0; k < n; ++k)
+          yr[k * inner] = log ? xr[k * inner] - (m + static_cast<T>(std::log(s)))
+                              : static_cast<T>(std::exp(double(xr[k * inner] - m)) / s);
+      }
+  });
+}
+
+void CpuBackend::softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n, int64_t inner,
+                      bool log) {
+  dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (inner == 1)  // contiguous rows (attention, logits): cpu/rows.cpp
+      return LOCKSTEP_CPU_ISA_CALL(softmax_backward_rows<T>, go.data<T>(), y.data<T>(), gi.data<T>(), outer, n, log);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t base = o * n * inner + i;
+        const T* g = go.data<T>() + base;
+        const T* yr = y.data<T>() + base;
+        T* r = gi.data<T>() + base;
+        double s = 0;
+        for (int64_t k = 0; k < n; ++k) s += log ? g[k * inner] : g[k * inner] * yr[k * inner];
+        for (int64_t k = 0; k < n; ++k)
+          r[k * inner] = log ? g[k * inner] - std::exp(yr[k * inner]) * static_cast<T>(s)
+                             : yr[k * inner] * (g[k * inner] - static_cast<T>(s));
+      }
+  });
+}
+
+void CpuBackend::max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& a) {
+  dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t plane = a.H * a.W, out_plane = a.OH * a.OW;
+    parallel_for(0, a.planes, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(out_plane * a.kh * a.kw, 1)),
+                 [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const T* xp = x.data<T>() + p * plane;
+        T* y = out.data<T>() + p * out_plane;
+        int64_t* ix = indices.data<int64_t>() + p * out_plane;
+        for (int64_t oh = 0; oh < a.OH; ++oh)
+          for (int64_t ow = 0; ow < a.OW; ++ow) {
+            const int64_t first = oh * a.sh * a.W + ow * a.sw;
+            int64_t at = first;
+            for (int64_t i = 0; i < a.kh; ++i)
+              for (int64_t j = 0; j < a.kw; ++j) {
+                const int64_t q = first + i * a.dh * a.W + j * a.dw;
+                if (rule::Argmax<T>::beats(xp[q], xp[at])) at = q;  // the first NaN, else the first max
+              }
+            y[oh * a.OW + ow] = xp[at];
+            ix[oh * a.OW + ow] = p * plane + at;
+          }
+      }
+    });
+  });
+}
+
+void CpuBackend::nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) {
+  dispatch_floating(logp.dtype(), "nll_loss", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    int64_t n = logp.size(0), c = logp.size(1);
+    const T* lp = logp.data<T>();
+    const int64_t* t = target.data<int64_t>();
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      check_target(t[i], c, i, "cross_entropy");
+      s += lp[i * c + t[i]];
+    }
+    *out.data<T>() = static_cast<T>(-s * scale);
+  });
+}
+
+void CpuBackend::nll_loss_backward(Tensor& g, const Tensor& go, const Tensor& target, double scale) {
+  dispatch_floating(g.dtype(), "nll_loss_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    int64_t n = g.size(0), c = g.size(1);
+    const int64_t* t = target.data<int64_t>();
+    T v = static_cast<T>(-scale * static_cast<double>(*go.data<T>()));
+    for (int64_t i = 0; i < n; ++i) {
+      check_target(t[i], c, i, "cross_entropy backward");
+      g.data<T>()[i * c + t[i]] = v;
+    }
+  });
+}
+
+void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum, double dampening,
+              double wd, bool nesterov, bool first) {
+  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const detail::SgdScalars<T> s{T(lr), T(momentum), T(1 - dampening), T(wd)};
+    cpu::sgd_step(param.data<T>(), grad.data<T>(), momentum != 0 ? buf.data<T>() : nullptr, param.numel(), s,
+                       momentum != 0, first, nesterov);
+  });
+}
+
+void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
+               const AdamStepArgs& args) {
+  dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu::adam_step(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
+                        args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);
+  });
+}
+
+// Not reached by rand() on the host, which keeps generator.h's stream; the reference for the GPU's.
+
+void CpuBackend::uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) {
+  dispatch_floating(out.dtype(), "uniform", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = out.data<T>();
+    const T lo = static_cast<T>(low), w = static_cast<T>(high - low);
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      p[i] = lo + w * detail::philox_uniform<T>(seed, counter + static_cast<uint64_t>(i));
+  });
+}
+
+}  // namespace lockstep::cpu

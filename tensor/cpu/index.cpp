@@ -1,0 +1,107 @@
+// The CPU backend's index and sort kernels (tensor/backend.h): plain loops over contiguous
+// [outer, n, inner] views, checking each index as they read it.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/tensor.h"
+
+namespace lockstep::cpu {
+namespace {
+
+using fn::is_nan;
+
+void check_index(int64_t v, int64_t n, int64_t pos, const char* op) {
+  LOCKSTEP_CHECK(v >= 0 && v < n, op, ": index ", v, " at position ", pos, " is out of range for a dimension of size ",
+                 n);
+}
+
+}  // namespace
+
+void CpuBackend::index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
+                  int64_t inner) {
+  const int64_t k = index.numel();
+  const size_t row = inner * element_size(a.dtype());
+  const int64_t* idx = index.data<int64_t>();
+  for (int64_t j = 0; j < k; ++j) check_index(idx[j], n, j, "index_select");
+  const char* src = static_cast<const char*>(a.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < k; ++j) std::memcpy(dst + (o * k + j) * row, src + (o * n + idx[j]) * row, row);
+}
+
+void CpuBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+               int64_t inner) {
+  dispatch_compute(out.dtype(), "index_add_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t k = index.numel();
+    const int64_t* idx = index.data<int64_t>();
+    for (int64_t j = 0; j < k; ++j) check_index(idx[j], n, j, "index_add_");
+    T* d = out.data<T>();
+    const T* s = src.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j) {
+        T* dr = d + (o * n + idx[j]) * inner;
+        const T* sr = s + (o * k + j) * inner;
+        for (int64_t i = 0; i < inner; ++i) dr[i] = static_cast<T>(dr[i] + sr[i]);
+      }
+  });
+}
+
+void CpuBackend::gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) {
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t k = index.numel() / (outer * inner);
+    const int64_t* idx = index.data<int64_t>();
+    const T* x = a.data<T>();
+    T* y = out.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t pos = (o * k + j) * inner + i, v = idx[pos];
+          check_index(v, n, pos, "gather");
+          y[pos] = x[(o * n + v) * inner + i];
+        }
+  });
+}
+
+void CpuBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                 int64_t inner) {
+  dispatch_compute(out.dtype(), "scatter_add_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t k = index.numel() / (outer * inner);
+    const int64_t* idx = index.data<int64_t>();
+    const T* s = src.data<T>();
+    T* y = out.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t pos = (o * k + j) * inner + i, v = idx[pos];
+          check_index(v, n, pos, "scatter_add_");
+          T& d = y[(o * n + v) * inner + i];
+          d = static_cast<T>(d + s[pos]);
+        }
+  });
+}
+
+void CpuBackend::sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) {
+  dispatch_compute(a.dtype(), "sort", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = a.data<T>();
+    T* v = values.data<T>();
+    int64_t* ix = indices.data<int64_t>();
+    // NaN sorts as the largest value, as PyTorch.
+    auto less = [](T p, T q) { return !is_nan(p) && (is_nan(q) || p < q); };
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = x + r * n;
+      int64_t* ir = ix + r * n;
+      std::iota(ir, ir + n, int64_t{0});
+      if (descending) std::stable_sort(ir, ir + n, [&](int64_t i, int64_t j) { return less(row[j], row[i]); });
+      else std::stable_sort(ir, ir + n, [&](int64_t i, int64_t j) { return less(row[i], row[j]); });
+      for (int64_t i = 0; i < n; ++i) v[r * n + i] = row[ir[i]];
+    }
+  });
+}
+
+}  // namespace lockstep::cpu

@@ -1,0 +1,60 @@
+// LayerNorm in the ops layer, forward and backward: checks, dtype conversion (bfloat16 in float32) and
+// contiguous operands for the backend's fused LayerNorm kernels.
+#include <cmath>
+
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace lockstep::internal {
+
+LayerNormResult layer_norm(const Tensor& x_in, int64_t n, const Tensor& weight, const Tensor& bias, double eps) {
+  check_defined(x_in, "layer_norm");
+  check_floating(x_in, "layer_norm");
+  LOCKSTEP_CHECK(n > 0 && x_in.numel() % n == 0, "layer_norm: input ", x_in.shape(),
+                 " does not divide into groups of ", n, " elements");
+  LOCKSTEP_CHECK(eps >= 0, "layer_norm: eps must be non-negative, got ", eps);
+  for (const Tensor* t : {&weight, &bias}) {
+    if (!t->defined()) continue;
+    LOCKSTEP_CHECK(t->numel() == n, "layer_norm: weight/bias ", t->shape(), " must hold ", n, " elements");
+    check_same_device(x_in, *t, "layer_norm");
+  }
+  if (x_in.dtype() == kBFloat16) {
+    auto f32 = [](const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; };
+    LayerNormResult r = layer_norm(f32(x_in), n, f32(weight), f32(bias), eps);
+    r.y = to_dtype(r.y, kBFloat16);
+    return r;
+  }
+  auto same = [&](const Tensor& t) { return t.defined() ? contiguous(to_dtype(t, x_in.dtype())) : t; };
+  Tensor x = contiguous(x_in), w = same(weight), b = same(bias);
+  const int64_t rows = x.numel() / n;
+  LayerNormResult r{Tensor(x_in.shape(), x.dtype(), x.device()), Tensor(Shape{rows}, x.dtype(), x.device()),
+                    Tensor(Shape{rows}, x.dtype(), x.device())};
+  backend_for(x.device()).layer_norm(r.y, r.mean, r.rstd, x, w, b, rows, n, eps);
+  return r;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x_in, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, int64_t n, bool want_x, bool want_weight, bool want_bias) {
+  LOCKSTEP_CHECK(grad_y.shape() == x_in.shape(), "layer_norm_backward: gradient ", grad_y.shape(),
+                 " does not match input ", x_in.shape());
+  if (x_in.dtype() == kBFloat16) {
+    auto f32 = [](const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; };
+    LayerNormGrads g = layer_norm_backward(f32(grad_y), f32(x_in), mean, rstd, f32(weight), n, want_x, want_weight,
+                                           want_bias);
+    for (Tensor* t : {&g.x, &g.weight, &g.bias})
+      if (t->defined()) *t = to_dtype(*t, kBFloat16);
+    return g;
+  }
+  Tensor x = contiguous(x_in), gy = contiguous(to_dtype(grad_y, x.dtype()));
+  Tensor w = weight.defined() ? contiguous(to_dtype(weight, x.dtype())) : weight;
+  const int64_t rows = n ? x.numel() / n : 0;
+  LayerNormGrads g;
+  if (want_x) g.x = Tensor(x_in.shape(), x.dtype(), x.device());
+  if (want_weight) g.weight = Tensor(weight.shape(), x.dtype(), x.device());
+  if (want_bias) g.bias = Tensor(Shape{n}, x.dtype(), x.device());
+  backend_for(x.device()).layer_norm_backward(g.x, g.weight, g.bias, gy, x, contiguous(mean), contiguous(rstd), w,
+                                              rows, n);
+  return g;
+}
+
+}  // namespace lockstep::internal

@@ -1,0 +1,40 @@
+// softmax and log_softmax in the ops layer, forward and backward: checks and the [outer, n, inner]
+// view the backend's fused softmax kernels take.
+#include <cmath>
+
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+namespace lockstep::internal {
+
+Tensor softmax(const Tensor& a_in, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  check_defined(a_in, name);
+  check_floating(a_in, name);
+  if (a_in.dtype() == kBFloat16) return to_dtype(softmax(to_dtype(a_in, kFloat32), dim, log), kBFloat16);
+  Tensor a = contiguous(a_in.dim() == 0 ? view(a_in, {1}) : a_in);
+  int64_t d = wrap_dim(dim, a.dim(), name), outer, n, inner;
+  split_dim(a.shape(), d, outer, n, inner);
+  Tensor out(a_in.shape(), a.dtype(), a.device());
+  if (out.numel()) backend_for(a.device()).softmax(out, a, outer, n, inner, log);
+  return out;
+}
+
+Tensor log_softmax(const Tensor& a, int64_t dim) { return softmax(a, dim, true); }
+
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax_backward" : "softmax_backward";
+  LOCKSTEP_CHECK(grad_out.shape() == output.shape(), name, ": gradient ", grad_out.shape(), " does not match output ",
+                 output.shape());
+  if (output.dtype() == kBFloat16)
+    return to_dtype(softmax_backward(to_dtype(grad_out, kFloat32), to_dtype(output, kFloat32), dim, log), kBFloat16);
+  Tensor g = contiguous(to_dtype(grad_out, output.dtype())), y = contiguous(output);
+  if (y.dim() == 0) g = view(g, {1}), y = view(y, {1});
+  int64_t d = wrap_dim(dim, y.dim(), name), outer, n, inner;
+  split_dim(y.shape(), d, outer, n, inner);
+  Tensor gi(output.shape(), y.dtype(), y.device());
+  if (gi.numel()) backend_for(y.device()).softmax_backward(gi, g, y, outer, n, inner, log);
+  return gi;
+}
+
+}  // namespace lockstep::internal
