@@ -69,13 +69,13 @@ int main(int argc, char** argv) {
         {"cat_last", [&] { return cat({x, x, x}, -1); }},
         {"gelu", [&] { return gelu(h4); }},
         {"linear_c_fc", [&] { return linear(x, w_fc, b_fc); }},
-        // c_fc's weight gradient as linear's backward issues it: dy^T x, [512, 512 rows] x [512 rows, 128]
         // Reductions on both kernel layouts: along a middle dimension (inner 512) and along rows.
         {"sum_dim1", [&] { return sum(h4, {1}); }},
         {"sum_last", [&] { return sum(h4, {-1}); }},
         {"sum_all", [&] { return sum(h4); }},
         {"max_dim1", [&] { return std::get<0>(max(h4, 1)); }},
         {"argmax_last", [&] { return argmax(h4, -1); }},
+        // c_fc's weight gradient as linear's backward issues it: dy^T x, [512, 512 rows] x [512 rows, 128]
         {"matmul_c_fc_weight_grad", [&] { return matmul(h4.view({-1, 4 * C}).t(), x.view({-1, C})); }},
     };
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);

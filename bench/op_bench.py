@@ -53,6 +53,11 @@ def main():
         ("cat_last", lambda: torch.cat([x, x, x], -1)),
         ("gelu", lambda: torch.nn.functional.gelu(h4)),
         ("linear_c_fc", lambda: torch.nn.functional.linear(x, w_fc, b_fc)),
+        ("sum_dim1", lambda: h4.sum(1)),
+        ("sum_last", lambda: h4.sum(-1)),
+        ("sum_all", lambda: h4.sum()),
+        ("max_dim1", lambda: h4.max(1).values),
+        ("argmax_last", lambda: h4.argmax(-1)),
         ("matmul_c_fc_weight_grad", lambda: h4.view(-1, 4 * C).t() @ x.view(-1, C)),
     ]
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")

@@ -90,7 +90,7 @@ LOCKSTEP_MATH_FN(tanh)
 // exp in float32: on the host Cephes' expf (round x / ln2 to n, a degree-5 polynomial for e^r on
 // [-ln2/2, ln2/2], then 2^n from bits in two halves, so denormal results round as expf's do), with no
 // branch or call, so loops over it vectorize: gelu's backward called expf once per element, 15% of a
-// GPT step. Within 2 ulp of expf (tests/tensor_test.cpp); on the device CUDA's expf.
+// GPT step. Within 2 ulp of expf (tests/tensor/tensor_test.cpp); on the device CUDA's expf.
 LOCKSTEP_HOST_DEVICE inline float exp(float x) {
 #ifdef __CUDA_ARCH__
   return ::expf(x);

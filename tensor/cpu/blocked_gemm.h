@@ -2,7 +2,7 @@
 // caches: op(B) is packed a block of kc rows at a time into micro-panels a few vectors wide that stay
 // in L1, while rows of op(A) are read in place and broadcast. On this project's AVX-512 machine
 // Eigen's GEMM ran the GPT's products at 120-150 GFLOP/s against MKL's 165-195 (gemm_bench and
-// tools/torch_gemm.py); this kernel closes most of that gap. Compiled per ISA (tensor/cpu/isa.h).
+// bench/torch_gemm.py); this kernel closes most of that gap. Compiled per ISA (tensor/cpu/isa.h).
 #pragma once
 
 #include <cstdint>

@@ -101,26 +101,4 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   gemm_checked(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-namespace {
-template <typename T>
-void gemm_contiguous(const T* a, int64_t ar, int64_t ac, bool ta, const T* b, int64_t br, int64_t bc, bool tb, T* c,
-                     T alpha, T beta) {
-  int64_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
-  LOCKSTEP_CHECK((tb ? bc : br) == k, "gemm: op(A) is [", m, ", ", k, "] but op(B) is [", tb ? bc : br, ", ", n,
-                 "]: inner dimensions differ");
-  gemm_checked(ta, tb, m, n, k, alpha, a, std::max<int64_t>(ac, 1), b, std::max<int64_t>(bc, 1), beta, c,
-               std::max<int64_t>(n, 1));
-}
-}  // namespace
-
-void gemm(const float* a, int64_t ar, int64_t ac, bool ta, const float* b, int64_t br, int64_t bc, bool tb, float* c,
-          float alpha, float beta) {
-  gemm_contiguous(a, ar, ac, ta, b, br, bc, tb, c, alpha, beta);
-}
-
-void gemm(const double* a, int64_t ar, int64_t ac, bool ta, const double* b, int64_t br, int64_t bc, bool tb,
-          double* c, double alpha, double beta) {
-  gemm_contiguous(a, ar, ac, ta, b, br, bc, tb, c, alpha, beta);
-}
-
 }  // namespace lockstep::cpu

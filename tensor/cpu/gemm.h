@@ -16,11 +16,4 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
-// The older form, for contiguous matrices: A is stored as [a_rows, a_cols] and op(A) is its
-// transpose when ta; likewise B; C is [rows of op(A), cols of op(B)], contiguous.
-void gemm(const float* a, int64_t a_rows, int64_t a_cols, bool ta, const float* b, int64_t b_rows, int64_t b_cols,
-          bool tb, float* c, float alpha, float beta);
-void gemm(const double* a, int64_t a_rows, int64_t a_cols, bool ta, const double* b, int64_t b_rows,
-          int64_t b_cols, bool tb, double* c, double alpha, double beta);
-
 }  // namespace lockstep::cpu

@@ -792,7 +792,7 @@ TEST_CASE("child: gates unwinding" * doctest::skip(!kInChild)) {
 TEST_CASE("devices: the count, the current device and the attributes the emulator's settings give") {
   int count = 0, device = -1, value = 0;
   CUDA_REQUIRE(cudaGetDeviceCount(&count));
-  CHECK(count == 2);  // LOCKSTEP_CUDA_EMU_TEST_DEVICES=2, which tests/BUILD sets for this test
+  CHECK(count == 2);  // LOCKSTEP_CUDA_EMU_TEST_DEVICES=2, which testing/cuda_emu/BUILD sets for this test
   CUDA_REQUIRE(cudaGetDevice(&device));
   CHECK(device == 0);
   CHECK(cudaSetDevice(count) == cudaErrorInvalidDevice);
