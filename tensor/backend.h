@@ -1,7 +1,8 @@
 // Backend: the short list of kernels a device must implement, in two parts: the core kernels (class
 // Backend) and the fused extensions (class FusedKernels), each grouped by family; the families with
 // rules (elementwise, reductions, optimizer steps) read them from one table shared by both devices.
-// Everything else in lockstep (views, autograd, nn, optim) is built from these, so a new device is a list to fill, not a second framework.
+// Everything else in lockstep (views, autograd, nn, optim) is built from these, so a new device is a
+// list to fill, not a second framework.
 //
 // Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
