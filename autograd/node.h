@@ -25,7 +25,7 @@ struct Node {
   // gradient the size of the input that the engine then adds: a split into q, k and v would otherwise
   // cost three zero-filled copies and two full-size adds per backward. `slot` is the input's gradient
   // so far (undefined when none has arrived). Nodes without this path return false.
-  virtual bool add_into_input(Tensor& slot, const Tensor& grad_output) { return false; }
+  virtual bool add_into_input(Tensor& /*slot*/, const Tensor& /*grad_output*/) { return false; }
 
   std::vector<std::shared_ptr<Node>> next;
   Shape output_shape;  // to check gradients flowing in

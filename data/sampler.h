@@ -17,7 +17,7 @@ class Sampler {
   virtual std::vector<int64_t> indices() = 0;
   virtual int64_t size() const = 0;
   // Makes the next indices() a function of `epoch` (and the seed) alone; a no-op where order is fixed.
-  virtual void set_epoch(int64_t epoch) {}
+  virtual void set_epoch(int64_t /*epoch*/) {}
 };
 
 // 0, 1, ..., n-1 every epoch.
