@@ -135,6 +135,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // Mean over the batch of -logp[i, target[i]].
 Tensor nll_loss(const Tensor& logp, const Tensor& target);
 
+// --- recurrent gate steps (autograd/rnn_cell.cpp): the elementwise part of one LSTM / GRU step ---
+// gates [B, 4H] (pre-activations of i, f, g, o, PyTorch's order), c [B, H] -> [B, 2H]: h' = o tanh(c')
+// in the first H columns, c' = f c + i g in the last H.
+Tensor lstm_gates(const Tensor& gates, const Tensor& c);
+// gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh, both [B, 3H] (r, z, n), h [B, H] -> h' [B, H]:
+// r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r gh_n), h' = (1 - z) n + z h.
+Tensor gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h);
+
 // --- conversion ---
 Tensor to(const Tensor& a, Device device);
 Tensor to(const Tensor& a, Dtype dtype);

@@ -17,4 +17,5 @@
 #include "nn/normalization.h"
 #include "nn/options.h"
 #include "nn/pooling.h"
+#include "nn/rnn.h"
 #include "nn/sequential.h"

@@ -1,0 +1,244 @@
+// Recurrent layers and cells (nn/rnn.h): the loop over layers, directions and time steps.
+#include "nn/rnn.h"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/functions.h"
+#include "nn/init.h"
+#include "tensor/factory.h"
+
+namespace lockstep::nn {
+namespace detail {
+
+namespace {
+
+int64_t gate_count(RNNMode mode) { return mode == RNNMode::LSTM ? 4 : mode == RNNMode::GRU ? 3 : 1; }
+
+Shape shape_of(const Tensor& t) { return t.defined() ? t.shape() : Shape{}; }
+
+// One step of a cell: input projection xp [B, G*H] (x W_ih^T + b_ih), state h (and c for LSTM) -> new
+// state in place.
+void step(RNNMode mode, const Tensor& xp, Tensor& h, Tensor& c, const Tensor& w_hh, const Tensor& b_hh) {
+  Tensor hp = linear(h, w_hh, b_hh);  // [B, G*H]
+  switch (mode) {
+    case RNNMode::Tanh: h = tanh(xp + hp); break;
+    case RNNMode::Relu: h = relu(xp + hp); break;
+    case RNNMode::GRU: h = gru_gates(xp, hp, h); break;
+    case RNNMode::LSTM: {
+      const int64_t n = h.size(1);
+      Tensor hc = lstm_gates(xp + hp, c);  // [B, 2H]: h', c'
+      h = narrow(hc, 1, 0, n);
+      c = narrow(hc, 1, n, n);
+      break;
+    }
+  }
+}
+
+RNNMode rnn_mode(const std::string& nonlinearity, const char* name) {
+  LOCKSTEP_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", name,
+                 ": nonlinearity must be \"tanh\" or \"relu\", got \"", nonlinearity, "\"");
+  return nonlinearity == "tanh" ? RNNMode::Tanh : RNNMode::Relu;
+}
+
+}  // namespace
+
+RNNImplBase::RNNImplBase(const char* name, RNNMode mode, int64_t in, int64_t hidden, int64_t layers, bool bias_,
+                         bool batch_first_, double dropout_, bool bidirectional_)
+    : Module(name), input_size(in), hidden_size(hidden), num_layers(layers), bias(bias_), batch_first(batch_first_),
+      bidirectional(bidirectional_), dropout(dropout_), mode_(mode), name_(name) {
+  LOCKSTEP_CHECK(in > 0 && hidden > 0 && layers > 0, name, ": input_size, hidden_size and num_layers must be positive, got ",
+                 in, ", ", hidden, " and ", layers);
+  LOCKSTEP_CHECK(dropout_ >= 0 && dropout_ <= 1, name, ": dropout must be in [0, 1], got ", dropout_);
+  const int64_t g = gate_count(mode) * hidden, dirs = bidirectional ? 2 : 1;
+  for (int64_t l = 0; l < layers; ++l) {
+    for (int64_t d = 0; d < dirs; ++d) {
+      const std::string sfx = "_l" + std::to_string(l) + (d ? "_reverse" : "");
+      Weights w;
+      w.w_ih = register_parameter("weight_ih" + sfx, empty({g, l == 0 ? in : hidden * dirs}));
+      w.w_hh = register_parameter("weight_hh" + sfx, empty({g, hidden}));
+      if (bias) {
+        w.b_ih = register_parameter("bias_ih" + sfx, empty({g}));
+        w.b_hh = register_parameter("bias_hh" + sfx, empty({g}));
+      }
+      weights_.push_back(w);
+    }
+  }
+  reset_parameters();
+}
+
+void RNNImplBase::reset_parameters() {
+  const double k = 1.0 / std::sqrt(static_cast<double>(hidden_size));
+  for (Tensor& p : parameters()) init::uniform_(p, -k, k);
+}
+
+std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const Tensor& hx, const Tensor& cx) {
+  const int64_t dirs = bidirectional ? 2 : 1, H = hidden_size;
+  const Tensor& w0 = weights_[0].w_ih;
+  LOCKSTEP_CHECK(input.defined() && (input.dim() == 2 || input.dim() == 3), name_, ": expected a 2-D (unbatched) or 3-D input, got ",
+                 shape_of(input));
+  LOCKSTEP_CHECK(input.size(-1) == input_size, name_, "(", input_size, ", ", hidden_size, "): expected input [",
+                 input.dim() == 2 ? "T" : batch_first ? "B, T" : "T, B", ", ", input_size, "], got ", input.shape());
+  LOCKSTEP_CHECK(input.dtype() == w0.dtype(), name_, ": expected a ", w0.dtype(), " input, got ", input.dtype());
+  LOCKSTEP_CHECK(input.device() == w0.device(), name_, ": input on ", input.device(), " but the layer on ", w0.device(),
+                 " (move one with .to(device))");
+  const bool unbatched = input.dim() == 2;
+  // x: [T, B, in]
+  Tensor x = unbatched ? unsqueeze(input, 1) : batch_first ? transpose(input, 0, 1) : input;
+  const int64_t T = x.size(0), B = x.size(1);
+  const Shape state = unbatched ? Shape{num_layers * dirs, H} : Shape{num_layers * dirs, B, H};
+  auto initial = [&](const Tensor& s, const char* what) {
+    if (!s.defined()) return zeros({num_layers * dirs, B, H}, TensorOptions(w0.dtype(), w0.device()));
+    LOCKSTEP_CHECK(s.shape() == state, name_, ": expected ", what, " of shape ", state, " for input ", input.shape(),
+                   ", got ", s.shape());
+    LOCKSTEP_CHECK(s.dtype() == w0.dtype() && s.device() == w0.device(), name_, ": ", what, " is ", s.dtype(), " on ",
+                   s.device(), " but the layer is ", w0.dtype(), " on ", w0.device());
+    return unbatched ? unsqueeze(s, 1) : s;
+  };
+  Tensor h0 = initial(hx, "h0"), c0 = mode_ == RNNMode::LSTM ? initial(cx, "c0") : Tensor();
+
+  std::vector<Tensor> h_n, c_n;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    std::vector<Tensor> outs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const Weights& w = weights_[l * dirs + d];
+      const int64_t G = w.w_ih.size(0);
+      // xp: [T, B, G*H], all time steps' input projections in one product.
+      Tensor xp = view(linear(reshape(x, {T * B, x.size(2)}), w.w_ih, w.b_ih), {T, B, G});
+      Tensor h = select(h0, 0, l * dirs + d), c = c0.defined() ? select(c0, 0, l * dirs + d) : Tensor();
+      std::vector<Tensor> hs(T);
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t t = d ? T - 1 - i : i;
+        step(mode_, select(xp, 0, t), h, c, w.w_hh, w.b_hh);
+        hs[t] = h;
+      }
+      outs.push_back(stack(hs, 0));  // [T, B, H]
+      h_n.push_back(h);
+      if (c.defined()) c_n.push_back(c);
+    }
+    x = dirs == 2 ? cat(outs, 2) : outs[0];  // [T, B, D*H]
+    if (dropout > 0 && is_training() && l + 1 < num_layers) x = lockstep::dropout(x, dropout, true);
+  }
+  Tensor out = unbatched ? squeeze(x, 1) : batch_first ? transpose(x, 0, 1) : x;
+  Tensor hn = stack(h_n, 0), cn = c_n.empty() ? Tensor() : stack(c_n, 0);
+  if (unbatched) {
+    hn = squeeze(hn, 1);
+    if (cn.defined()) cn = squeeze(cn, 1);
+  }
+  return {out, hn, cn};
+}
+
+RNNCellImplBase::RNNCellImplBase(const char* name, int64_t gates, int64_t in, int64_t hidden, bool bias_)
+    : Module(name), input_size(in), hidden_size(hidden), bias(bias_) {
+  LOCKSTEP_CHECK(in > 0 && hidden > 0, name, ": input_size and hidden_size must be positive, got ", in, " and ", hidden);
+  weight_ih = register_parameter("weight_ih", empty({gates * hidden, in}));
+  weight_hh = register_parameter("weight_hh", empty({gates * hidden, hidden}));
+  if (bias) {
+    bias_ih = register_parameter("bias_ih", empty({gates * hidden}));
+    bias_hh = register_parameter("bias_hh", empty({gates * hidden}));
+  }
+  reset_parameters();
+}
+
+void RNNCellImplBase::reset_parameters() {
+  const double k = 1.0 / std::sqrt(static_cast<double>(hidden_size));
+  for (Tensor& p : parameters()) init::uniform_(p, -k, k);
+}
+
+bool RNNCellImplBase::prepare(Tensor& x, Tensor& s, const char* what) const {
+  LOCKSTEP_CHECK(x.defined() && (x.dim() == 1 || x.dim() == 2) && x.size(-1) == input_size, name(), "(", input_size,
+                 ", ", hidden_size, "): expected input [B, ", input_size, "] or [", input_size, "], got ", shape_of(x));
+  LOCKSTEP_CHECK(x.dtype() == weight_ih.dtype() && x.device() == weight_ih.device(), name(), ": input is ", x.dtype(),
+                 " on ", x.device(), " but the cell is ", weight_ih.dtype(), " on ", weight_ih.device());
+  const bool unbatched = x.dim() == 1;
+  if (unbatched) x = unsqueeze(x, 0);
+  const Shape want = unbatched ? Shape{hidden_size} : Shape{x.size(0), hidden_size};
+  if (!s.defined()) {
+    s = zeros({x.size(0), hidden_size}, TensorOptions(x.dtype(), x.device()));
+  } else {
+    LOCKSTEP_CHECK(s.shape() == want, name(), ": expected ", what, " of shape ", want, " for input ",
+                   unbatched ? Shape{input_size} : x.shape(), ", got ", s.shape());
+    LOCKSTEP_CHECK(s.dtype() == x.dtype() && s.device() == x.device(), name(), ": ", what, " is ", s.dtype(), " on ",
+                   s.device(), " but the input is ", x.dtype(), " on ", x.device());
+    if (unbatched) s = unsqueeze(s, 0);
+  }
+  return unbatched;
+}
+
+}  // namespace detail
+
+using detail::RNNMode;
+
+RNNImpl::RNNImpl(const RNNOptions& o)
+    : RNNImplBase("RNN", detail::rnn_mode(o.nonlinearity(), "RNN"), o.input_size(), o.hidden_size(), o.num_layers(),
+                  o.bias(), o.batch_first(), o.dropout(), o.bidirectional()),
+      options(o) {}
+
+std::tuple<Tensor, Tensor> RNNImpl::forward(const Tensor& input, const Tensor& hx) {
+  auto [out, h, c] = run(input, hx, Tensor());
+  return {out, h};
+}
+
+LSTMImpl::LSTMImpl(const LSTMOptions& o)
+    : RNNImplBase("LSTM", RNNMode::LSTM, o.input_size(), o.hidden_size(), o.num_layers(), o.bias(), o.batch_first(),
+                  o.dropout(), o.bidirectional()),
+      options(o) {}
+
+std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTMImpl::forward(const Tensor& input,
+                                                                 std::optional<std::tuple<Tensor, Tensor>> hx) {
+  Tensor h0, c0;
+  if (hx) std::tie(h0, c0) = *hx;
+  LOCKSTEP_CHECK(h0.defined() == c0.defined(), "LSTM: give both h0 and c0, or neither");
+  auto [out, h, c] = run(input, h0, c0);
+  return {out, {h, c}};
+}
+
+GRUImpl::GRUImpl(const GRUOptions& o)
+    : RNNImplBase("GRU", RNNMode::GRU, o.input_size(), o.hidden_size(), o.num_layers(), o.bias(), o.batch_first(),
+                  o.dropout(), o.bidirectional()),
+      options(o) {}
+
+std::tuple<Tensor, Tensor> GRUImpl::forward(const Tensor& input, const Tensor& hx) {
+  auto [out, h, c] = run(input, hx, Tensor());
+  return {out, h};
+}
+
+RNNCellImpl::RNNCellImpl(const RNNCellOptions& o)
+    : RNNCellImplBase("RNNCell", 1, o.input_size(), o.hidden_size(), o.bias()), options(o) {
+  detail::rnn_mode(o.nonlinearity(), "RNNCell");
+}
+
+Tensor RNNCellImpl::forward(const Tensor& input, const Tensor& hx) {
+  Tensor x = input, h = hx, c;
+  bool unbatched = prepare(x, h, "hx");
+  detail::step(detail::rnn_mode(options.nonlinearity(), "RNNCell"), linear(x, weight_ih, bias_ih), h, c, weight_hh,
+               bias_hh);
+  return unbatched ? squeeze(h, 0) : h;
+}
+
+LSTMCellImpl::LSTMCellImpl(const LSTMCellOptions& o)
+    : RNNCellImplBase("LSTMCell", 4, o.input_size(), o.hidden_size(), o.bias()), options(o) {}
+
+std::tuple<Tensor, Tensor> LSTMCellImpl::forward(const Tensor& input, std::optional<std::tuple<Tensor, Tensor>> hx) {
+  Tensor x = input, h, c;
+  if (hx) std::tie(h, c) = *hx;
+  LOCKSTEP_CHECK(h.defined() == c.defined(), "LSTMCell: give both h and c, or neither");
+  Tensor x2 = x;
+  bool unbatched = prepare(x, h, "h");
+  prepare(x2, c, "c");
+  detail::step(RNNMode::LSTM, linear(x, weight_ih, bias_ih), h, c, weight_hh, bias_hh);
+  if (unbatched) return {squeeze(h, 0), squeeze(c, 0)};
+  return {h, c};
+}
+
+GRUCellImpl::GRUCellImpl(const GRUCellOptions& o)
+    : RNNCellImplBase("GRUCell", 3, o.input_size(), o.hidden_size(), o.bias()), options(o) {}
+
+Tensor GRUCellImpl::forward(const Tensor& input, const Tensor& hx) {
+  Tensor x = input, h = hx, c;
+  bool unbatched = prepare(x, h, "hx");
+  detail::step(RNNMode::GRU, linear(x, weight_ih, bias_ih), h, c, weight_hh, bias_hh);
+  return unbatched ? squeeze(h, 0) : h;
+}
+
+}  // namespace lockstep::nn
