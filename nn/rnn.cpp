@@ -103,13 +103,16 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const T
     for (int64_t d = 0; d < dirs; ++d) {
       const Weights& w = weights_[l * dirs + d];
       const int64_t G = w.w_ih.size(0);
+      // LSTM and RNN add b_hh outside any gate, so it joins b_ih in the one product below and the
+      // steps run without a bias; GRU's b_hn sits inside r * (h W_hn^T + b_hn) and stays per step.
+      const bool fold = mode_ != RNNMode::GRU && w.b_ih.defined();
       // xp: [T, B, G*H], all time steps' input projections in one product.
-      Tensor xp = view(linear(reshape(x, {T * B, x.size(2)}), w.w_ih, w.b_ih), {T, B, G});
+      Tensor xp = view(linear(reshape(x, {T * B, x.size(2)}), w.w_ih, fold ? w.b_ih + w.b_hh : w.b_ih), {T, B, G});
       Tensor h = select(h0, 0, l * dirs + d), c = c0.defined() ? select(c0, 0, l * dirs + d) : Tensor();
       std::vector<Tensor> hs(T);
       for (int64_t i = 0; i < T; ++i) {
         const int64_t t = d ? T - 1 - i : i;
-        step(mode_, select(xp, 0, t), h, c, w.w_hh, w.b_hh);
+        step(mode_, select(xp, 0, t), h, c, w.w_hh, fold ? Tensor() : w.b_hh);
         hs[t] = h;
       }
       outs.push_back(stack(hs, 0));  // [T, B, H]
