@@ -70,6 +70,8 @@ class RNNImplBase : public Module {
   void reset_parameters();
   // Parameters in PyTorch's order: per layer, per direction, weight_ih, weight_hh, bias_ih, bias_hh.
   std::vector<Tensor> all_weights() const { return parameters(); }
+  // A no-op kept for LibTorch programs (cuDNN's packed weights do not exist here).
+  void flatten_parameters() {}
 
   int64_t input_size, hidden_size, num_layers;
   bool bias, batch_first, bidirectional;

@@ -196,6 +196,8 @@ TEST_CASE("parameters: PyTorch's names, shapes and initialisation bound") {
   CHECK(named[8].second.shape() == Shape{20, 10});  // layer 1 reads both directions
   CHECK(named[9].second.shape() == Shape{20, 5});
   for (auto& [k, p] : named) CHECK_MESSAGE(max(abs(p)).item<float>() <= 1 / std::sqrt(5.0f), k);
+  lstm->flatten_parameters();
+  CHECK(lstm->all_weights().size() == 16);
   nn::GRU gru(nn::GRUOptions(3, 5).bias(false));
   CHECK(gru->named_parameters().size() == 2);
   CHECK(gru->named_parameters()[0].second.shape() == Shape{15, 3});
