@@ -14,6 +14,7 @@
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
+using lockstep::testing::contains;
 using lockstep::testing::error_of;
 
 // Three steps on loss = 0.5 * p^2 (gradient p), from p = 1.
@@ -332,4 +333,60 @@ TEST_CASE("a checkpoint restores model, optimizer, scheduler and position: the r
   model_only.optimizer = resumed.opt.get();
   CHECK(error_of([&] { load_checkpoint(weights, model_only); }) ==
         "load_checkpoint: " + weights + " holds no optimizer state (was it saved with one?)");
+}
+
+TEST_CASE("OneCycleLR follows PyTorch: defaults with SGD's momentum, three_phase linear with Adam's beta1") {
+  // Expected values printed by tools/fixtures/onecycle_values.py (torch.optim.lr_scheduler.OneCycleLR,
+  // PyTorch 2.15), read once per step before optimizer.step() and scheduler.step().
+  auto run = [](optim::Optimizer& opt, optim::OneCycleLR& sched, const std::vector<double>& lrs,
+                const std::vector<double>& momenta) {
+    for (size_t s = 0; s < lrs.size(); ++s) {
+      CAPTURE(s);
+      CHECK(sched.get_last_lr()[0] == doctest::Approx(lrs[s]).epsilon(1e-12));
+      CHECK(sched.get_last_momentum()[0] == doctest::Approx(momenta[s]).epsilon(1e-12));
+      opt.step();
+      if (s + 1 < lrs.size()) sched.step();
+    }
+  };
+  Tensor w = zeros({1}).requires_grad_();
+  optim::SGD sgd({w}, optim::SGDOptions(0.1));
+  optim::OneCycleLR a(sgd, optim::OneCycleLROptions(1.0).total_steps(10));
+  CHECK(sgd.options().momentum == 0.95);  // cycle_momentum sets SGD's momentum to max_momentum
+  CHECK(*sgd.initial_lr(0) == 1.0 / 25);
+  run(sgd, a,
+      {0.040000000000000036, 0.52, 1.0, 0.9504846320134737, 0.8117456539497631, 0.6112620219362893,
+       0.38874197806371075, 0.18825834605023697, 0.049519367986526286, 4e-06},
+      {0.95, 0.8999999999999999, 0.85, 0.854951556604879, 0.8688255099070633, 0.8888739533021842,
+       0.9111260466978157, 0.9311744900929366, 0.945048443395121, 0.95});
+  // Step 10 is the last PyTorch allows (last_epoch == total_steps); step 11 is an error.
+  a.step();
+  CHECK(contains(error_of([&] { a.step(); }), "OneCycleLR: tried to step 11 times"));
+
+  Tensor v = zeros({1}).requires_grad_();
+  optim::Adam adam({v}, optim::AdamOptions(0.1));
+  optim::OneCycleLR b(adam, optim::OneCycleLROptions(0.5).epochs(2).steps_per_epoch(5).pct_start(0.25)
+                                .anneal_strategy("linear").three_phase(true));
+  CHECK(b.total_steps() == 10);
+  run(adam, b,
+      {0.02, 0.33999999999999997, 0.34, 0.020000000000000018, 0.016667, 0.013334, 0.010001, 0.006668,
+       0.0033349999999999977, 1.9999999999985307e-06},
+      {0.95, 0.8833333333333333, 0.8833333333333333, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95});
+  CHECK(adam.options().betas[1] == 0.999);  // beta2 untouched
+
+  // PyTorch's errors.
+  Tensor u = zeros({1}).requires_grad_();
+  optim::SGD s2({u}, optim::SGDOptions(0.1));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(s2, optim::OneCycleLROptions(1.0)); }),
+                 "either total_steps OR (epochs AND steps_per_epoch)"));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(s2, optim::OneCycleLROptions(1.0).total_steps(0)); }),
+                 "positive integer total_steps, but got 0"));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(s2, optim::OneCycleLROptions(1.0).total_steps(5).pct_start(1.5)); }),
+                 "between 0 and 1 pct_start, but got 1.5"));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(s2, optim::OneCycleLROptions(1.0).total_steps(5).anneal_strategy("exp")); }),
+                 "'cos' or 'linear'"));
+  optim::Adadelta ada({u}, optim::AdadeltaOptions(1.0));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(ada, optim::OneCycleLROptions(1.0).total_steps(5)); }),
+                 "must support momentum or beta1"));
+  optim::OneCycleLR no_momentum(ada, optim::OneCycleLROptions(1.0).total_steps(5).cycle_momentum(false));
+  CHECK(no_momentum.get_last_lr()[0] == doctest::Approx(0.04));
 }
