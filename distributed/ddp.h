@@ -7,12 +7,14 @@
 //   loss_fn(ddp->forward(x), y).backward();   // .grad now holds the average over ranks
 //   optimizer.step();
 //
-// A module whose forward takes or returns several tensors is called through forward<M>(args...),
-// M being its type (the Impl of a holder):
+// A module whose forward takes or returns several tensors (a tuple, a pair, a struct) is called through
+// forward<M>(args...), M being its type (the Impl of a holder), as PyTorch's ddp(*inputs):
 //   auto [logits, loss] = ddp->forward<GPTImpl>(idx, targets);
+//   auto [recon, mu, logvar] = ddp->forward<VAEImpl>(x);
 #pragma once
 
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "distributed/process_group.h"
@@ -38,7 +40,7 @@ class DistributedDataParallel : public nn::Module {
   explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options = {},
                                    std::shared_ptr<ProcessGroup> process_group = nullptr);
 
-  Tensor forward(const Tensor& input) override;
+  Tensor forward(const Tensor& input);
   // The wrapped module's forward with any arguments and results, as PyTorch's ddp(*inputs).
   template <typename M, typename... Args>
   decltype(auto) forward(Args&&... args) {
@@ -70,6 +72,11 @@ class DistributedDataParallel : public nn::Module {
   [[nodiscard]] NoSync no_sync() { return NoSync(*reducer_); }
 
  private:
+  template <typename M>
+  static std::shared_ptr<nn::Module> bound(std::shared_ptr<M> m) {
+    if (m) m->template bind_forward<M>();
+    return m;
+  }
   void before_forward();  // broadcasts rank 0's buffers (broadcast_buffers)
   void verify_same_parameters();
   void broadcast_state(bool parameters);

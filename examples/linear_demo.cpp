@@ -36,7 +36,7 @@ struct Model : nn::Module {
   Model(int64_t input_size, int64_t output_size) : Module("Model") {
     fc = register_module("fc", nn::Linear(input_size, output_size));
   }
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor output = fc->forward(input);
     std::cout << "  In Model: input size " << input.shape() << " output size " << output.shape() << std::endl;
     return output;

@@ -15,7 +15,7 @@ struct Model : nn::Module {
   nn::Linear fc{nullptr};
   std::vector<std::string> log;
   Model(int64_t in, int64_t out) : Module("Model") { fc = register_module("fc", nn::Linear(in, out)); }
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor output = fc->forward(input);
     std::ostringstream os;
     os << "In Model: input size " << input.shape() << " output size " << output.shape();
