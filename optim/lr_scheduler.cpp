@@ -455,13 +455,17 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& o, int64_t
 }
 
 double OneCycleLR::momentum(size_t g) const {
-  if (use_beta1_) return dynamic_cast<OptimizerWithOptions<AdamOptions>&>(*optimizer_).options(g).betas[0];
-  return dynamic_cast<OptimizerWithOptions<SGDOptions>&>(*optimizer_).options(g).momentum;
+  if (use_beta1_) return dynamic_cast<OptimizerWithOptions<AdamOptions>&>(*optimizer_).options(g).betas()[0];
+  return dynamic_cast<OptimizerWithOptions<SGDOptions>&>(*optimizer_).options(g).momentum();
 }
 
 void OneCycleLR::set_momentum(size_t g, double m) {
-  if (use_beta1_) dynamic_cast<OptimizerWithOptions<AdamOptions>&>(*optimizer_).options(g).betas[0] = m;
-  else dynamic_cast<OptimizerWithOptions<SGDOptions>&>(*optimizer_).options(g).momentum = m;
+  if (use_beta1_) {
+    AdamOptions& o = dynamic_cast<OptimizerWithOptions<AdamOptions>&>(*optimizer_).options(g);
+    o.betas(m, o.betas()[1]);
+  } else {
+    dynamic_cast<OptimizerWithOptions<SGDOptions>&>(*optimizer_).options(g).momentum(m);
+  }
 }
 
 std::vector<double> OneCycleLR::get_last_momentum() const {

@@ -60,7 +60,7 @@ void check_parity(int world, double bucket_cap_mb, bool as_view) {
     opts.first_bucket_cap_mb = std::min(1.0, bucket_cap_mb);
     opts.gradient_as_bucket_view = as_view;
     dist::DistributedDataParallel ddp(model, opts);
-    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
     nn::CrossEntropyLoss ce;
     const int64_t per = kBatch / world;
     for (int s = 0; s < kSteps; ++s) {
@@ -99,7 +99,7 @@ TEST_CASE("DDP on one rank equals no DDP exactly") {
     init(1, rank, port);
     auto model = make_model(0);
     dist::DistributedDataParallel ddp(model);
-    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
     nn::CrossEntropyLoss ce;
     for (int s = 0; s < kSteps; ++s) {
       sgd.zero_grad();
