@@ -27,8 +27,8 @@ void check_in_place(const Tensor& t, const char* op, const Tensor* operand = nul
                  "(x = x + y) or detach() the operand");
 }
 
-// Writes `result` (the op's value on t's shape) into t, checking PyTorch's in-place rules: the result
-// must keep t's shape (operands broadcast to t, not t to them) and be castable to t's dtype.
+// Writes `result` (the op's value on t's shape: binary_ has checked that the operand broadcasts to t)
+// into t, checking PyTorch's cast rule: the result's dtype must be castable to t's.
 const Tensor& write(const Tensor& t, const Tensor& result, const char* op) {
   LOCKSTEP_CHECK((t.is_floating_point() || !is_floating_point(result.dtype())) &&
                      (t.dtype() != kBool || result.dtype() == kBool),
@@ -61,10 +61,10 @@ const Tensor& scalar_(const Tensor& t, BinaryOp bop, double s, const char* op) {
 }  // namespace
 
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
-  return binary_(*this, BinaryOp::Add, alpha == 1.0 ? other : in::mul(other, alpha), "add_");
+  return binary_(*this, BinaryOp::Add, alpha == 1.0 || !other.defined() ? other : in::mul(other, alpha), "add_");
 }
 const Tensor& Tensor::sub_(const Tensor& other, double alpha) const {
-  return binary_(*this, BinaryOp::Sub, alpha == 1.0 ? other : in::mul(other, alpha), "sub_");
+  return binary_(*this, BinaryOp::Sub, alpha == 1.0 || !other.defined() ? other : in::mul(other, alpha), "sub_");
 }
 const Tensor& Tensor::mul_(const Tensor& other) const { return binary_(*this, BinaryOp::Mul, other, "mul_"); }
 const Tensor& Tensor::div_(const Tensor& other) const {

@@ -51,6 +51,7 @@ TEST_CASE("in-place errors: shapes, dtypes, grad mode, operands that require gra
   expect_error("float scalar into int64", [&] { i.mul_(0.5); }, {"mul_", "0.5", "int64"});
   expect_error("div_ of int64", [&] { i.div_(2.0); }, {"div_", "int64"});
   expect_error("undefined", [] { Tensor u; u.add_(1.0); }, {"add_", "undefined"});
+  expect_error("undefined operand with alpha", [&] { x.sub_(Tensor(), 2.0); }, {"sub_", "operand is undefined"});
   Tensor w = ones({3}).requires_grad_();
   expect_error("leaf that requires grad", [&] { w.sub_(1.0); }, {"sub_", "leaf", "requires grad", "NoGradGuard"});
   expect_error("leaf through +=", [&] { w += 1.0; }, {"add_", "leaf"});
