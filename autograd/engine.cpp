@@ -69,6 +69,20 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return acc;
 }
 
+// PyTorch's "one of the variables needed for gradient computation has been modified by an inplace
+// operation", checked on every input and the output of the node (Node::versions).
+static void check_versions(const Node& n) {
+  for (size_t i = 0; i < n.versions.size(); ++i) {
+    auto storage = n.versions[i].first.lock();
+    if (!storage || storage->version() == n.versions[i].second) continue;
+    const bool output = i + 1 == n.versions.size();
+    fail("backward: one of the variables needed for gradient computation has been modified by an inplace "
+         "operation: ", output ? std::string("the output") : "input " + std::to_string(i), " of ", n.name(),
+         " is at version ", storage->version(), "; expected version ", n.versions[i].second,
+         " (the op was recorded before the in-place change; clone() it first, or change it after backward)");
+  }
+}
+
 bool needs_grad(const std::vector<Tensor>& inputs) {
   if (!GradMode::is_enabled()) return false;
   for (const Tensor& t : inputs)
@@ -86,6 +100,10 @@ Tensor record(std::shared_ptr<Node> node, Tensor out, const std::vector<Tensor>&
   if (out.use_count() > 1) out = out.detach();  // never rewrite the history of a tensor someone else holds
   node->next.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next.push_back(gradient_edge(t));
+  node->versions.reserve(inputs.size() + 1);
+  for (const Tensor& t : inputs)
+    node->versions.emplace_back(t.defined() ? t.storage() : nullptr, t.defined() ? t.version() : 0);
+  node->versions.emplace_back(out.storage(), out.version());
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
   node->output_device = out.device();
@@ -172,6 +190,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     if (g.defined()) {
       LOCKSTEP_CHECK(g.shape() == n->output_shape, "backward: ", n->name(), " received a gradient of shape ", g.shape(),
                      " for an output of shape ", n->output_shape);
+      check_versions(*n);
       if (n->next.size() != 1 || !n->next[0] || !n->add_into_input(grads[n->next[0].get()], g)) in_grads = n->apply(g);
     }
     g = Tensor();

@@ -28,6 +28,9 @@ struct Node {
   virtual bool add_into_input(Tensor& /*slot*/, const Tensor& /*grad_output*/) { return false; }
 
   std::vector<std::shared_ptr<Node>> next;
+  // The storage versions of each input, then of the output, when the op was recorded; backward refuses
+  // to run the node when one has changed since (an in-place op wrote into it; Tensor::version()).
+  std::vector<std::pair<std::weak_ptr<Storage>, uint64_t>> versions;
   Shape output_shape;  // to check gradients flowing in
   Dtype output_dtype = kFloat32;
   Device output_device;

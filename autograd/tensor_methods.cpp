@@ -135,29 +135,4 @@ Tensor Tensor::index(const std::vector<TensorIndex>& indices) const {
   return r;
 }
 
-// In-place methods write through any layout (views included) and are not recorded.
-static void check_in_place(const Tensor& t, const char* op) {
-  LOCKSTEP_CHECK(!(GradMode::is_enabled() && t.requires_grad()), op,
-                 ": cannot modify a tensor that requires grad in place while grad mode is on (use NoGradGuard, or "
-                 "detach() first)");
-}
-
-Tensor& Tensor::fill_(double value) {
-  check_in_place(*this, "fill_");
-  in::fill_(*this, value);
-  return *this;
-}
-
-Tensor& Tensor::copy_(const Tensor& src) {
-  check_in_place(*this, "copy_");
-  in::copy_(*this, src);
-  return *this;
-}
-
-Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
-  check_in_place(*this, "masked_fill_");
-  in::copy_(*this, in::where(mask, full({}, value, {dtype(), device()}), *this));
-  return *this;
-}
-
 }  // namespace lockstep

@@ -18,14 +18,14 @@ namespace {
 // One AdamW step of one parameter from internal ops (no amsgrad).
 void composed_step(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double step, const optim::AdamOptions& o) {
   using namespace internal;
-  const double b1 = o.betas[0], b2 = o.betas[1];
-  mul_(p, 1 - o.lr * o.weight_decay);                    // param.mul_(1 - lr * wd)
+  const double b1 = o.betas()[0], b2 = o.betas()[1];
+  mul_(p, 1 - o.lr() * o.weight_decay());                    // param.mul_(1 - lr * wd)
   add_(m, sub(g, m), 1 - b1);                            // exp_avg.lerp_(grad, 1 - beta1)
   mul_(v, b2);                                           // exp_avg_sq.mul_(beta2)
   add_(v, mul(g, g), 1 - b2);                            //   .addcmul_(grad, grad, 1 - beta2)
-  const double step_size = o.lr / (1 - std::pow(b1, step));
+  const double step_size = o.lr() / (1 - std::pow(b1, step));
   const double bc2_sqrt = std::sqrt(1 - std::pow(b2, step));
-  Tensor denom = add(mul(sqrt(v), 1 / bc2_sqrt), o.eps);  // exp_avg_sq.sqrt() / bc2_sqrt + eps
+  Tensor denom = add(mul(sqrt(v), 1 / bc2_sqrt), o.eps());  // exp_avg_sq.sqrt() / bc2_sqrt + eps
   add_(p, div(m, denom), -step_size);                    // param.addcdiv_(exp_avg, denom, -step_size)
 }
 
@@ -44,7 +44,7 @@ int main() {
     grads.push_back(randn(s));
     n += params.back().numel();
   }
-  const optim::AdamOptions o = optim::AdamWOptions(1e-3).set_weight_decay(0.1);
+  const optim::AdamOptions o = optim::AdamWOptions(1e-3).weight_decay(0.1);
   const int steps = 200;
 
   // Fused: optim::AdamW itself.

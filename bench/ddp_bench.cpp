@@ -65,7 +65,7 @@ struct Phases {
 std::vector<double> run(const std::shared_ptr<nn::Module>& net, dist::DistributedDataParallel* ddp, const Workload& w,
                         Device device, int64_t batch, int warmup, int rounds, int steps,
                         const std::function<void()>& sync, Phases& phases) {
-  optim::SGD sgd(net->parameters(), optim::SGDOptions(0.01).set_momentum(0.9));
+  optim::SGD sgd(net->parameters(), optim::SGDOptions(0.01).momentum(0.9));
   nn::CrossEntropyLoss loss_fn;
   Tensor x = randn({batch, w.in}, {kFloat32, device});  // x: [batch, in]
   Tensor y = randint(0, w.out, {batch}, {kInt64, device});

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
                                                   nn::Linear(hidden, hidden),
                                                   nn::ReLU(), nn::Linear(hidden, out));
     model->to(dev);
-    optim::SGD sgd(model->parameters(), optim::SGDOptions(0.01).set_momentum(0.9));
+    optim::SGD sgd(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
     nn::CrossEntropyLoss loss_fn;
     Tensor x = randn({batch, in}, {kFloat32, dev});
     Tensor y = randint(0, out, {batch}, {kInt64, dev});

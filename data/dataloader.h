@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <optional>
 
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -31,13 +32,16 @@ namespace lockstep::data {
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;                        // a RandomSampler seeded with `seed`; exclusive with `sampler`
+  bool shuffle = false;                        // a RandomSampler (below); exclusive with `sampler`
   std::shared_ptr<Sampler> sampler = nullptr;  // null: sequential, or random with `shuffle`
   bool drop_last = false;                      // drop the last batch when it is partial
   int num_workers = 0;                         // background threads making batches; 0 makes them inline
   int prefetch = 2;                            // batches in flight per worker
   Device device = Device::cpu();               // where batches are delivered
-  uint64_t seed = 0;                           // the RandomSampler's seed with `shuffle`
+  // With `shuffle`: unset, each epoch's order is drawn from the global generator when the epoch's
+  // iterator is made (begin()), as PyTorch's; reproducible under manual_seed. Set, the RandomSampler
+  // draws from its own Generator seeded with it (set_epoch(e) reseeds with seed + e).
+  std::optional<uint64_t> seed = std::nullopt;
 };
 
 namespace detail { class EpochRun; }

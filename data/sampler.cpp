@@ -17,12 +17,17 @@ std::vector<int64_t> SequentialSampler::indices() {
   return idx;
 }
 
-RandomSampler::RandomSampler(int64_t n, uint64_t seed) : n_(n), seed_(seed), generator_(seed) {
+RandomSampler::RandomSampler(int64_t n, std::optional<uint64_t> seed) : n_(n), seed_(seed), generator_(seed.value_or(0)) {
   LOCKSTEP_CHECK(n >= 0, "RandomSampler: the number of examples must be non-negative, got ", n);
 }
 
-std::vector<int64_t> RandomSampler::indices() { return generator_.randperm(n_); }
+std::vector<int64_t> RandomSampler::indices() {
+  if (!seed_) return Generator(default_generator().next_u64()).randperm(n_);
+  return generator_.randperm(n_);
+}
 
-void RandomSampler::set_epoch(int64_t epoch) { generator_.manual_seed(seed_ + static_cast<uint64_t>(epoch)); }
+void RandomSampler::set_epoch(int64_t epoch) {
+  if (seed_) generator_.manual_seed(*seed_ + static_cast<uint64_t>(epoch));
+}
 
 }  // namespace lockstep::data

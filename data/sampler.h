@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tensor/generator.h"
@@ -31,19 +32,22 @@ class SequentialSampler : public Sampler {
   int64_t n_;
 };
 
-// A permutation of 0..n-1, drawn from a Generator seeded with `seed`: each indices() call draws a new
-// one, as torch's RandomSampler does each epoch; set_epoch(e) reseeds with seed + e so that the
-// order of epoch e is reproducible on its own (e.g. after resuming).
+// A permutation of 0..n-1, a new one each indices() call (each epoch), as torch's RandomSampler.
+// Without a seed (PyTorch's default, generator=None) each call seeds a fresh Generator with a number
+// drawn from the global generator, so the order follows manual_seed; set_epoch is then a no-op. With a
+// seed (generator=torch.Generator().manual_seed(seed)), draws come from its own Generator, and
+// set_epoch(e) reseeds it with seed + e so that the order of epoch e is reproducible on its own (e.g.
+// after resuming).
 class RandomSampler : public Sampler {
  public:
-  explicit RandomSampler(int64_t n, uint64_t seed = 0);
+  explicit RandomSampler(int64_t n, std::optional<uint64_t> seed = std::nullopt);
   std::vector<int64_t> indices() override;
   int64_t size() const override { return n_; }
   void set_epoch(int64_t epoch) override;
 
  private:
   int64_t n_;
-  uint64_t seed_;
+  std::optional<uint64_t> seed_;
   Generator generator_;
 };
 

@@ -15,6 +15,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                                                  std::shared_ptr<ProcessGroup> process_group)
     : nn::Module("DistributedDataParallel"), options_(std::move(options)) {
   LOCKSTEP_CHECK(module, "DistributedDataParallel: module is null");
+  bind_forward<DistributedDataParallel>();  // ddp(x) on a DDP built without a holder
   pg_ = process_group ? std::move(process_group) : (is_initialized() ? default_pg() : nullptr);
   LOCKSTEP_CHECK(pg_, "DistributedDataParallel: no process group; call init_process_group first");
   module_ = register_module("module", std::move(module));  // state_dict keys read "module.fc.weight", as PyTorch

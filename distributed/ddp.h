@@ -7,12 +7,14 @@
 //   loss_fn(ddp->forward(x), y).backward();   // .grad now holds the average over ranks
 //   optimizer.step();
 //
-// A module whose forward takes or returns several tensors is called through forward<M>(args...),
-// M being its type (the Impl of a holder):
+// A module whose forward takes or returns several tensors (a tuple, a pair, a struct) is called through
+// forward<M>(args...), M being its type (the Impl of a holder), as PyTorch's ddp(*inputs):
 //   auto [logits, loss] = ddp->forward<GPTImpl>(idx, targets);
+//   auto [recon, mu, logvar] = ddp->forward<VAEImpl>(x);
 #pragma once
 
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "distributed/process_group.h"
@@ -37,8 +39,15 @@ class DistributedDataParallel : public nn::Module {
   // without a reducer gets one over this group (convert_sync_batchnorm, sync_batch_norm.h).
   explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options = {},
                                    std::shared_ptr<ProcessGroup> process_group = nullptr);
+  // From the module's own type: binds its `Tensor forward(const Tensor&)` (if it has one), so that
+  // ddp(x) and a std::shared_ptr<nn::Module> holding the model run it (nn/module.h).
+  template <typename M>
+    requires(std::is_base_of_v<nn::Module, M> && !std::is_same_v<M, nn::Module>)
+  explicit DistributedDataParallel(std::shared_ptr<M> module, DDPOptions options = {},
+                                   std::shared_ptr<ProcessGroup> process_group = nullptr)
+      : DistributedDataParallel(bound(std::move(module)), std::move(options), std::move(process_group)) {}
 
-  Tensor forward(const Tensor& input) override;
+  Tensor forward(const Tensor& input);
   // The wrapped module's forward with any arguments and results, as PyTorch's ddp(*inputs).
   template <typename M, typename... Args>
   decltype(auto) forward(Args&&... args) {
@@ -70,6 +79,11 @@ class DistributedDataParallel : public nn::Module {
   [[nodiscard]] NoSync no_sync() { return NoSync(*reducer_); }
 
  private:
+  template <typename M>
+  static std::shared_ptr<nn::Module> bound(std::shared_ptr<M> m) {
+    if (m) m->template bind_forward<M>();
+    return m;
+  }
   void before_forward();  // broadcasts rank 0's buffers (broadcast_buffers)
   void verify_same_parameters();
   void broadcast_state(bool parameters);

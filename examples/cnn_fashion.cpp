@@ -72,13 +72,13 @@ std::shared_ptr<data::TensorDataset> fashion_mnist(const Flags& f, bool train, i
 std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
   if (f.optimizer == "sgd")
     return std::make_unique<optim::SGD>(
-        params, optim::SGDOptions(f.lr).set_momentum(f.momentum).set_weight_decay(f.weight_decay));
+        params, optim::SGDOptions(f.lr).momentum(f.momentum).weight_decay(f.weight_decay));
   if (f.optimizer == "adam")
-    return std::make_unique<optim::Adam>(params, optim::AdamOptions(f.lr).set_weight_decay(f.weight_decay));
+    return std::make_unique<optim::Adam>(params, optim::AdamOptions(f.lr).weight_decay(f.weight_decay));
   if (f.optimizer == "adamw")
-    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(f.lr).set_weight_decay(f.weight_decay));
+    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(f.lr).weight_decay(f.weight_decay));
   if (f.optimizer == "adadelta")
-    return std::make_unique<optim::Adadelta>(params, optim::AdadeltaOptions(f.lr).set_weight_decay(f.weight_decay));
+    return std::make_unique<optim::Adadelta>(params, optim::AdadeltaOptions(f.lr).weight_decay(f.weight_decay));
   LOCKSTEP_CHECK(false, "--optimizer must be sgd, adam, adamw or adadelta, got '", f.optimizer, "'");
   return nullptr;
 }

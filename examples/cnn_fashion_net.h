@@ -36,7 +36,7 @@ class CnnNetImpl : public nn::Module {
   }
 
   // x: [N, 1, 28, 28] -> logits [N, 10]
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& x) {
     namespace F = nn::functional;
     Tensor h = conv1(x);
     if (bn1) h = bn1->forward(h);

@@ -31,17 +31,18 @@ struct RandomDataset : data::Dataset {
 };
 
 // The seeds' Model: one Linear whose forward reports the sizes it sees.
-struct Model : nn::Module {
+struct ModelImpl : nn::Module {
   nn::Linear fc{nullptr};
-  Model(int64_t input_size, int64_t output_size) : Module("Model") {
+  ModelImpl(int64_t input_size, int64_t output_size) : Module("Model") {
     fc = register_module("fc", nn::Linear(input_size, output_size));
   }
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor output = fc->forward(input);
     std::cout << "  In Model: input size " << input.shape() << " output size " << output.shape() << std::endl;
     return output;
   }
 };
+LOCKSTEP_MODULE(Model);
 
 int main(int argc, char** argv) {
   CLI::App app{"lockstep's version of the documented single-node multi-GPU DDP program"};
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
                                            .device = device});
 
     manual_seed(1 + rank);  // different initial weights per rank: DDP broadcasts rank 0's
-    auto model = std::make_shared<Model>(input_size, output_size);
+    Model model(input_size, output_size);
     // 4) Move the model to its device before wrapping it.
     model->to(device);
     std::shared_ptr<nn::Module> net = model;
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
       // 5) Wrap it.
       dist::DDPOptions opts;
       if (device.is_cuda()) opts.device_ids = {local_rank};
-      net = std::make_shared<dist::DistributedDataParallel>(model, opts);
+      net = std::make_shared<dist::DistributedDataParallel>(model.ptr(), opts);
     }
     optim::SGD optimizer(net->parameters(), optim::SGDOptions(0.1));
 

@@ -17,7 +17,7 @@ int main() {
 
   auto model = nn::Sequential(nn::Linear(2, 32), nn::ReLU(),
                                                 nn::Linear(32, 4));
-  optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.05).set_momentum(0.9));
+  optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   nn::CrossEntropyLoss criterion;
 
   for (int epoch = 0; epoch < 10; ++epoch) {

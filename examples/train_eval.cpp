@@ -73,7 +73,7 @@ int run(const Flags& f) {
                                                 nn::Linear(256, 128), nn::ReLU(),
                                                 nn::Linear(128, 10));
   model->to(device);
-  optim::SGD sgd(model->parameters(), optim::SGDOptions(f.lr).set_momentum(f.momentum));
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(f.lr).momentum(f.momentum));
   // Cosine decay from lr to 0 over the run, stepped once per epoch.
   std::unique_ptr<optim::CosineAnnealingLR> scheduler;
   if (f.cosine) scheduler = std::make_unique<optim::CosineAnnealingLR>(sgd, f.epochs);

@@ -105,7 +105,7 @@ class FunctionalImpl : public Module {
   template <typename F, typename... Extra>
   explicit FunctionalImpl(F f, Extra... extra)
       : Module("Functional"), fn_([f = std::move(f), extra...](const Tensor& x) { return Tensor(f(x, extra...)); }) {}
-  Tensor forward(const Tensor& input) override { return fn_(input); }
+  Tensor forward(const Tensor& input) { return fn_(input); }
 
  private:
   std::function<Tensor(const Tensor&)> fn_;

@@ -28,7 +28,7 @@ class Conv2dImpl : public Module {
   Conv2dImpl(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
       : Conv2dImpl(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
   void reset_parameters();
-  Tensor forward(const Tensor& input) override;  // [N, in, H, W] or [in, H, W]
+  Tensor forward(const Tensor& input);  // [N, in, H, W] or [in, H, W]
 
   Conv2dOptions options;
   Tensor weight;

@@ -13,7 +13,7 @@ class DropoutImpl : public Module {
   explicit DropoutImpl(double p = 0.5) : Module("Dropout"), p(p) {
     LOCKSTEP_CHECK(p >= 0 && p <= 1, "Dropout: probability has to be between 0 and 1, but got ", p);
   }
-  Tensor forward(const Tensor& input) override { return functional::dropout(input, p, is_training()); }
+  Tensor forward(const Tensor& input) { return functional::dropout(input, p, is_training()); }
   double p;
 };
 LOCKSTEP_MODULE(Dropout);

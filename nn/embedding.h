@@ -24,7 +24,7 @@ class EmbeddingImpl : public Module {
   EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
       : EmbeddingImpl(EmbeddingOptions(num_embeddings, embedding_dim)) {}
   void reset_parameters();
-  Tensor forward(const Tensor& indices) override;  // int64 [...] -> [..., embedding_dim]
+  Tensor forward(const Tensor& indices);  // int64 [...] -> [..., embedding_dim]
   EmbeddingOptions options;
   Tensor weight;
 };

@@ -12,7 +12,7 @@ class FlattenImpl : public Module {
  public:
   explicit FlattenImpl(int64_t start_dim = 1, int64_t end_dim = -1)
       : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
-  Tensor forward(const Tensor& input) override { return lockstep::flatten(input, start_dim, end_dim); }
+  Tensor forward(const Tensor& input) { return lockstep::flatten(input, start_dim, end_dim); }
   int64_t start_dim, end_dim;
 };
 LOCKSTEP_MODULE(Flatten);

@@ -24,6 +24,10 @@ struct NLLLossOptions {
   LOCKSTEP_ARG(int64_t, ignore_index, -100);
   LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
 };
+struct BCELossOptions {
+  LOCKSTEP_ARG(Tensor, weight, Tensor());  // broadcast to the input; gets no gradient
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
 struct BCEWithLogitsLossOptions {
   LOCKSTEP_ARG(Tensor, weight, Tensor());      // broadcast to the input
   LOCKSTEP_ARG(Tensor, pos_weight, Tensor());  // broadcast along the last (class) dimension
@@ -105,5 +109,13 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsLossOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions& options = {});
+// On probabilities, as F.binary_cross_entropy: loss = -w (y max(log x, -100) + (1 - y) max(log(1 - x), -100));
+// input outside [0, 1] is an error (checked on the CPU). Gradient, as PyTorch's:
+// d/dx = w (x - y) / max((1 - x) x, 1e-12), d/dy = w (max(log(1 - x), -100) - max(log x, -100)).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCELossOptions& options = {});
+inline Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                   Reduction reduction = Reduction::Mean) {
+  return binary_cross_entropy(input, target, BCELossOptions().weight(weight).reduction(reduction));
+}
 
 }  // namespace lockstep::nn::functional

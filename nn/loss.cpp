@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "nn/functional.h"
 #include "tensor/factory.h"
 
@@ -165,6 +167,49 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const 
     loss = (1.0 - y) * x + neg_log_sigmoid;
   }
   if (o.weight().defined()) loss = loss * o.weight();
+  return reduce(loss, o.reduction());
+}
+
+Tensor binary_cross_entropy(const Tensor& x, const Tensor& y, const BCELossOptions& o) {
+  LOCKSTEP_CHECK(x.defined() && y.defined(), "binary_cross_entropy: got an undefined tensor");
+  LOCKSTEP_CHECK(x.shape() == y.shape(), "binary_cross_entropy: target ", y.shape(),
+                 " must have the input's shape ", x.shape());
+  LOCKSTEP_CHECK(is_floating_point(x.dtype()) && x.dtype() == y.dtype(),
+                 "binary_cross_entropy: expected floating-point input and target of one dtype, got ", x.dtype(),
+                 " and ", y.dtype());
+  LOCKSTEP_CHECK(x.device() == y.device(), "binary_cross_entropy: devices differ: input on ", x.device(),
+                 ", target on ", y.device());
+  if (!x.is_cuda()) {
+    std::vector<double> v = x.to_vector<double>();
+    for (size_t i = 0; i < v.size(); ++i)
+      LOCKSTEP_CHECK(v[i] >= 0 && v[i] <= 1, "binary_cross_entropy: all elements of input should be between 0 and 1; "
+                     "element ", i, " of input ", x.shape(), " is ", v[i], " (for logits use binary_cross_entropy_with_logits)");
+  }
+  Tensor w;
+  if (o.weight().defined()) {
+    w = to(o.weight().detach(), x.dtype());
+    // Every trailing dimension of the weight is 1 or the input's: it broadcasts to the input, never widens it.
+    bool fits = w.dim() <= x.dim();
+    for (int64_t i = 1; fits && i <= w.dim(); ++i) {
+      int64_t ws = w.shape()[w.dim() - i], xs = x.shape()[x.dim() - i];
+      fits = ws == 1 || ws == xs;
+    }
+    LOCKSTEP_CHECK(fits, "binary_cross_entropy: weight ", w.shape(), " does not broadcast to the input ", x.shape());
+  }
+  Tensor loss, log_x, log_1mx;
+  {
+    NoGradGuard no_grad;
+    log_x = clamp(log(x.detach()), -100.0);  // PyTorch clamps each log at -100, so x = 0 or 1 stays finite
+    log_1mx = clamp(log(1.0 - x.detach()), -100.0);
+    loss = -(y.detach() * log_x + (1.0 - y.detach()) * log_1mx);
+    if (w.defined()) loss = loss * w;
+  }
+  loss = autograd::record("binary_cross_entropy", loss, {x, y},
+                          [xd = x.detach(), yd = y.detach(), w, log_x, log_1mx](const Tensor& g) {
+                            Tensor gw = w.defined() ? g * w : g;
+                            Tensor gx = gw * (xd - yd) / clamp((1.0 - xd) * xd, 1e-12);  // PyTorch's eps
+                            return std::vector<Tensor>{gx, gw * (log_1mx - log_x)};
+                          });
   return reduce(loss, o.reduction());
 }
 

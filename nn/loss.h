@@ -1,4 +1,4 @@
-// Loss modules, as torch.nn.CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss and MSELoss; options as
+// Loss modules, as torch.nn.CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss and MSELoss; options as
 // their torch keyword arguments (nn/functional.h), e.g.
 //   nn::CrossEntropyLoss loss_fn(nn::CrossEntropyLossOptions().ignore_index(-1).label_smoothing(0.1));
 //   Tensor loss = loss_fn(logits, targets);
@@ -23,6 +23,7 @@ namespace lockstep::nn {
 
 LOCKSTEP_LOSS(CrossEntropyLoss, cross_entropy);
 LOCKSTEP_LOSS(NLLLoss, nll_loss);
+LOCKSTEP_LOSS(BCELoss, binary_cross_entropy);
 LOCKSTEP_LOSS(BCEWithLogitsLoss, binary_cross_entropy_with_logits);
 LOCKSTEP_LOSS(MSELoss, mse_loss);
 

@@ -9,8 +9,12 @@
 
 namespace lockstep::nn {
 
-Tensor Module::forward(const Tensor&) {
-  fail(name_, ": forward(input) is not implemented; override Module::forward");
+Tensor Module::forward(const Tensor& input) const {
+  LOCKSTEP_CHECK(forward_fn_ != nullptr, name_, ": forward(input) is not implemented: the module declares no "
+                 "`Tensor forward(const Tensor&)` (or was never made by a holder, registered or wrapped, which binds "
+                 "it); a forward with other arguments or results is called through the module's type: "
+                 "model(x), model->forward(x), ddp->forward<M>(x)");
+  return forward_fn_(const_cast<Module&>(*this), input);
 }
 
 void Module::check_new_name(const std::string& name) const {

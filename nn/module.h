@@ -7,10 +7,16 @@
 // keeps for it. Parameters are Tensor handles: to(device) rewrites their data in place
 // (Tensor::set_data), so handles kept in fields stay valid.
 //
-// forward: single-input modules override the virtual forward(const Tensor&), which Sequential and DDP
-// call. A module may instead (or also) declare a forward with any other signature, e.g.
-//   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);
-// its holder's operator() calls whichever forward the arguments select.
+// forward: as in LibTorch, forward is not virtual and a module declares it with any arguments and
+// results (no `override`):
+//   Tensor forward(const Tensor& x);                                        // Linear, user MLPs
+//   std::tuple<Tensor, Tensor, Tensor> forward(const Tensor& x);            // a VAE: recon, mu, logvar
+//   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);   // GPT: logits, loss
+// A holder's operator() and DistributedDataParallel::forward<M>(...) call whichever forward the arguments
+// select, whatever it returns. Module::forward(input) on a std::shared_ptr<Module> (Sequential, ModuleList
+// loops, ddp->forward(x)) runs the module's own `Tensor forward(const Tensor&)`, bound from its static type
+// when the module is made by a holder, registered (register_module, Sequential, ModuleList, ModuleDict) or
+// wrapped by DDP; a module whose forward returns something else is reached through its type instead.
 //
 // Weight tying: parameters() and named_parameters() yield each tensor once (the first name it was
 // registered under), as PyTorch's; state_dict() keeps every name. Tie with register_parameter, which
@@ -21,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -37,9 +44,19 @@ class Module : public std::enable_shared_from_this<Module> {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // The computation of single-input modules (Linear, ReLU, Sequential, user models).
-  virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // Runs the module's own `Tensor forward(const Tensor&)` (see above); an error when it has none. Const
+  // only so that it never hides or matches a module's forward: the module runs as non-const.
+  Tensor forward(const Tensor& input) const;
+  Tensor operator()(const Tensor& input) const { return forward(input); }
+  // Binds Module::forward to M's `Tensor forward(const Tensor&)` (M: this module's type or a base of it),
+  // unless already bound; holders, register_module, the containers and DDP call it.
+  template <typename M>
+  void bind_forward() {
+    static_assert(std::is_base_of_v<Module, M>);
+    if constexpr (requires { static_cast<Tensor (M::*)(const Tensor&)>(&M::forward); }) {
+      if (!forward_fn_) forward_fn_ = [](Module& m, const Tensor& x) { return static_cast<M&>(m).forward(x); };
+    }
+  }
 
   // Each tensor once, in registration order (tied weights are yielded under their first name).
   std::vector<Tensor> parameters(bool recurse = true) const;
@@ -81,6 +98,7 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor& register_buffer(const std::string& name, Tensor t);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    if (m) m->template bind_forward<M>();
     add_child(name, m);
     return m;
   }
@@ -99,6 +117,7 @@ class Module : public std::enable_shared_from_this<Module> {
   NamedTensors named_parameters_all(bool recurse) const;  // with duplicates, as state_dict holds them
 
   std::string name_;
+  Tensor (*forward_fn_)(Module&, const Tensor&) = nullptr;  // set by bind_forward
   bool training_ = true;
   NamedTensors params_;
   NamedTensors buffers_;

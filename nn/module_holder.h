@@ -7,7 +7,7 @@
 //       fc1 = register_module("fc1", nn::Linear(784, 128));
 //       fc2 = register_module("fc2", nn::Linear(nn::LinearOptions(128, 10).bias(false)));
 //     }
-//     Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
+//     Tensor forward(const Tensor& x) { return fc2(relu(fc1(x))); }
 //   };
 //   LOCKSTEP_MODULE(Net);                                // Net: a holder of NetImpl
 //   Net net;  net(x);  net->parameters();
@@ -32,10 +32,15 @@ class ModuleHolder {
   // A new module built from the arguments: nn::Linear(784, 10), nn::ReLU().
   template <typename... Args>
     requires std::is_constructible_v<Contained, Args...>
-  explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Contained>(std::forward<Args>(args)...)) {}
-  ModuleHolder(std::shared_ptr<Contained> module) : impl_(std::move(module)) {}  // NOLINT
+  explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Contained>(std::forward<Args>(args)...)) {
+    impl_->template bind_forward<Contained>();
+  }
+  ModuleHolder(std::shared_ptr<Contained> module) : impl_(std::move(module)) {  // NOLINT
+    if (impl_) impl_->template bind_forward<Contained>();
+  }
 
-  // Runs the module's forward with these arguments (any of its forward overloads).
+  // Runs the module's forward with these arguments (any of its forward overloads, whatever it returns:
+  // auto [recon, mu, logvar] = vae(x)).
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) {
     return get()->forward(std::forward<Args>(args)...);

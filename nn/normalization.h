@@ -38,7 +38,7 @@ class LayerNormImpl : public Module {
  public:
   explicit LayerNormImpl(const LayerNormOptions& options);
   void reset_parameters();  // weight 1, bias 0
-  Tensor forward(const Tensor& input) override;
+  Tensor forward(const Tensor& input);
   LayerNormOptions options;
   Tensor weight, bias;  // normalized_shape; undefined without elementwise_affine (or bias)
 };
@@ -60,7 +60,7 @@ class BatchNormImpl : public Module {
   BatchNormImpl(const BatchNormOptions& options, const char* name, std::vector<int64_t> input_dims);
   void reset_running_stats();
   void reset_parameters();
-  Tensor forward(const Tensor& input) override;
+  Tensor forward(const Tensor& input);
 
   BatchNormOptions options;
   Tensor weight, bias;                                   // [C] (affine)

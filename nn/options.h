@@ -12,18 +12,7 @@
 #include <ostream>
 
 #include "common/check.h"
-
-// Declares option `name` of type T with default `...` (the default may contain commas).
-#define LOCKSTEP_ARG(T, name, ...)                         \
- public:                                                   \
-  auto name(const T& new_##name)->decltype(*this) {        \
-    this->name##_ = new_##name;                            \
-    return *this;                                          \
-  }                                                        \
-  const T& name() const noexcept { return this->name##_; } \
-                                                           \
- private:                                                  \
-  T name##_ = __VA_ARGS__
+#include "common/options.h"
 
 namespace lockstep::nn {
 

@@ -21,7 +21,7 @@ class MaxPool2dImpl : public Module {
  public:
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : Module("MaxPool2d"), options(options) {}
   explicit MaxPool2dImpl(ExpandingArray<2> kernel_size) : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& x) {
     return functional::max_pool2d(x, options.kernel_size(), options.stride(), options.padding(), options.dilation(),
                                   options.ceil_mode());
   }
@@ -42,7 +42,7 @@ class AvgPool2dImpl : public Module {
  public:
   explicit AvgPool2dImpl(const AvgPool2dOptions& options) : Module("AvgPool2d"), options(options) {}
   explicit AvgPool2dImpl(ExpandingArray<2> kernel_size) : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& x) {
     return functional::avg_pool2d(x, options.kernel_size(), options.stride(), options.padding(), options.ceil_mode(),
                                   options.count_include_pad());
   }
@@ -61,7 +61,7 @@ class AdaptiveAvgPool2dImpl : public Module {
       : Module("AdaptiveAvgPool2d"), options(options) {}
   explicit AdaptiveAvgPool2dImpl(ExpandingArray<2> output_size)
       : AdaptiveAvgPool2dImpl(AdaptiveAvgPool2dOptions(output_size)) {}
-  Tensor forward(const Tensor& x) override { return functional::adaptive_avg_pool2d(x, options.output_size()); }
+  Tensor forward(const Tensor& x) { return functional::adaptive_avg_pool2d(x, options.output_size()); }
   AdaptiveAvgPool2dOptions options;
 };
 LOCKSTEP_MODULE(AdaptiveAvgPool2d);

@@ -10,10 +10,10 @@
 namespace lockstep::optim {
 
 void AdadeltaOptions::check(const std::string& who) const {
-  LOCKSTEP_CHECK(std::isfinite(lr) && lr >= 0, who, ": invalid learning rate ", lr);
-  LOCKSTEP_CHECK(rho >= 0 && rho <= 1, who, ": invalid rho value ", rho, " (expected [0, 1])");
-  LOCKSTEP_CHECK(eps >= 0, who, ": invalid epsilon value ", eps);
-  LOCKSTEP_CHECK(weight_decay >= 0, who, ": invalid weight_decay value ", weight_decay);
+  LOCKSTEP_CHECK(std::isfinite(lr_) && lr_ >= 0, who, ": invalid learning rate ", lr_);
+  LOCKSTEP_CHECK(rho_ >= 0 && rho_ <= 1, who, ": invalid rho value ", rho_, " (expected [0, 1])");
+  LOCKSTEP_CHECK(eps_ >= 0, who, ": invalid epsilon value ", eps_);
+  LOCKSTEP_CHECK(weight_decay_ >= 0, who, ": invalid weight_decay value ", weight_decay_);
 }
 
 Adadelta::Adadelta(std::vector<Tensor> params, AdadeltaOptions options)
@@ -39,16 +39,16 @@ void Adadelta::step() {
         if (!s.count(key)) s[key] = zeros_like(param);
       increment_step(s["step"]);
       Tensor p = param, square_avg = s["square_avg"], acc_delta = s["acc_delta"];
-      Tensor g = o.maximize ? neg(param.grad()) : param.grad();
-      if (o.weight_decay != 0) g = add(g, mul(p, o.weight_decay));  // grad.add(param, alpha=weight_decay)
-      mul_(square_avg, o.rho);                                      // square_avg.mul_(rho)
-      add_(square_avg, mul(g, g), 1 - o.rho);                       //   .addcmul_(grad, grad, value=1 - rho)
-      const Tensor std = sqrt(add(square_avg, o.eps));              // square_avg.add(eps).sqrt_()
+      Tensor g = o.maximize() ? neg(param.grad()) : param.grad();
+      if (o.weight_decay() != 0) g = add(g, mul(p, o.weight_decay()));  // grad.add(param, alpha=weight_decay)
+      mul_(square_avg, o.rho());                                      // square_avg.mul_(rho)
+      add_(square_avg, mul(g, g), 1 - o.rho());                       //   .addcmul_(grad, grad, value=1 - rho)
+      const Tensor std = sqrt(add(square_avg, o.eps()));              // square_avg.add(eps).sqrt_()
       // delta = acc_delta.add(eps).sqrt_(); delta.div_(std).mul_(grad)
-      const Tensor delta = mul(div(sqrt(add(acc_delta, o.eps)), std), g);
-      mul_(acc_delta, o.rho);                                       // acc_delta.mul_(rho)
-      add_(acc_delta, mul(delta, delta), 1 - o.rho);                //   .addcmul_(delta, delta, value=1 - rho)
-      add_(p, delta, -o.lr);                                        // param.add_(delta, alpha=-lr)
+      const Tensor delta = mul(div(sqrt(add(acc_delta, o.eps())), std), g);
+      mul_(acc_delta, o.rho());                                       // acc_delta.mul_(rho)
+      add_(acc_delta, mul(delta, delta), 1 - o.rho());                //   .addcmul_(delta, delta, value=1 - rho)
+      add_(p, delta, -o.lr());                                        // param.add_(delta, alpha=-lr)
     }
   }
 }

@@ -11,29 +11,26 @@
 // does not use it), "square_avg", "acc_delta".
 #pragma once
 
+#include "common/options.h"
 #include "optim/optimizer.h"
 
 namespace lockstep::optim {
 
 struct AdadeltaOptions {
-  double lr = 1.0;
-  double rho = 0.9;
-  double eps = 1e-6;
-  double weight_decay = 0;
-  bool maximize = false;
-  AdadeltaOptions(double lr_ = 1.0) : lr(lr_) {}
-  AdadeltaOptions& set_lr(double l) { lr = l; return *this; }
-  AdadeltaOptions& set_rho(double r) { rho = r; return *this; }
-  AdadeltaOptions& set_eps(double e) { eps = e; return *this; }
-  AdadeltaOptions& set_weight_decay(double w) { weight_decay = w; return *this; }
-  AdadeltaOptions& set_maximize(bool m) { maximize = m; return *this; }
+  AdadeltaOptions(double lr = 1.0) : lr_(lr) {}  // NOLINT: AdadeltaOptions(1.0)
+  LOCKSTEP_ARG(double, lr, 1.0);
+  LOCKSTEP_ARG(double, rho, 0.9);
+  LOCKSTEP_ARG(double, eps, 1e-6);
+  LOCKSTEP_ARG(double, weight_decay, 0);
+  LOCKSTEP_ARG(bool, maximize, false);
 
+ public:
   // Throws, naming `who`, for options torch.optim.Adadelta rejects.
   void check(const std::string& who) const;
   // The options under PyTorch's param_group keys.
   template <class F>
   void for_each(F&& f) {
-    f("lr", lr), f("rho", rho), f("eps", eps), f("weight_decay", weight_decay), f("maximize", maximize);
+    f("lr", lr_), f("rho", rho_), f("eps", eps_), f("weight_decay", weight_decay_), f("maximize", maximize_);
   }
 };
 

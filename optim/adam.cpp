@@ -10,18 +10,18 @@
 namespace lockstep::optim {
 
 void AdamOptions::check(const std::string& who) const {
-  LOCKSTEP_CHECK(std::isfinite(lr) && lr >= 0, who, ": invalid learning rate ", lr);
-  LOCKSTEP_CHECK(eps >= 0, who, ": invalid epsilon value ", eps);
-  LOCKSTEP_CHECK(betas[0] >= 0 && betas[0] < 1, who, ": invalid beta parameter at index 0: ", betas[0],
+  LOCKSTEP_CHECK(std::isfinite(lr_) && lr_ >= 0, who, ": invalid learning rate ", lr_);
+  LOCKSTEP_CHECK(eps_ >= 0, who, ": invalid epsilon value ", eps_);
+  LOCKSTEP_CHECK(betas_[0] >= 0 && betas_[0] < 1, who, ": invalid beta parameter at index 0: ", betas_[0],
                  " (expected [0, 1))");
-  LOCKSTEP_CHECK(betas[1] >= 0 && betas[1] < 1, who, ": invalid beta parameter at index 1: ", betas[1],
+  LOCKSTEP_CHECK(betas_[1] >= 0 && betas_[1] < 1, who, ": invalid beta parameter at index 1: ", betas_[1],
                  " (expected [0, 1))");
-  LOCKSTEP_CHECK(weight_decay >= 0, who, ": invalid weight_decay value ", weight_decay);
+  LOCKSTEP_CHECK(weight_decay_ >= 0, who, ": invalid weight_decay value ", weight_decay_);
 }
 
 namespace {
 
-AdamOptions decoupled(AdamOptions o) { return o.set_decoupled_weight_decay(true); }
+AdamOptions decoupled(AdamOptions o) { return o.decoupled_weight_decay(true); }
 
 std::vector<Adam::ParamGroup> decoupled(std::vector<Adam::ParamGroup> groups) {
   for (auto& g : groups) g.options = decoupled(g.options);
@@ -62,25 +62,25 @@ void Adam::step() {
       if (!s.count("step")) s["step"] = make_step_tensor(0);
       for (const char* key : {"exp_avg", "exp_avg_sq"})
         if (!s.count(key)) s[key] = zeros_like(param);
-      if (o.amsgrad && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = zeros_like(param);
+      if (o.amsgrad() && !s.count("max_exp_avg_sq")) s["max_exp_avg_sq"] = zeros_like(param);
       increment_step(s["step"]);
       // The per-step scalars as _single_tensor_adam computes them in Python floats.
       const double step = step_of(s["step"]);
       AdamStepArgs a;
-      a.lr = o.lr;
-      a.beta1 = o.betas[0];
-      a.beta2 = o.betas[1];
-      a.eps = o.eps;
-      a.weight_decay = o.weight_decay;
-      a.step_size = o.lr / (1 - std::pow(o.betas[0], step));
-      a.bias_correction2_sqrt = std::pow(1 - std::pow(o.betas[1], step), 0.5);
-      a.decoupled_weight_decay = o.decoupled_weight_decay;
-      a.amsgrad = o.amsgrad;
-      a.maximize = o.maximize;
+      a.lr = o.lr();
+      a.beta1 = o.betas()[0];
+      a.beta2 = o.betas()[1];
+      a.eps = o.eps();
+      a.weight_decay = o.weight_decay();
+      a.step_size = o.lr() / (1 - std::pow(o.betas()[0], step));
+      a.bias_correction2_sqrt = std::pow(1 - std::pow(o.betas()[1], step), 0.5);
+      a.decoupled_weight_decay = o.decoupled_weight_decay();
+      a.amsgrad = o.amsgrad();
+      a.maximize = o.maximize();
       Tensor p = param;
       Tensor none;
       internal::adam_step_(p, internal::contiguous(param.grad()), s["exp_avg"], s["exp_avg_sq"],
-                           o.amsgrad ? s["max_exp_avg_sq"] : none, a);
+                           o.amsgrad() ? s["max_exp_avg_sq"] : none, a);
     }
   }
 }

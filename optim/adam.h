@@ -12,43 +12,41 @@
 // (float32 []), "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" with amsgrad.
 #pragma once
 
+#include "common/options.h"
 #include "optim/optimizer.h"
 
 namespace lockstep::optim {
 
 struct AdamOptions {
-  double lr = 1e-3;
-  std::array<double, 2> betas = {0.9, 0.999};
-  double eps = 1e-8;
-  double weight_decay = 0;
-  bool amsgrad = false;
-  bool maximize = false;
+  using Betas = std::array<double, 2>;
+  AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: AdamOptions(3e-4)
+  LOCKSTEP_ARG(double, lr, 1e-3);
+  LOCKSTEP_ARG(Betas, betas, {0.9, 0.999});
+  LOCKSTEP_ARG(double, eps, 1e-8);
+  LOCKSTEP_ARG(double, weight_decay, 0);
+  LOCKSTEP_ARG(bool, amsgrad, false);
+  LOCKSTEP_ARG(bool, maximize, false);
   // AdamW's rule (set by AdamW itself).
-  bool decoupled_weight_decay = false;
-  AdamOptions(double lr_ = 1e-3) : lr(lr_) {}
-  AdamOptions& set_lr(double l) { lr = l; return *this; }
-  AdamOptions& set_betas(double beta1, double beta2) { betas = {beta1, beta2}; return *this; }
-  AdamOptions& set_eps(double e) { eps = e; return *this; }
-  AdamOptions& set_weight_decay(double w) { weight_decay = w; return *this; }
-  AdamOptions& set_amsgrad(bool a) { amsgrad = a; return *this; }
-  AdamOptions& set_maximize(bool m) { maximize = m; return *this; }
-  AdamOptions& set_decoupled_weight_decay(bool d) { decoupled_weight_decay = d; return *this; }
+  LOCKSTEP_ARG(bool, decoupled_weight_decay, false);
 
+ public:
+  // betas(0.9, 0.95), as betas({0.9, 0.95}).
+  AdamOptions& betas(double beta1, double beta2) { return betas(Betas{beta1, beta2}); }
   // Throws, naming `who`, for options torch.optim.Adam rejects.
   void check(const std::string& who) const;
   // The options under PyTorch's param_group keys.
   template <class F>
   void for_each(F&& f) {
-    f("lr", lr), f("betas", betas), f("eps", eps), f("weight_decay", weight_decay), f("amsgrad", amsgrad);
-    f("maximize", maximize), f("decoupled_weight_decay", decoupled_weight_decay);
+    f("lr", lr_), f("betas", betas_), f("eps", eps_), f("weight_decay", weight_decay_), f("amsgrad", amsgrad_);
+    f("maximize", maximize_), f("decoupled_weight_decay", decoupled_weight_decay_);
   }
 };
 
 // torch.optim.AdamW's defaults: weight_decay 1e-2, decoupled.
 struct AdamWOptions : AdamOptions {
-  AdamWOptions(double lr_ = 1e-3) : AdamOptions(lr_) {
-    weight_decay = 1e-2;
-    decoupled_weight_decay = true;
+  AdamWOptions(double lr = 1e-3) : AdamOptions(lr) {  // NOLINT
+    weight_decay(1e-2);
+    decoupled_weight_decay(true);
   }
 };
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 
+#include "optim/adam.h"
+#include "optim/sgd.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -388,6 +390,133 @@ void SequentialLR::visit(Fields& f) {
     Prefixed p(f, "_schedulers." + std::to_string(k) + ".");
     schedulers_[k]->visit(p);
   }
+}
+
+// --- OneCycleLR ---
+
+namespace {
+// One value per group: a single value for every group, or one each (PyTorch's _format_param).
+std::vector<double> per_group(const std::string& who, const char* what, const std::vector<double>& v, size_t groups) {
+  if (v.size() == 1) return std::vector<double>(groups, v[0]);
+  LOCKSTEP_CHECK(v.size() == groups, who, ": expected ", groups, " values for ", what, ", got ", v.size());
+  return v;
+}
+}  // namespace
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& o, int64_t last_epoch)
+    : LRScheduler("OneCycleLR", optimizer, last_epoch) {
+  if (o.total_steps_ != -1) {
+    LOCKSTEP_CHECK(o.total_steps_ > 0, name_, ": expected positive integer total_steps, but got ", o.total_steps_);
+    total_steps_ = o.total_steps_;
+  } else {
+    LOCKSTEP_CHECK(o.epochs_ != -1 && o.steps_per_epoch_ != -1, name_,
+                   ": you must define either total_steps OR (epochs AND steps_per_epoch)");
+    LOCKSTEP_CHECK(o.epochs_ > 0, name_, ": expected positive integer epochs, but got ", o.epochs_);
+    LOCKSTEP_CHECK(o.steps_per_epoch_ > 0, name_, ": expected positive integer steps_per_epoch, but got ",
+                   o.steps_per_epoch_);
+    total_steps_ = o.epochs_ * o.steps_per_epoch_;
+  }
+  LOCKSTEP_CHECK(o.pct_start_ >= 0 && o.pct_start_ <= 1, name_, ": expected float between 0 and 1 pct_start, but got ",
+                 o.pct_start_);
+  LOCKSTEP_CHECK(o.anneal_strategy_ == "cos" || o.anneal_strategy_ == "linear", name_,
+                 ": anneal_strategy must be one of 'cos' or 'linear', instead got '", o.anneal_strategy_, "'");
+  LOCKSTEP_CHECK(o.div_factor_ > 0 && o.final_div_factor_ > 0, name_, ": div_factor (", o.div_factor_,
+                 ") and final_div_factor (", o.final_div_factor_, ") must be positive");
+  linear_ = o.anneal_strategy_ == "linear";
+  const double T = static_cast<double>(total_steps_), p = o.pct_start_;
+  if (o.three_phase_) {
+    phases_ = {{p * T - 1, 0, 1, 0, 1}, {2 * p * T - 2, 1, 0, 1, 0}, {T - 1, 0, 2, 0, 0}};
+  } else {
+    phases_ = {{p * T - 1, 0, 1, 0, 1}, {T - 1, 1, 2, 1, 0}};
+  }
+  const size_t groups = optimizer.num_param_groups();
+  max_lrs_ = per_group(name_, "max_lr", o.max_lrs_, groups);
+  for (size_t g = 0; g < groups; ++g) {
+    LOCKSTEP_CHECK(max_lrs_[g] >= 0, name_, ": max_lr of group ", g, " must be non-negative, got ", max_lrs_[g]);
+    initial_lrs_.push_back(max_lrs_[g] / o.div_factor_);
+    min_lrs_.push_back(initial_lrs_[g] / o.final_div_factor_);
+    if (last_epoch == -1) {  // PyTorch sets group["initial_lr"] itself, whatever was there
+      optimizer.set_initial_lr(g, initial_lrs_[g]);
+      base_lrs_[g] = initial_lrs_[g];
+    }
+  }
+  cycle_momentum_ = o.cycle_momentum_;
+  use_beta1_ = dynamic_cast<OptimizerWithOptions<AdamOptions>*>(&optimizer) != nullptr;
+  if (cycle_momentum_) {
+    LOCKSTEP_CHECK(use_beta1_ || dynamic_cast<OptimizerWithOptions<SGDOptions>*>(&optimizer) != nullptr, name_,
+                   ": optimizer ", optimizer.name(), " must support momentum or beta1 with the cycle_momentum option "
+                   "enabled (SGD, Adam, AdamW; or cycle_momentum(false))");
+    max_momentums_.assign(groups, o.max_momentum_);
+    base_momentums_.assign(groups, o.base_momentum_);
+    if (last_epoch == -1)
+      for (size_t g = 0; g < groups; ++g) set_momentum(g, max_momentums_[g]);
+  }
+  initial_step();
+}
+
+double OneCycleLR::momentum(size_t g) const {
+  if (use_beta1_) return dynamic_cast<OptimizerWithOptions<AdamOptions>&>(*optimizer_).options(g).betas()[0];
+  return dynamic_cast<OptimizerWithOptions<SGDOptions>&>(*optimizer_).options(g).momentum();
+}
+
+void OneCycleLR::set_momentum(size_t g, double m) {
+  if (use_beta1_) {
+    AdamOptions& o = dynamic_cast<OptimizerWithOptions<AdamOptions>&>(*optimizer_).options(g);
+    o.betas(m, o.betas()[1]);
+  } else {
+    dynamic_cast<OptimizerWithOptions<SGDOptions>&>(*optimizer_).options(g).momentum(m);
+  }
+}
+
+std::vector<double> OneCycleLR::get_last_momentum() const {
+  std::vector<double> out;
+  if (cycle_momentum_)
+    for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) out.push_back(momentum(g));
+  return out;
+}
+
+std::vector<double> OneCycleLR::get_lr() {
+  const int64_t step_num = last_epoch_;
+  LOCKSTEP_CHECK(step_num <= total_steps_, name_, ": tried to step ", step_num,
+                 " times. The specified number of total steps is ", total_steps_);
+  // PyTorch's _annealing_cos and _annealing_linear.
+  auto anneal = [&](double start, double end, double pct) {
+    if (linear_) return (end - start) * pct + start;
+    const double cos_out = std::cos(kPi * pct) + 1;
+    return end + (start - end) / 2.0 * cos_out;
+  };
+  std::vector<double> lrs;
+  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) {
+    const double lr_of[3] = {initial_lrs_[g], max_lrs_[g], min_lrs_[g]};
+    const double momentum_of[2] = {cycle_momentum_ ? max_momentums_[g] : 0, cycle_momentum_ ? base_momentums_[g] : 0};
+    double start_step = 0, lr = 0, m = 0;
+    for (size_t i = 0; i < phases_.size(); ++i) {
+      const Phase& ph = phases_[i];
+      if (static_cast<double>(step_num) <= ph.end_step || i + 1 == phases_.size()) {
+        const double pct = (static_cast<double>(step_num) - start_step) / (ph.end_step - start_step);
+        lr = anneal(lr_of[ph.start_lr], lr_of[ph.end_lr], pct);
+        if (cycle_momentum_) m = anneal(momentum_of[ph.start_momentum], momentum_of[ph.end_momentum], pct);
+        break;
+      }
+      start_step = ph.end_step;
+    }
+    lrs.push_back(lr);
+    if (cycle_momentum_) set_momentum(g, m);
+  }
+  return lrs;
+}
+
+void OneCycleLR::visit(Fields& f) {
+  LRScheduler::visit(f);
+  f.field("total_steps", total_steps_);
+  f.field("anneal_linear", linear_);
+  f.field("cycle_momentum", cycle_momentum_);
+  f.field("use_beta1", use_beta1_);
+  f.field("initial_lrs", initial_lrs_);
+  f.field("max_lrs", max_lrs_);
+  f.field("min_lrs", min_lrs_);
+  f.field("max_momentums", max_momentums_);
+  f.field("base_momentums", base_momentums_);
 }
 
 }  // namespace lockstep::optim

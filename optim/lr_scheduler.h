@@ -146,6 +146,64 @@ class LambdaLR : public LRScheduler {
   std::vector<Lambda> lr_lambdas_;
 };
 
+// The 1cycle policy, as torch.optim.lr_scheduler.OneCycleLR, stepped once per batch: the lr anneals
+// from max_lr / div_factor up to max_lr over the first pct_start of total_steps, then down to
+// initial_lr / final_div_factor (three_phase: back to initial_lr first, then down); momentum (SGD's
+// momentum, Adam's and AdamW's beta1) goes the opposite way between max_momentum and base_momentum.
+// Building it sets each group's initial_lr to max_lr / div_factor (and, with cycle_momentum, its
+// momentum to max_momentum), as PyTorch's. Stepping past total_steps is an error.
+//   optim::OneCycleLR sched(opt, optim::OneCycleLROptions(0.1).epochs(30).steps_per_epoch(len(loader)));
+struct OneCycleLROptions {
+  OneCycleLROptions(double max_lr) : max_lrs_{max_lr} {}                     // NOLINT: every group
+  OneCycleLROptions(std::vector<double> max_lrs) : max_lrs_(std::move(max_lrs)) {}  // NOLINT: one per group
+  // Either total_steps, or epochs and steps_per_epoch (total_steps = epochs * steps_per_epoch).
+  OneCycleLROptions& total_steps(int64_t v) { total_steps_ = v; return *this; }
+  OneCycleLROptions& epochs(int64_t v) { epochs_ = v; return *this; }
+  OneCycleLROptions& steps_per_epoch(int64_t v) { steps_per_epoch_ = v; return *this; }
+  OneCycleLROptions& pct_start(double v) { pct_start_ = v; return *this; }
+  OneCycleLROptions& anneal_strategy(std::string v) { anneal_strategy_ = std::move(v); return *this; }  // "cos" | "linear"
+  OneCycleLROptions& cycle_momentum(bool v) { cycle_momentum_ = v; return *this; }
+  OneCycleLROptions& base_momentum(double v) { base_momentum_ = v; return *this; }
+  OneCycleLROptions& max_momentum(double v) { max_momentum_ = v; return *this; }
+  OneCycleLROptions& div_factor(double v) { div_factor_ = v; return *this; }
+  OneCycleLROptions& final_div_factor(double v) { final_div_factor_ = v; return *this; }
+  OneCycleLROptions& three_phase(bool v) { three_phase_ = v; return *this; }
+
+  std::vector<double> max_lrs_;
+  int64_t total_steps_ = -1, epochs_ = -1, steps_per_epoch_ = -1;
+  double pct_start_ = 0.3;
+  std::string anneal_strategy_ = "cos";
+  bool cycle_momentum_ = true;
+  double base_momentum_ = 0.85, max_momentum_ = 0.95;
+  double div_factor_ = 25, final_div_factor_ = 1e4;
+  bool three_phase_ = false;
+};
+
+class OneCycleLR : public LRScheduler {
+ public:
+  OneCycleLR(Optimizer& optimizer, const OneCycleLROptions& options, int64_t last_epoch = -1);
+  int64_t total_steps() const { return total_steps_; }
+  // The momentum (or beta1) each group got from the last step.
+  std::vector<double> get_last_momentum() const;
+
+ protected:
+  std::vector<double> get_lr() override;
+  void visit(Fields& f) override;
+  // group g's momentum (SGD) or beta1 (Adam, AdamW), read and written through the optimizer's options.
+  double momentum(size_t g) const;
+  void set_momentum(size_t g, double m);
+
+  struct Phase {
+    double end_step;
+    int start_lr, end_lr, start_momentum, end_momentum;  // 0 initial, 1 max, 2 min / 0 max, 1 base momentum
+  };
+  std::vector<Phase> phases_;
+  int64_t total_steps_;
+  int64_t linear_;  // anneal_strategy: 1 "linear", 0 "cos" (int64 for the state_dict)
+  int64_t cycle_momentum_, use_beta1_;
+  std::vector<double> initial_lrs_, max_lrs_, min_lrs_, max_momentums_, base_momentums_;
+};
+
 // Runs schedulers one after another, switching at the milestones (schedulers.size() - 1 of them); the
 // scheduler switched to restarts from epoch 0 (closed form). The schedulers are shared with the caller.
 class SequentialLR : public LRScheduler {

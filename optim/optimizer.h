@@ -114,10 +114,10 @@ class OptimizerWithOptions : public Optimizer {
   // The options the optimizer was built with.
   const O& defaults() const { return defaults_; }
 
-  double lr(size_t group) const override { return options_.at(group).lr; }
+  double lr(size_t group) const override { return options_.at(group).lr(); }
   void set_lr(size_t group, double lr) override {
     O o = options_.at(group);
-    o.lr = lr;
+    o.lr(lr);
     o.check(name());
     options_.at(group) = o;
   }

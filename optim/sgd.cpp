@@ -10,12 +10,12 @@
 namespace lockstep::optim {
 
 void SGDOptions::check(const std::string& who) const {
-  LOCKSTEP_CHECK(std::isfinite(lr) && lr >= 0, who, ": invalid learning rate ", lr);
-  LOCKSTEP_CHECK(momentum >= 0, who, ": invalid momentum ", momentum);
-  LOCKSTEP_CHECK(weight_decay >= 0, who, ": invalid weight_decay ", weight_decay);
-  LOCKSTEP_CHECK(!nesterov || (momentum > 0 && dampening == 0), who,
-                 ": nesterov momentum requires a momentum and zero dampening, got momentum ", momentum,
-                 " and dampening ", dampening);
+  LOCKSTEP_CHECK(std::isfinite(lr_) && lr_ >= 0, who, ": invalid learning rate ", lr_);
+  LOCKSTEP_CHECK(momentum_ >= 0, who, ": invalid momentum ", momentum_);
+  LOCKSTEP_CHECK(weight_decay_ >= 0, who, ": invalid weight_decay ", weight_decay_);
+  LOCKSTEP_CHECK(!nesterov_ || (momentum_ > 0 && dampening_ == 0), who,
+                 ": nesterov momentum requires a momentum and zero dampening, got momentum ", momentum_,
+                 " and dampening ", dampening_);
 }
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
@@ -55,7 +55,7 @@ void SGD::step() {
       Tensor p = param;
       Tensor buf;
       bool first = false;
-      if (o.momentum != 0) {
+      if (o.momentum() != 0) {
         auto& s = mutable_state(index);
         auto it = s.find("momentum_buffer");
         if (it == s.end()) {
@@ -64,8 +64,8 @@ void SGD::step() {
         }
         buf = it->second;
       }
-      internal::sgd_step_(p, o.maximize ? internal::neg(g) : g, buf, o.lr, o.momentum, o.dampening, o.weight_decay,
-                          o.nesterov, first);
+      internal::sgd_step_(p, o.maximize() ? internal::neg(g) : g, buf, o.lr(), o.momentum(), o.dampening(), o.weight_decay(),
+                          o.nesterov(), first);
     }
   }
 }

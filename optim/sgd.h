@@ -9,32 +9,28 @@
 // The whole update is one fused kernel per parameter (Backend::sgd_step). State: "momentum_buffer".
 #pragma once
 
+#include "common/options.h"
 #include "optim/optimizer.h"
 
 namespace lockstep::optim {
 
 struct SGDOptions {
-  double lr = 0.01;
-  double momentum = 0;
-  double dampening = 0;
-  double weight_decay = 0;
-  bool nesterov = false;
-  bool maximize = false;
-  SGDOptions(double lr_ = 0.01) : lr(lr_) {}
-  SGDOptions& set_lr(double l) { lr = l; return *this; }
-  SGDOptions& set_momentum(double m) { momentum = m; return *this; }
-  SGDOptions& set_dampening(double d) { dampening = d; return *this; }
-  SGDOptions& set_weight_decay(double w) { weight_decay = w; return *this; }
-  SGDOptions& set_nesterov(bool n) { nesterov = n; return *this; }
-  SGDOptions& set_maximize(bool m) { maximize = m; return *this; }
+  SGDOptions(double lr = 0.01) : lr_(lr) {}  // NOLINT: SGDOptions(0.1)
+  LOCKSTEP_ARG(double, lr, 0.01);
+  LOCKSTEP_ARG(double, momentum, 0);
+  LOCKSTEP_ARG(double, dampening, 0);
+  LOCKSTEP_ARG(double, weight_decay, 0);
+  LOCKSTEP_ARG(bool, nesterov, false);
+  LOCKSTEP_ARG(bool, maximize, false);
 
+ public:
   // Throws, naming `who`, for options torch.optim.SGD rejects.
   void check(const std::string& who) const;
   // The options under PyTorch's param_group keys.
   template <class F>
   void for_each(F&& f) {
-    f("lr", lr), f("momentum", momentum), f("dampening", dampening), f("weight_decay", weight_decay);
-    f("nesterov", nesterov), f("maximize", maximize);
+    f("lr", lr_), f("momentum", momentum_), f("dampening", dampening_), f("weight_decay", weight_decay_);
+    f("nesterov", nesterov_), f("maximize", maximize_);
   }
 };
 

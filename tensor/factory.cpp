@@ -23,6 +23,23 @@ Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {t.dtype(), t.device()}); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), {t.dtype(), t.device()}); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), {t.dtype(), t.device()}); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, {t.dtype(), t.device()}); }
+Tensor rand_like(const Tensor& t) {
+  LOCKSTEP_CHECK(t.defined(), "rand_like: the tensor is undefined");
+  LOCKSTEP_CHECK(t.is_floating_point(), "rand_like: expected a floating-point tensor, got ", dtype_name(t.dtype()),
+                 " ", t.shape());
+  return rand(t.shape(), {t.dtype(), t.device()});
+}
+Tensor randn_like(const Tensor& t) {
+  LOCKSTEP_CHECK(t.defined(), "randn_like: the tensor is undefined");
+  LOCKSTEP_CHECK(t.is_floating_point(), "randn_like: expected a floating-point tensor, got ", dtype_name(t.dtype()),
+                 " ", t.shape());
+  return randn(t.shape(), {t.dtype(), t.device()});
+}
+Tensor Tensor::new_zeros(const Shape& shape) const { return zeros(shape, {dtype(), device()}); }
+Tensor Tensor::new_ones(const Shape& shape) const { return ones(shape, {dtype(), device()}); }
+Tensor Tensor::new_full(const Shape& shape, double value) const { return full(shape, value, {dtype(), device()}); }
+Tensor Tensor::new_empty(const Shape& shape) const { return empty(shape, {dtype(), device()}); }
 
 // Fills a host tensor of o.dtype with fn(i) for each element, then moves it to o.device.
 template <typename Fn>

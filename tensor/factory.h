@@ -24,9 +24,15 @@ Tensor empty(const Shape& shape, TensorOptions opts = {});
 Tensor zeros(const Shape& shape, TensorOptions opts = {});
 Tensor ones(const Shape& shape, TensorOptions opts = {});
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
+// t's shape, dtype and device, as torch.zeros_like(t) ...; rand_like and randn_like need a
+// floating-point t (as PyTorch's) and draw from the default generator. For another shape with t's dtype
+// and device: t.new_zeros(shape), t.new_ones, t.new_full, t.new_empty.
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor rand_like(const Tensor& t);
+Tensor randn_like(const Tensor& t);
 // [0, end) or [start, end) with a step, int64 unless opts says otherwise.
 Tensor arange(int64_t end, TensorOptions opts = TensorOptions(kInt64));
 Tensor arange(int64_t start, int64_t end, int64_t step = 1, TensorOptions opts = TensorOptions(kInt64));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "tensor/device.h"
@@ -19,11 +20,16 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // Bumped by each public in-place op on a tensor viewing this storage (Tensor::version()); autograd
+  // compares it with the value an op saw when it was recorded.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  uint64_t version_ = 0;
 };
 
 }  // namespace lockstep

@@ -157,6 +157,8 @@ void Tensor::set_data(const Tensor& src) {
   i.dtype = o.dtype;
 }
 
+uint64_t Tensor::version() const { return checked().storage ? checked().storage->version() : 0; }
+
 Tensor Tensor::detach() const {
   const TensorImpl& i = checked();
   auto impl = std::make_shared<TensorImpl>();

@@ -104,6 +104,12 @@ class Tensor {
   AutogradMeta* autograd_meta_if_any() const;
   // Shares storage, no gradient history (not differentiable by construction).
   Tensor detach() const;
+  // New tensors of `shape` with this tensor's dtype and device, as PyTorch's x.new_zeros(shape) ...
+  // (tensor/factory.cpp; same-shape ones: zeros_like(x), rand_like(x), ...).
+  Tensor new_zeros(const Shape& shape) const;
+  Tensor new_ones(const Shape& shape) const;
+  Tensor new_full(const Shape& shape, double value) const;
+  Tensor new_empty(const Shape& shape) const;
 
   // --- Differentiable methods, defined in autograd/tensor_methods.cpp -------------------------------
   // Views (share storage; see the top of this file).
@@ -198,12 +204,34 @@ class Tensor {
   Tensor log_softmax(int64_t dim) const;
   Tensor matmul(const Tensor& other) const;
 
-  // In place, on any layout (views included); not recorded by autograd: a tensor that requires a
-  // gradient is refused while grad mode is on.
-  Tensor& fill_(double value);
-  Tensor& zero_() { return fill_(0); }
-  Tensor& copy_(const Tensor& src);  // src broadcast to this shape, converted to this dtype and device
-  Tensor& masked_fill_(const Tensor& mask, double value);
+  // In place (autograd/inplace.cpp), as PyTorch's trailing-underscore methods: they write through any
+  // layout (views included, so every handle on the storage sees it), return *this, and bump the
+  // storage's version(). Const, as LibTorch's: they change the data, not the handle, so
+  // `w.grad().zero_()` works. Not recorded by autograd: a tensor that requires grad, or an operand
+  // that does, is refused while grad mode is on, so manual weight updates go in a NoGradGuard block:
+  //   { NoGradGuard no_grad; for (auto& p : model->parameters()) p.sub_(p.grad(), lr); }
+  // Backward through an op whose input or output was changed in place after the op was recorded is an
+  // error (PyTorch's "modified by an inplace operation"), conservatively: also where the op kept no
+  // copy. Operands broadcast to this shape; a result this dtype can't hold (floats into an integer
+  // tensor, any div_ of one) is an error. The operators +=, -=, *=, /= (functions.h) call these.
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;  // this += alpha * other
+  const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;  // this -= alpha * other
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& div_(const Tensor& other) const;
+  const Tensor& add_(double other) const;
+  const Tensor& sub_(double other) const;
+  const Tensor& mul_(double other) const;
+  const Tensor& div_(double other) const;
+  const Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const { return fill_(0); }
+  const Tensor& copy_(const Tensor& src) const;  // src broadcast to this shape, converted to this dtype and device
+  const Tensor& masked_fill_(const Tensor& mask, double value) const;
+  // As PyTorch's x.data: this tensor's storage without grad (detach()). Unlike PyTorch's, in-place
+  // changes through it still count in the version check above.
+  Tensor data() const { return detach(); }
+  // How many in-place changes its storage has seen (PyTorch's x._version; views and detach() share it).
+  uint64_t version() const;
 
   // Runs the backward pass from this tensor (a scalar unless `gradient` is given).
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;

@@ -29,7 +29,7 @@ int main() {
     manual_seed(1 + rank);  // different initial weights per rank: DDP broadcasts rank 0's
     nn::Sequential model(nn::Linear(2, 32), nn::ReLU(), nn::Linear(32, 4));
     dist::DistributedDataParallel ddp(model);
-    optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.05).set_momentum(0.9));
+    optim::SGD optimizer(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
     nn::CrossEntropyLoss criterion;
 
     double accuracy = 0;

@@ -29,7 +29,7 @@ struct GPTConfig {
 class CausalSelfAttentionImpl : public nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GPTConfig& config);
-  Tensor forward(const Tensor& x) override;  // x: [B, T, C] -> [B, T, C]
+  Tensor forward(const Tensor& x);  // x: [B, T, C] -> [B, T, C]
 
   nn::Linear c_attn{nullptr}, c_proj{nullptr};
   nn::Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
@@ -41,7 +41,7 @@ LOCKSTEP_MODULE(CausalSelfAttention);
 class MLPImpl : public nn::Module {
  public:
   explicit MLPImpl(const GPTConfig& config);
-  Tensor forward(const Tensor& x) override;  // [B, T, C] -> c_fc [B, T, 4C] -> GELU -> c_proj [B, T, C]
+  Tensor forward(const Tensor& x);  // [B, T, C] -> c_fc [B, T, 4C] -> GELU -> c_proj [B, T, C]
 
   nn::Linear c_fc{nullptr}, c_proj{nullptr};
   nn::GELU gelu{nullptr};
@@ -52,7 +52,7 @@ LOCKSTEP_MODULE(MLP);
 class BlockImpl : public nn::Module {
  public:
   explicit BlockImpl(const GPTConfig& config);
-  Tensor forward(const Tensor& x) override;  // x + attn(ln_1(x)), then + mlp(ln_2(x))
+  Tensor forward(const Tensor& x);  // x + attn(ln_1(x)), then + mlp(ln_2(x))
 
   nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -82,7 +82,7 @@ class GPTImpl : public nn::Module {
   // cross-entropy over every position (targets of -1 are ignored, as nanoGPT's).
   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);
   // Logits of the last position only, [B, 1, vocab]: what generation needs.
-  Tensor forward(const Tensor& idx) override;
+  Tensor forward(const Tensor& idx);
 
   // Appends max_new_tokens tokens to idx [B, T], each drawn (multinomial, default generator) from the
   // softmax of the last logits / temperature, restricted to the top_k most likely when top_k > 0. The

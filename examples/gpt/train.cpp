@@ -107,7 +107,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
   // nanoGPT's configure_optimizers: weight decay on the matmul and embedding weights (2-D) only.
   std::vector<Tensor> decay, no_decay;
   for (const auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto adamw = [&](double wd) { return optim::AdamWOptions(f.lr).set_betas(o.beta1, o.beta2).set_weight_decay(wd); };
+  auto adamw = [&](double wd) { return optim::AdamWOptions(f.lr).betas(o.beta1, o.beta2).weight_decay(wd); };
   optim::AdamW optimizer({{decay, adamw(o.weight_decay)}, {no_decay, adamw(0.0)}});
   const int64_t max_iters = f.steps, decay_iters = o.lr_decay_iters < 0 ? max_iters : o.lr_decay_iters;
   optim::LambdaLR scheduler(optimizer, [&](int64_t it) {

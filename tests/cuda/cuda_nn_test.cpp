@@ -27,8 +27,8 @@ TEST_CASE("three MLP training steps on the GPU equal the CPU steps") {
   REQUIRE_DEVICE();
   auto cpu_model = mlp(0), gpu_model = mlp(0);
   gpu_model->to(Device::cuda(0));
-  optim::SGD cpu_sgd(cpu_model->parameters(), optim::SGDOptions(0.05).set_momentum(0.9).set_weight_decay(1e-4));
-  optim::SGD gpu_sgd(gpu_model->parameters(), optim::SGDOptions(0.05).set_momentum(0.9).set_weight_decay(1e-4));
+  optim::SGD cpu_sgd(cpu_model->parameters(), optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
+  optim::SGD gpu_sgd(gpu_model->parameters(), optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
   nn::CrossEntropyLoss ce;
   manual_seed(1);
   for (int step = 0; step < 3; ++step) {
@@ -78,7 +78,7 @@ TEST_CASE("training steps in the steady state take no new device memory (the cac
   const Device gpu = Device::cuda(0);
   auto model = mlp(5);
   model->to(gpu);
-  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.05).set_momentum(0.9));
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   nn::CrossEntropyLoss ce;
   manual_seed(2);
   Tensor x = randn({32, 64}).to(gpu), y = randint(0, 10, {32}).to(gpu);

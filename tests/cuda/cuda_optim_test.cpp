@@ -63,14 +63,14 @@ TEST_CASE("Adam, AdamW, SGD and Adadelta steps on the GPU equal the CPU's") {
   for (Dtype dtype : {kFloat32, kFloat64}) {
     CAPTURE(dtype);
     const double rtol = dtype == kFloat32 ? 1e-5 : 1e-12;
-    compare<optim::AdamW>(optim::AdamOptions(optim::AdamWOptions(1e-2).set_weight_decay(0.1)), dtype, rtol);
-    compare<optim::AdamW>(optim::AdamOptions(optim::AdamWOptions(1e-2).set_amsgrad(true)), dtype, rtol);
-    compare<optim::Adam>(optim::AdamOptions(1e-2).set_weight_decay(0.1).set_maximize(true), dtype, rtol);
-    compare<optim::Adam>(optim::AdamOptions(1e-2).set_amsgrad(true).set_betas(0.5, 0.8).set_eps(1e-4), dtype, rtol);
-    compare<optim::SGD>(optim::SGDOptions(0.1).set_momentum(0.9).set_nesterov(true).set_weight_decay(0.01), dtype,
+    compare<optim::AdamW>(optim::AdamOptions(optim::AdamWOptions(1e-2).weight_decay(0.1)), dtype, rtol);
+    compare<optim::AdamW>(optim::AdamOptions(optim::AdamWOptions(1e-2).amsgrad(true)), dtype, rtol);
+    compare<optim::Adam>(optim::AdamOptions(1e-2).weight_decay(0.1).maximize(true), dtype, rtol);
+    compare<optim::Adam>(optim::AdamOptions(1e-2).amsgrad(true).betas(0.5, 0.8).eps(1e-4), dtype, rtol);
+    compare<optim::SGD>(optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01), dtype,
                         rtol);
-    compare<optim::Adadelta>(optim::AdadeltaOptions(1.0).set_weight_decay(0.1).set_maximize(true), dtype, rtol);
-    compare<optim::Adadelta>(optim::AdadeltaOptions(0.5).set_rho(0.6).set_eps(1e-3), dtype, rtol);
+    compare<optim::Adadelta>(optim::AdadeltaOptions(1.0).weight_decay(0.1).maximize(true), dtype, rtol);
+    compare<optim::Adadelta>(optim::AdadeltaOptions(0.5).rho(0.6).eps(1e-3), dtype, rtol);
   }
 }
 

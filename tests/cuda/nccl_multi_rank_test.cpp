@@ -128,7 +128,7 @@ TEST_CASE("DDP over nccl on 2 GPUs follows one CPU process at the full batch, st
     dist::DDPOptions opts;
     opts.bucket_cap_mb = opts.first_bucket_cap_mb = 0.0001;  // one bucket per parameter: several collectives
     dist::DistributedDataParallel ddp(model, opts);
-    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
     nn::CrossEntropyLoss ce;
     const int64_t per = testing::kBatch / kWorld;
     for (int s = 0; s < testing::kSteps; ++s) {

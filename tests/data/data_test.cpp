@@ -309,6 +309,34 @@ TEST_CASE("DataLoader: shuffle draws a seeded permutation per epoch; shuffle wit
   CHECK(contains(error_of([&] { DataLoader(nullptr); }), "dataset is null"));
 }
 
+TEST_CASE("DataLoader: shuffle without a seed draws each epoch's order from the global generator") {
+  auto ds = counting_dataset(90);
+  DataLoader loader(ds, {.batch_size = 10, .shuffle = true});
+  manual_seed(1);
+  Seen e0 = run_epoch(loader), e1 = run_epoch(loader);
+  CHECK(e0.targets != e1.targets);  // each epoch a new order
+  manual_seed(1);
+  CHECK(run_epoch(loader).targets == e0.targets);  // reproducible under manual_seed
+  CHECK(run_epoch(loader).targets == e1.targets);
+  manual_seed(2);
+  CHECK(run_epoch(loader).targets != e0.targets);  // another global seed, another order
+  // The order is drawn when the epoch's iterator is made: one draw of the global generator, as PyTorch's
+  // RandomSampler seeding its own generator from torch.empty((), dtype=int64).random_().
+  manual_seed(1);
+  Generator expected(default_generator().next_u64());
+  std::vector<int64_t> perm = expected.randperm(90);
+  CHECK(e0.targets[0] == std::vector<int64_t>(perm.begin(), perm.begin() + 10));
+  // set_epoch does not pin an unseeded order; an explicit seed still does.
+  manual_seed(1);
+  loader.set_epoch(5);
+  CHECK(run_epoch(loader).targets == e0.targets);
+  RandomSampler unseeded(5);
+  manual_seed(3);
+  auto u = unseeded.indices();
+  manual_seed(3);
+  CHECK(unseeded.indices() == u);
+}
+
 TEST_CASE("DataLoader: a user-defined dataset (PyTorch's RandomDataset) collates by stacking") {
   manual_seed(0);
   auto ds = std::make_shared<RandomDataset>(5, 100);

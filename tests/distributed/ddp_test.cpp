@@ -60,7 +60,7 @@ void check_parity(int world, double bucket_cap_mb, bool as_view) {
     opts.first_bucket_cap_mb = std::min(1.0, bucket_cap_mb);
     opts.gradient_as_bucket_view = as_view;
     dist::DistributedDataParallel ddp(model, opts);
-    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
     nn::CrossEntropyLoss ce;
     const int64_t per = kBatch / world;
     for (int s = 0; s < kSteps; ++s) {
@@ -99,7 +99,7 @@ TEST_CASE("DDP on one rank equals no DDP exactly") {
     init(1, rank, port);
     auto model = make_model(0);
     dist::DistributedDataParallel ddp(model);
-    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+    optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
     nn::CrossEntropyLoss ce;
     for (int s = 0; s < kSteps; ++s) {
       sgd.zero_grad();
@@ -110,6 +110,38 @@ TEST_CASE("DDP on one rank equals no DDP exactly") {
         RANK_CHECK(internal::allclose(params[i].second, ref[s][i].second, 0, 0), "step ", s, " ", params[i].first,
                    " differs");
     }
+    dist::destroy_process_group();
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+namespace {
+// pytorch/examples' VAE shape: one input, three outputs.
+struct TwoHeadsImpl : nn::Module {
+  nn::Linear a{nullptr}, b{nullptr};
+  TwoHeadsImpl() : Module("TwoHeads") {
+    a = register_module("a", nn::Linear(4, 2));
+    b = register_module("b", nn::Linear(4, 3));
+  }
+  std::tuple<Tensor, Tensor, Tensor> forward(const Tensor& x) { return {a(x), b(x), a(x).sum()}; }
+};
+LOCKSTEP_MODULE(TwoHeads);
+}  // namespace
+
+TEST_CASE("a module returning a tuple trains through forward<M>, averaged over ranks") {
+  uint16_t port = testing::free_port();
+  auto results = run_ranks(2, [&](int rank) {
+    init(2, rank, port);
+    manual_seed(rank);  // DDP replaces rank 1's weights by rank 0's
+    TwoHeads model;
+    auto ddp = std::make_shared<dist::DistributedDataParallel>(model);
+    Tensor x = full({3, 4}, rank + 1.0);
+    auto [ya, yb, s] = ddp->forward<TwoHeadsImpl>(x);
+    RANK_CHECK((ya.shape() == Shape{3, 2} && yb.shape() == Shape{3, 3} && s.dim() == 0), "wrong shapes");
+    (ya.sum() + yb.sum()).backward();
+    // d(sum of x W^T + b)/dW = column sums of x: 3 on rank 0, 6 on rank 1; averaged: 4.5.
+    RANK_CHECK(model->a->weight.grad().to_vector<float>() == std::vector<float>(8, 4.5f), "wrong gradient");
+    RANK_CHECK(model->b->bias.grad().to_vector<float>() == std::vector<float>(3, 3.f), "wrong bias gradient");
     dist::destroy_process_group();
   });
   CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
@@ -158,7 +190,7 @@ struct WithUnused : nn::Module {
     used = register_module("used", nn::Linear(4, 2));
     unused = register_module("unused", nn::Linear(4, 2));
   }
-  Tensor forward(const Tensor& x) override { return used->forward(x); }
+  Tensor forward(const Tensor& x) { return used->forward(x); }
 };
 }  // namespace
 

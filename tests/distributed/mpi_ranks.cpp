@@ -253,7 +253,7 @@ TEST_CASE("DDP over mpi: N ranks at batch B equal one process at batch N*B") {
   opts.bucket_cap_mb = 0.0001;  // several buckets, so that several all-reduces are in flight
   opts.first_bucket_cap_mb = 0.0001;
   dist::DistributedDataParallel ddp(model, opts);
-  optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+  optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
   nn::CrossEntropyLoss ce;
   const int64_t per = kBatch / W();
   for (int s = 0; s < kSteps; ++s) {

@@ -243,6 +243,41 @@ TEST_CASE("gradcheck: conv, pooling, normalization, embedding, losses") {
   gradcheck([](auto& v) { return F::cross_entropy(v[0], softmax(v[1], 1)); }, {r({2, 3, 2}), r({2, 3, 2})});
   gradcheck([](auto& v) { return F::binary_cross_entropy_with_logits(v[0], sigmoid(v[1])); }, {r({5}), r({5})});
   gradcheck([](auto& v) { return F::leaky_relu(v[0], 0.1); }, {r({6})});
+  // Probabilities away from 0 and 1 (where PyTorch's eps clamp changes the gradient), a weight.
+  gradcheck([](auto& v) { return F::binary_cross_entropy(sigmoid(v[0]), sigmoid(v[1]), tensor({1.0, 2.0, 0.5})); },
+            {r({2, 3}), r({2, 3})});
+}
+
+TEST_CASE("binary_cross_entropy and BCELoss: PyTorch's -100 clamp of each log, its gradient, its errors") {
+  // x = 0 with y = 1 clamps -log(0) to 100; x = 1, y = 1 gives 0 (0 * clamped log(0) = 0, not NaN).
+  Tensor x = tensor({0.2, 0.9, 0.0, 1.0}).requires_grad_();
+  Tensor y = tensor({0.0, 1.0, 1.0, 1.0});
+  Tensor loss = nn::BCELoss()(x, y);
+  const double l0 = -std::log(0.8), l1 = -std::log(0.9);
+  CHECK(loss.item<double>() == doctest::Approx((l0 + l1 + 100 + 0) / 4).epsilon(1e-6));
+  loss.backward();
+  // (x - y) / max((1 - x) x, 1e-12) / 4: 0.2 / 0.16 / 4, -0.1 / 0.09 / 4, -1 / 1e-12 / 4, 0.
+  auto g = x.grad().to_vector<double>();
+  CHECK(g[0] == doctest::Approx(0.3125));
+  CHECK(g[1] == doctest::Approx(-0.1 / 0.09 / 4));
+  CHECK(g[2] == doctest::Approx(-2.5e11));
+  CHECK(g[3] == 0);
+  // weight broadcasts; sum and none reductions.
+  Tensor w = tensor({0.5, 2.0, 1.0, 1.0});
+  CHECK(F::binary_cross_entropy(x, y, w, nn::kSum).item<double>() ==
+        doctest::Approx(0.5 * l0 + 2 * l1 + 100).epsilon(1e-6));
+  Tensor none = nn::BCELoss(nn::BCELossOptions().weight(w).reduction(nn::kNone))(x, y);
+  CHECK(none.shape() == Shape{4});
+  CHECK(none.to_vector<double>()[1] == doctest::Approx(2 * l1));
+  CHECK_THROWS_WITH_AS(F::binary_cross_entropy(tensor({0.5, 1.5}), tensor({0.0, 1.0})),
+                       doctest::Contains("binary_cross_entropy: all elements of input should be between 0 and 1"),
+                       Error);
+  CHECK_THROWS_WITH_AS(F::binary_cross_entropy(tensor({0.5, 0.5}), tensor({1.0})),
+                       doctest::Contains("must have the input's shape [2]"), Error);
+  CHECK_THROWS_WITH_AS(F::binary_cross_entropy(tensor({0.5}), tensor(std::vector<int64_t>{1})),
+                       doctest::Contains("expected floating-point input and target"), Error);
+  CHECK_THROWS_WITH_AS(F::binary_cross_entropy(tensor({0.5, 0.5}), tensor({1.0, 0.0}), tensor({1.0, 2.0, 3.0})),
+                       doctest::Contains("does not broadcast to the input"), Error);
 }
 
 // --- modes, initialisation, containers ---------------------------------------------------------
@@ -485,4 +520,47 @@ TEST_CASE("SyncBatchNorm without a process group is BatchNorm") {
   nn::BatchNorm2d bn(3);
   CHECK(allclose(sbn(x), bn(x)));
   CHECK(allclose(sbn->running_var, bn->running_var));
+}
+
+namespace {
+
+// pytorch/examples' VAE: forward returns (recon, mu, logvar), which a virtual Tensor forward could not.
+struct TinyVAEImpl : nn::Module {
+  nn::Linear enc{nullptr}, mu{nullptr}, logvar{nullptr}, dec{nullptr};
+  TinyVAEImpl() : Module("TinyVAE") {
+    enc = register_module("enc", nn::Linear(4, 3));
+    mu = register_module("mu", nn::Linear(3, 2));
+    logvar = register_module("logvar", nn::Linear(3, 2));
+    dec = register_module("dec", nn::Linear(2, 4));
+  }
+  std::tuple<Tensor, Tensor, Tensor> forward(const Tensor& x) {
+    Tensor h = relu(enc(x));
+    Tensor m = mu(h), lv = logvar(h);
+    return {sigmoid(dec(m)), m, lv};
+  }
+};
+LOCKSTEP_MODULE(TinyVAE);
+
+}  // namespace
+
+TEST_CASE("a forward returning a tuple runs through the holder; Module::forward names what to do instead") {
+  manual_seed(0);
+  TinyVAE vae;
+  Tensor x = rand({5, 4});
+  auto [recon, m, lv] = vae(x);
+  CHECK(recon.shape() == Shape{5, 4});
+  CHECK(m.shape() == Shape{5, 2});
+  CHECK(lv.shape() == Shape{5, 2});
+  auto [recon2, m2, lv2] = vae->forward(x);
+  CHECK(internal::allclose(recon, recon2, 0, 0));
+  (recon.sum() + m.sum() + lv.sum()).backward();
+  CHECK(vae->enc->weight.grad().defined());
+  // Through a std::shared_ptr<Module>, the tuple forward is not a Tensor forward: a clear error.
+  std::shared_ptr<nn::Module> as_module = vae.ptr();
+  CHECK_THROWS_WITH_AS(as_module->forward(x), doctest::Contains("TinyVAE: forward(input) is not implemented"), Error);
+  // A single-output module reached through std::shared_ptr<Module> runs its own forward.
+  nn::Sequential seq(std::make_shared<nn::LinearImpl>(4, 2), nn::ReLU());
+  std::shared_ptr<nn::Module> first = seq[0];
+  CHECK(internal::allclose(first->forward(x), seq[0]->as<nn::Linear>()->forward(x), 0, 0));
+  CHECK(seq(x).shape() == Shape{5, 2});
 }

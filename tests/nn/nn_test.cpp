@@ -15,7 +15,7 @@ struct Model : nn::Module {
   nn::Linear fc{nullptr};
   std::vector<std::string> log;
   Model(int64_t in, int64_t out) : Module("Model") { fc = register_module("fc", nn::Linear(in, out)); }
-  Tensor forward(const Tensor& input) override {
+  Tensor forward(const Tensor& input) {
     Tensor output = fc->forward(input);
     std::ostringstream os;
     os << "In Model: input size " << input.shape() << " output size " << output.shape();
@@ -58,10 +58,14 @@ TEST_CASE("parameters come in registration order with PyTorch's dotted names") {
 TEST_CASE("the seeds' Model runs and reports sizes") {
   manual_seed(0);
   Model m(5, 2);
-  Tensor out = m(randn({30, 5}));
+  Tensor out = m.forward(randn({30, 5}));
   CHECK(out.shape() == Shape{30, 2});
   CHECK(m.log.back() == "In Model: input size [30, 5] output size [30, 2]");
-  CHECK_THROWS_WITH_AS(m(randn({30, 4})), "Linear(5, 2): expected input [..., 5], got [30, 4]", Error);
+  CHECK_THROWS_WITH_AS(m.forward(randn({30, 4})), "Linear(5, 2): expected input [..., 5], got [30, 4]", Error);
+  // As in LibTorch, a module built directly (no holder, no registration) is called through its type.
+  CHECK_THROWS_WITH_AS(m(randn({30, 5})), doctest::Contains("Model: forward(input) is not implemented"), Error);
+  m.bind_forward<Model>();
+  CHECK(m(randn({30, 5})).shape() == Shape{30, 2});
 }
 
 TEST_CASE("Linear uses PyTorch's default initialisation bounds") {
@@ -131,7 +135,7 @@ TEST_CASE("to(dtype), train/eval and zero_grad") {
   CHECK(!m.fc->is_training());
   m.train();
   CHECK(m.fc->is_training());
-  nn::functional::mse_loss(m(ones({4, 3}, kFloat64)), zeros({4, 2}, kFloat64)).backward();
+  nn::functional::mse_loss(m.forward(ones({4, 3}, kFloat64)), zeros({4, 2}, kFloat64)).backward();
   CHECK(w.grad().defined());
   m.zero_grad(false);
   CHECK(w.grad().to_vector<double>() == std::vector<double>(6, 0.0));

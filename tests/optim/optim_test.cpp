@@ -14,6 +14,7 @@
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
+using lockstep::testing::contains;
 using lockstep::testing::error_of;
 
 // Three steps on loss = 0.5 * p^2 (gradient p), from p = 1.
@@ -42,28 +43,28 @@ TEST_CASE("SGD follows torch.optim.SGD's update rule") {
   //   g=1    buf=1     p=0.9
   //   g=0.9  buf=1.8   p=0.72
   //   g=0.72 buf=2.34  p=0.486
-  check_close(trajectory(optim::SGDOptions(0.1).set_momentum(0.9)), {0.9, 0.72, 0.486});
+  check_close(trajectory(optim::SGDOptions(0.1).momentum(0.9)), {0.9, 0.72, 0.486});
   // Nesterov: d = g + 0.9 * buf.
   //   g=1    buf=1     d=1.9    p=0.81
   //   g=0.81 buf=1.71  d=2.349  p=0.5751
-  check_close(trajectory(optim::SGDOptions(0.1).set_momentum(0.9).set_nesterov(true), 2), {0.81, 0.5751});
+  check_close(trajectory(optim::SGDOptions(0.1).momentum(0.9).nesterov(true), 2), {0.81, 0.5751});
   // Weight decay 0.1, momentum 0.5, dampening 0.5 (the first buffer is not dampened):
   //   g=1.1    buf=1.1                     p=0.89
   //   g=0.979  buf=0.5*1.1+0.5*0.979=1.0395 p=0.78605
-  check_close(trajectory(optim::SGDOptions(0.1).set_momentum(0.5).set_dampening(0.5).set_weight_decay(0.1), 2),
+  check_close(trajectory(optim::SGDOptions(0.1).momentum(0.5).dampening(0.5).weight_decay(0.1), 2),
               {0.89, 0.78605});
 }
 
 TEST_CASE("SGD skips parameters without gradients and validates its options") {
   Tensor a = tensor({1.0}).set_requires_grad(), b = tensor({2.0}).set_requires_grad();
-  optim::SGD sgd({a, b}, optim::SGDOptions(0.5).set_momentum(0.9));
+  optim::SGD sgd({a, b}, optim::SGDOptions(0.5).momentum(0.9));
   (a * 2.0).sum().backward();
   sgd.step();
   CHECK(a.item<double>() == 0.0);
   CHECK(b.item<double>() == 2.0);
   CHECK(!sgd.momentum_buffer(1).defined());
   CHECK_THROWS_WITH_AS(optim::SGD({a}, optim::SGDOptions(-1)), "SGD: invalid learning rate -1", Error);
-  CHECK_THROWS_WITH_AS(optim::SGD({a}, optim::SGDOptions(0.1).set_nesterov(true)), doctest::Contains("nesterov"), Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({a}, optim::SGDOptions(0.1).nesterov(true)), doctest::Contains("nesterov"), Error);
   CHECK_THROWS_WITH_AS(optim::SGD({a, a}, optim::SGDOptions(0.1)), doctest::Contains("appears twice"), Error);
   CHECK_THROWS_WITH_AS(optim::SGD({tensor({1.0})}, optim::SGDOptions(0.1)), doctest::Contains("not a leaf tensor that requires grad"), Error);
 }
@@ -83,7 +84,7 @@ TEST_CASE("an MLP learns a separable problem to more than 95% accuracy") {
   Tensor x = tensor(pts, {n, 2});
   auto model = nn::Sequential(
       nn::Linear(2, 16), nn::ReLU(), nn::Linear(16, 4));
-  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
   nn::CrossEntropyLoss ce;
   double first = 0, last = 0;
   for (int epoch = 0; epoch < 50; ++epoch) {
@@ -103,12 +104,12 @@ TEST_CASE("an MLP learns a separable problem to more than 95% accuracy") {
 TEST_CASE("bad options are errors naming the optimizer and the value") {
   Tensor p = zeros({2}).set_requires_grad();
   CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(-0.1)); }) == "Adam: invalid learning rate -0.1");
-  CHECK(error_of([&] { optim::AdamW({p}, optim::AdamWOptions(0.1).set_betas(1.0, 0.999)); }) ==
+  CHECK(error_of([&] { optim::AdamW({p}, optim::AdamWOptions(0.1).betas(1.0, 0.999)); }) ==
         "AdamW: invalid beta parameter at index 0: 1 (expected [0, 1))");
-  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).set_betas(0.9, -0.5)); }) ==
+  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).betas(0.9, -0.5)); }) ==
         "Adam: invalid beta parameter at index 1: -0.5 (expected [0, 1))");
-  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).set_eps(-1)); }) == "Adam: invalid epsilon value -1");
-  CHECK(error_of([&] { optim::AdamW({p}, optim::AdamWOptions(0.1).set_weight_decay(-0.01)); }) ==
+  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).eps(-1)); }) == "Adam: invalid epsilon value -1");
+  CHECK(error_of([&] { optim::AdamW({p}, optim::AdamWOptions(0.1).weight_decay(-0.01)); }) ==
         "AdamW: invalid weight_decay value -0.01");
   CHECK(error_of([&] { optim::AdamW({}, optim::AdamWOptions()); }) == "AdamW: got an empty parameter list");
   optim::AdamW adamw({p}, optim::AdamWOptions(0.1));
@@ -116,7 +117,7 @@ TEST_CASE("bad options are errors naming the optimizer and the value") {
   CHECK(error_of([&] { adamw.add_param_group({p}, optim::AdamWOptions()); }) ==
         "AdamW: parameter 0 [2] is already in another param group (as parameter 0)");
   Tensor q = zeros({3}).set_requires_grad();
-  CHECK(error_of([&] { adamw.add_param_group({q}, optim::AdamWOptions(0.1).set_betas(0.9, 1.5)); }) ==
+  CHECK(error_of([&] { adamw.add_param_group({q}, optim::AdamWOptions(0.1).betas(0.9, 1.5)); }) ==
         "AdamW (param group 1): invalid beta parameter at index 1: 1.5 (expected [0, 1))");
   CHECK(error_of([&] { adamw.params(3); }) == "AdamW: no param group 3 (it has 1)");
 }
@@ -125,26 +126,26 @@ TEST_CASE("Adadelta's bad options are errors naming the optimizer and the value"
   Tensor p = zeros({2}).set_requires_grad();
   using optim::AdadeltaOptions;
   CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions(-1)); }) == "Adadelta: invalid learning rate -1");
-  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_rho(1.5)); }) ==
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().rho(1.5)); }) ==
         "Adadelta: invalid rho value 1.5 (expected [0, 1])");
-  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_rho(-0.1)); }) ==
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().rho(-0.1)); }) ==
         "Adadelta: invalid rho value -0.1 (expected [0, 1])");
-  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_eps(-1e-6)); }) ==
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().eps(-1e-6)); }) ==
         "Adadelta: invalid epsilon value -1e-06");
-  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().set_weight_decay(-0.01)); }) ==
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().weight_decay(-0.01)); }) ==
         "Adadelta: invalid weight_decay value -0.01");
   CHECK(error_of([&] { optim::Adadelta({}, AdadeltaOptions()); }) == "Adadelta: got an empty parameter list");
   optim::Adadelta adadelta({p});
   CHECK(adadelta.lr(0) == 1.0);  // torch.optim.Adadelta's defaults: lr 1, rho 0.9, eps 1e-6
-  CHECK(adadelta.options().rho == 0.9);
-  CHECK(adadelta.options().eps == 1e-6);
+  CHECK(adadelta.options().rho() == 0.9);
+  CHECK(adadelta.options().eps() == 1e-6);
   CHECK(error_of([&] { adadelta.set_lr(0, NAN); }) == "Adadelta: invalid learning rate nan");
   Tensor q = zeros({3}).set_requires_grad();
-  CHECK(error_of([&] { adadelta.add_param_group({q}, AdadeltaOptions().set_rho(2)); }) ==
+  CHECK(error_of([&] { adadelta.add_param_group({q}, AdadeltaOptions().rho(2)); }) ==
         "Adadelta (param group 1): invalid rho value 2 (expected [0, 1])");
   // rho's ends are allowed, as in PyTorch.
-  CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().set_rho(0)));
-  CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().set_rho(1)));
+  CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().rho(0)));
+  CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().rho(1)));
 }
 
 TEST_CASE("bad scheduler settings are errors naming the scheduler and the value") {
@@ -205,7 +206,7 @@ TEST_CASE("a mismatched state_dict is an error naming the optimizer and the key,
   optim::SGD sgd({w, b}, optim::SGDOptions(0.1));
   CHECK(error_of([&] { sgd.load_state_dict(good); }).find("SGD.load_state_dict: unexpected state") == 0);
   // Nothing above changed the optimizer.
-  CHECK(adam.options().betas[1] == 0.999);
+  CHECK(adam.options().betas()[1] == 0.999);
   CHECK(adam.state(0).at("exp_avg").shape() == Shape{2, 3});
   optim::StepLR sched(adam, 3);
   optim::StateDict s = sched.state_dict();
@@ -248,8 +249,8 @@ struct Run {
     std::vector<Tensor> decay, no_decay;
     for (auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
     opt = std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
-        {decay, optim::AdamWOptions(0.01).set_weight_decay(0.1)},
-        {no_decay, optim::AdamWOptions(0.01).set_weight_decay(0)}});
+        {decay, optim::AdamWOptions(0.01).weight_decay(0.1)},
+        {no_decay, optim::AdamWOptions(0.01).weight_decay(0)}});
     auto warmup = std::make_shared<optim::LinearLR>(*opt, 0.1, 1.0, 3);
     auto cosine = std::make_shared<optim::CosineAnnealingLR>(*opt, 10, 1e-4);
     sched = std::make_shared<optim::SequentialLR>(
@@ -332,4 +333,60 @@ TEST_CASE("a checkpoint restores model, optimizer, scheduler and position: the r
   model_only.optimizer = resumed.opt.get();
   CHECK(error_of([&] { load_checkpoint(weights, model_only); }) ==
         "load_checkpoint: " + weights + " holds no optimizer state (was it saved with one?)");
+}
+
+TEST_CASE("OneCycleLR follows PyTorch: defaults with SGD's momentum, three_phase linear with Adam's beta1") {
+  // Expected values printed by tools/fixtures/onecycle_values.py (torch.optim.lr_scheduler.OneCycleLR,
+  // PyTorch 2.15), read once per step before optimizer.step() and scheduler.step().
+  auto run = [](optim::Optimizer& opt, optim::OneCycleLR& sched, const std::vector<double>& lrs,
+                const std::vector<double>& momenta) {
+    for (size_t s = 0; s < lrs.size(); ++s) {
+      CAPTURE(s);
+      CHECK(sched.get_last_lr()[0] == doctest::Approx(lrs[s]).epsilon(1e-12));
+      CHECK(sched.get_last_momentum()[0] == doctest::Approx(momenta[s]).epsilon(1e-12));
+      opt.step();
+      if (s + 1 < lrs.size()) sched.step();
+    }
+  };
+  Tensor w = zeros({1}).requires_grad_();
+  optim::SGD sgd({w}, optim::SGDOptions(0.1));
+  optim::OneCycleLR a(sgd, optim::OneCycleLROptions(1.0).total_steps(10));
+  CHECK(sgd.options().momentum() == 0.95);  // cycle_momentum sets SGD's momentum to max_momentum
+  CHECK(*sgd.initial_lr(0) == 1.0 / 25);
+  run(sgd, a,
+      {0.040000000000000036, 0.52, 1.0, 0.9504846320134737, 0.8117456539497631, 0.6112620219362893,
+       0.38874197806371075, 0.18825834605023697, 0.049519367986526286, 4e-06},
+      {0.95, 0.8999999999999999, 0.85, 0.854951556604879, 0.8688255099070633, 0.8888739533021842,
+       0.9111260466978157, 0.9311744900929366, 0.945048443395121, 0.95});
+  // Step 10 is the last PyTorch allows (last_epoch == total_steps); step 11 is an error.
+  a.step();
+  CHECK(contains(error_of([&] { a.step(); }), "OneCycleLR: tried to step 11 times"));
+
+  Tensor v = zeros({1}).requires_grad_();
+  optim::Adam adam({v}, optim::AdamOptions(0.1));
+  optim::OneCycleLR b(adam, optim::OneCycleLROptions(0.5).epochs(2).steps_per_epoch(5).pct_start(0.25)
+                                .anneal_strategy("linear").three_phase(true));
+  CHECK(b.total_steps() == 10);
+  run(adam, b,
+      {0.02, 0.33999999999999997, 0.34, 0.020000000000000018, 0.016667, 0.013334, 0.010001, 0.006668,
+       0.0033349999999999977, 1.9999999999985307e-06},
+      {0.95, 0.8833333333333333, 0.8833333333333333, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95});
+  CHECK(adam.options().betas()[1] == 0.999);  // beta2 untouched
+
+  // PyTorch's errors.
+  Tensor u = zeros({1}).requires_grad_();
+  optim::SGD s2({u}, optim::SGDOptions(0.1));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(s2, optim::OneCycleLROptions(1.0)); }),
+                 "either total_steps OR (epochs AND steps_per_epoch)"));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(s2, optim::OneCycleLROptions(1.0).total_steps(0)); }),
+                 "positive integer total_steps, but got 0"));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(s2, optim::OneCycleLROptions(1.0).total_steps(5).pct_start(1.5)); }),
+                 "between 0 and 1 pct_start, but got 1.5"));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(s2, optim::OneCycleLROptions(1.0).total_steps(5).anneal_strategy("exp")); }),
+                 "'cos' or 'linear'"));
+  optim::Adadelta ada({u}, optim::AdadeltaOptions(1.0));
+  CHECK(contains(error_of([&] { optim::OneCycleLR(ada, optim::OneCycleLROptions(1.0).total_steps(5)); }),
+                 "must support momentum or beta1"));
+  optim::OneCycleLR no_momentum(ada, optim::OneCycleLROptions(1.0).total_steps(5).cycle_momentum(false));
+  CHECK(no_momentum.get_last_lr()[0] == doctest::Approx(0.04));
 }

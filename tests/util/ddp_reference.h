@@ -40,7 +40,7 @@ inline Tensor rows(const Tensor& t, int64_t begin, int64_t end) { return interna
 // momentum 0.9), on the CPU.
 inline std::vector<nn::NamedTensors> reference_trajectory(const Data& d) {
   auto model = make_model(0);
-  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).set_momentum(0.9));
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
   nn::CrossEntropyLoss ce;
   std::vector<nn::NamedTensors> out;
   for (int s = 0; s < kSteps; ++s) {
