@@ -48,7 +48,7 @@ FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..
 # (relative) within 5 steps at the default --lr 0.1 (1.7e-4 within 8 steps even at --lr 0.005).
 # float64 on both sides keeps the comparison about the implementation, not about rounding. --lr 0.02:
 # at batch 16, 0.1 is past stability (the loss climbs to 3.3 by step 7) and even two float64 runs part
-# by 30x a step (1e-15 at step 1, 2e-4 at step 14); at 0.02 lockstep and PyTorch stay within 1e-10.
+# by 7x a step (1e-15 at step 1, 2e-4 at step 14); at 0.02 lockstep and PyTorch stay within 1e-10.
 FIXTURE_BATCH = 8  # per rank at 2 ranks; 16 at 1 rank
 FIXTURE_STEPS = 20
 _ARGS = ["--width", "8", "--train-limit", "160", "--test-limit", "100", "--epochs", "2", "--lr", "0.02",
