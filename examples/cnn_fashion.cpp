@@ -10,11 +10,9 @@
 //
 //   launch --nproc_per_node=2 bazel-bin/examples/cnn_fashion --epochs 15 --metrics m.jsonl --plot m.svg
 //   cnn_fashion --bench-steps 50        # step time, with a forward/backward/all-reduce/optimizer split
-#include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,13 +21,13 @@
 #include "distributed/api.h"
 #include "distributed/ddp.h"
 #include "examples/cnn_fashion_net.h"
+#include "examples/common/classify.h"
 #include "examples/common/metrics_log.h"
 #include "examples/common/train_device.h"
 #include "examples/common/train_flags.h"
 #include "nn/api.h"
 #include "optim/api.h"
 #include "optim/checkpoint.h"
-#include "tensor/backend.h"
 #include "tensor/cuda/cuda.h"
 
 using namespace lockstep;
@@ -49,25 +47,6 @@ struct Flags : examples::TrainFlags {
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Sums `v` over the ranks.
-std::vector<double> all_reduce_sum(std::vector<double> v, Device dev) {
-  Tensor t = tensor(v, {static_cast<int64_t>(v.size())}, dev);
-  dist::all_reduce(t);
-  Tensor h = t.to(Device::cpu());
-  for (size_t i = 0; i < v.size(); ++i) v[i] = h.data<double>()[i];
-  return v;
-}
-
-// The first `limit` images (all when limit < 0) of a split as [N, 1, 28, 28] with their labels.
-std::shared_ptr<data::TensorDataset> fashion_mnist(const Flags& f, bool train, int64_t limit) {
-  auto full = data::load_fashion_mnist(f.data_dir, train, /*normalize=*/true, /*flatten=*/false);
-  const int64_t n = limit < 0 ? full->size() : limit;
-  LOCKSTEP_CHECK(n > 0 && n <= full->size(), "--", train ? "train" : "test", "-limit ", limit,
-                 " is outside [1, ", full->size(), "]");
-  return std::make_shared<data::TensorDataset>(full->inputs().narrow(0, 0, n).unsqueeze(1).contiguous(),
-                                               full->targets().narrow(0, 0, n).contiguous());
-}
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
   if (f.optimizer == "sgd")
@@ -92,74 +71,6 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const Flags& f, optim::Optimi
   return nullptr;
 }
 
-// The global accuracy on the test set: each rank counts its shard without the samples the sampler
-// repeats to pad the shards, and the counts are all-reduced.
-double evaluate(nn::Module& model, data::DataLoader& loader, int64_t n, Device device) {
-  NoGradGuard no_grad;
-  model.eval();
-  const int rank = dist::get_rank(), world = dist::get_world_size();
-  const int64_t mine = (n - rank + world - 1) / world;
-  int64_t correct = 0, counted = 0;
-  for (auto& batch : loader) {
-    int64_t valid = std::min<int64_t>(batch.input.size(0), mine - counted);
-    if (valid <= 0) break;
-    Tensor hit = eq(argmax(model.forward(batch.input), 1), batch.target);
-    if (valid < hit.numel()) hit = index_select(hit, arange(valid, TensorOptions(kInt64, device)));
-    correct += sum(hit).item<int64_t>();
-    counted += valid;
-  }
-  model.train();
-  auto totals = all_reduce_sum({double(correct), double(counted)}, device);
-  return totals[0] / totals[1];
-}
-
-// Times --bench-steps training steps on the loader's first batches (after 5 untimed ones) and prints
-// the median step and its phases; DDP's wait for the all-reduce is split out of backward.
-void bench(const Flags& f, dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data::DataLoader& loader,
-           Device device) {
-  nn::CrossEntropyLoss criterion;
-  std::vector<double> step_ms, fwd, bwd, wait, opt_ms;
-  // CPU time of the process (every thread) per step: steadier than wall time on a loaded machine.
-  auto cpu_ms = [] {
-    timespec ts;
-    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-  };
-  double cpu0 = 0;
-  auto it = loader.begin();
-  auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  for (int64_t i = 0; i < f.bench_steps + 5; ++i) {
-    if (it == loader.end()) it = loader.begin();
-    data::Batch batch = *it;
-    ++it;
-    auto t0 = Clock::now();
-    opt.zero_grad();
-    Tensor loss = criterion(ddp(batch.input), batch.target);
-    loss.item<float>();
-    auto t1 = Clock::now();
-    loss.backward();
-    auto t2 = Clock::now();
-    opt.step();
-    if (device.is_cuda()) backend_for(device).synchronize(device);
-    auto t3 = Clock::now();
-    if (i == 4) cpu0 = cpu_ms();
-    if (i < 5) continue;
-    const double w = ddp.reducer().last_wait_seconds() * 1e3;
-    step_ms.push_back(ms(t0, t3)), fwd.push_back(ms(t0, t1)), bwd.push_back(ms(t1, t2) - w), wait.push_back(w);
-    opt_ms.push_back(ms(t2, t3));
-  }
-  const double cpu_per_step = (cpu_ms() - cpu0) / double(f.bench_steps);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  if (dist::get_rank() == 0)
-    std::printf("bench: %d rank(s), batch %ld per rank, %ld steps: forward %.2f backward %.2f allreduce_wait %.2f "
-                "optimizer %.2f (medians, ms); cpu_ms %.2f per step (mean)\nstep_ms %.3f\n",
-                dist::get_world_size(), long(f.batch_size), long(f.bench_steps), median(fwd), median(bwd),
-                median(wait), median(opt_ms), cpu_per_step, median(step_ms));
-}
-
 int run(const Flags& f) {
   LOCKSTEP_CHECK(f.width.size() == 3, "--width takes conv1,conv2,hidden, got ", f.width.size(),
                  " numbers");
@@ -174,8 +85,8 @@ int run(const Flags& f) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const Device device = examples::training_device(f.device);
 
-  auto train_set = fashion_mnist(f, true, f.train_limit);
-  auto test_set = fashion_mnist(f, false, f.test_limit);
+  auto train_set = examples::fashion_mnist_images(f.data_dir, true, f.train_limit, "--train-limit");
+  auto test_set = examples::fashion_mnist_images(f.data_dir, false, f.test_limit, "--test-limit");
   auto train_sampler = std::make_shared<data::DistributedSampler>(*train_set, -1, -1, f.shuffle, f.seed);
   auto test_sampler = std::make_shared<data::DistributedSampler>(*test_set, -1, -1, false);
   data::DataLoader train_loader(train_set, {.batch_size = f.batch_size, .sampler = train_sampler, .device = device});
@@ -221,7 +132,7 @@ int run(const Flags& f) {
   if (device.is_cuda()) ddp_opts.device_ids = {device.index};
   dist::DistributedDataParallel ddp(model.ptr(), ddp_opts);
   if (f.bench_steps > 0) {
-    bench(f, ddp, *opt, train_loader, device);
+    examples::bench_steps(ddp, *opt, train_loader, device, f.bench_steps, f.batch_size);
     dist::destroy_process_group();
     return 0;
   }
@@ -265,11 +176,11 @@ int run(const Flags& f) {
 
       // A record: the global loss since the last one; at epoch ends the test accuracy too.
       const double secs = seconds_since(window_t0);
-      auto sums = all_reduce_sum({window_loss, window_seen, epoch_loss, epoch_seen}, device);
+      auto sums = examples::all_reduce_sum({window_loss, window_seen, epoch_loss, epoch_seen}, device);
       examples::MetricsLog::Fields rec{{"step", double(step)}, {"epoch", double(epoch)},
                                        {"loss", sums[0] / sums[1]}, {"lr", lr}, {"samples_per_s", sums[1] / secs}};
       if (epoch_end) {
-        const double acc = evaluate(*model, test_loader, test_set->size(), device);
+        const double acc = examples::evaluate_accuracy(*model, test_loader, test_set->size(), device);
         rec.insert(rec.begin() + 3, {"test_acc", acc});
         if (rank == 0) {
           if (tty) std::printf("\r%*s\r", 60, "");
@@ -287,7 +198,7 @@ int run(const Flags& f) {
         // Every rank's partial epoch sums, so a resumed run's epoch loss is the uninterrupted one's.
         std::vector<double> ep(2 * world, 0.0);
         ep[2 * rank] = epoch_loss, ep[2 * rank + 1] = epoch_seen;
-        ep = all_reduce_sum(ep, device);
+        ep = examples::all_reduce_sum(ep, device);
         if (rank == 0) {
           state.step = step - 1;
           state.epoch = epoch_end ? epoch : epoch - 1;

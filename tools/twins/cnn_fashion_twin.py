@@ -12,7 +12,7 @@ be compared step by step and timed side by side. Run with one thread per process
   OMP_NUM_THREADS=1 ~/.cache/torch-venv/bin/python -m torch.distributed.run --nproc_per_node=2 \
       tools/twins/cnn_fashion_twin.py --bench-steps 50
   # tests/fixtures/cnn_fashion_parity.json and cnn_fashion_sync_bn_parity.json, which
-  # tests/examples/cnn_fashion_parity_test.sh reads
+  # tests/examples/twin_parity_test.sh reads
   ~/.cache/torch-venv/bin/python tools/twins/cnn_fashion_twin.py --write-fixture --lockstep bazel-bin/examples/cnn_fashion \
       --launch bazel-bin/distributed/launch/launch
 

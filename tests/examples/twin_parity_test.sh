@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# cnn_fashion against PyTorch, step by step: from the same initial weights (--seed 0), without dropout,
-# on the first 320 Fashion-MNIST images in order, the global loss of each of the first 20 steps at
-# 1 rank with batch 32 and at 2 ranks with batch 16 each equals PyTorch's at batch 32 (to 1e-4
-# relative). The fixture (tools/twins/cnn_fashion_twin.py --write-fixture) gives the flags of both runs
-# ("args"), those added at 2 ranks ("two_rank_args": --sync-bn, whose statistics over 2 x 16 are
-# BatchNorm2d's over 32), the losses, and optionally the final BatchNorm statistics ("running"), which
-# the model each run saves must hold (to 1e-4 of the element + 2e-4 of the tensor's largest).
+# A training example against its PyTorch twin, step by step (cnn_fashion, resnet): from the same initial
+# weights (--seed 0), on a slice of Fashion-MNIST in order, the global loss of each of the first steps
+# at 1 rank with batch 2B and at 2 ranks with batch B each equals the twin's fixture (to 1e-4
+# relative). The fixture (written by the twin's --write-fixture) gives the flags of both runs ("args"),
+# the world sizes to run ("ranks", default both), those added at 2 ranks ("two_rank_args": --sync-bn,
+# whose statistics over 2 x B are BatchNorm2d's over 2B), the losses, and optionally the final BatchNorm
+# statistics ("running"), which the model each run saves must hold (to 1e-4 of the element + 2e-4 of
+# the tensor's largest).
+#   twin_parity_test.sh LAUNCH EXAMPLE_BINARY FIXTURE
 set -euo pipefail
-launch="$1" cnn="$2" fixture="$3"
+launch="$1" example="$2" fixture="$3"
 if ! ls /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte* >/dev/null 2>&1; then
   echo "SKIPPED: Fashion-MNIST (dataset-fashion-mnist) is not installed"
   exit 0
@@ -21,25 +23,29 @@ list losses > "$dir/expected"
 steps=$(wc -l < "$dir/expected")
 [ "$steps" -ge 10 ] || { echo "FAIL: $fixture holds $steps losses"; exit 1; }
 batch=$(awk -F': *' '/"batch_per_rank"/{gsub(/,/, "", $2); print $2}' "$fixture")
+ranks=$(list ranks | tr '\n' ' ')
+ranks=${ranks:-1 2}
 running=$(grep -o '"[a-z0-9_.]*\.running_\(mean\|var\)"' "$fixture" | tr -d '"' || true)
 
-# The float32 tensor KEY of safetensors FILE, one value a line: an 8-byte header size, a JSON header
-# giving each tensor's dtype and byte range after the header, then the data.
+# The float32 or float64 tensor KEY of safetensors FILE, one value a line: an 8-byte header size, a JSON
+# header giving each tensor's dtype and byte range after the header, then the data.
 tensor_values() {
   local file="$1" key="$2" n header entry range
   n=$(od -A n -t u8 -N 8 "$file" | tr -d ' ')
   header=$(dd if="$file" bs=1 skip=8 count="$n" 2>/dev/null)
   entry=$(grep -o "\"$key\": *{[^}]*}" <<< "$header") || { echo "FAIL: $file has no $key" >&2; return 1; }
-  grep -q '"dtype": *"F32"' <<< "$entry" || { echo "FAIL: $key in $file is not F32: $entry" >&2; return 1; }
+  local type=f4
+  grep -q '"dtype": *"F64"' <<< "$entry" && type=f8
+  grep -q '"dtype": *"F\(32\|64\)"' <<< "$entry" || { echo "FAIL: $key in $file is not F32 or F64: $entry" >&2; return 1; }
   range=$(sed 's/.*"data_offsets": *\[ *\([0-9]*\) *, *\([0-9]*\) *\].*/\1 \2/' <<< "$entry")
   set -- $range
-  od -A n -v -t f4 -j $((8 + n + $1)) -N $(($2 - $1)) "$file" | tr -s ' ' '\n' | grep -v '^$'
+  od -A n -v -t "$type" -j $((8 + n + $1)) -N $(($2 - $1)) "$file" | tr -s ' ' '\n' | grep -v '^$'
 }
 
 check() {  # check NAME NPROC BATCH EXTRA_ARGS
   rm -f "$dir/$1.jsonl" "$dir/$1.safetensors"
   # shellcheck disable=SC2086
-  "$launch" --nproc_per_node="$2" "$cnn" $args $4 --batch-size "$3" --steps "$steps" --log-every 1 \
+  "$launch" --nproc_per_node="$2" "$example" $args $4 --batch-size "$3" --steps "$steps" --log-every 1 \
     --timeout 60 --metrics "$dir/$1.jsonl" --save "$dir/$1.safetensors" > "$dir/$1.log"
   grep -o '"loss":[^,}]*' "$dir/$1.jsonl" | cut -d: -f2 > "$dir/$1.got"
   paste "$dir/expected" "$dir/$1.got" | awk -v name="$1" -v n="$steps" '
@@ -60,6 +66,13 @@ check() {  # check NAME NPROC BATCH EXTRA_ARGS
             if (bad) exit 1; printf "%s: %d values, the worst at %.2g of the tolerance\n", name, NR, worst }'
   done
 }
-check one_rank 1 $((2 * batch)) ""
-check two_ranks 2 "$batch" "$two_rank_args"
-echo "PASS: cnn_fashion's losses${running:+ and BatchNorm statistics} equal PyTorch's at 1 and 2 ranks${two_rank_args:+ (2 ranks: ${two_rank_args% })}"
+name=$(basename "$example")
+for r in $ranks; do
+  case "$r" in
+    1) check one_rank 1 $((2 * batch)) "" ;;
+    2) check two_ranks 2 "$batch" "$two_rank_args" ;;
+    *) echo "FAIL: $fixture: ranks holds $r (1 or 2 only)"; exit 1 ;;
+  esac
+done
+ranks=${ranks% }
+echo "PASS: $name's losses${running:+ and BatchNorm statistics} equal PyTorch's at ${ranks// / and } rank(s)${two_rank_args:+ (2 ranks: ${two_rank_args% })}"

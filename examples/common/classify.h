@@ -1,0 +1,38 @@
+// What the image-classification examples (cnn_fashion, resnet) share around their training loop: the
+// Fashion-MNIST images as [N, 1, 28, 28], sums over the ranks, the global test accuracy, and the
+// --bench-steps timing loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/api.h"
+#include "distributed/ddp.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+
+namespace lockstep::examples {
+
+// The first `limit` images (all when limit < 0) of a Fashion-MNIST split as [N, 1, 28, 28] (normalized)
+// with their labels; `flag` names the option that set the limit in the error for one out of range.
+std::shared_ptr<data::TensorDataset> fashion_mnist_images(const std::string& dir, bool train, int64_t limit,
+                                                          const std::string& flag);
+
+// `v` summed over the ranks (an all-reduce on `device`).
+std::vector<double> all_reduce_sum(std::vector<double> v, Device device);
+
+// The global accuracy over a test set of `n` samples sharded by a DistributedSampler without shuffle:
+// each rank counts its shard without the samples the sampler repeats to pad the shards, and the counts
+// are all-reduced. Runs in eval mode without gradients, then puts the model back in training mode.
+double evaluate_accuracy(nn::Module& model, data::DataLoader& loader, int64_t n, Device device);
+
+// Times `steps` training steps (cross-entropy) on the loader's batches after 5 untimed ones, and rank 0
+// prints the median step and its phases (DDP's wait for the all-reduce split out of backward) and the
+// process CPU time per step (every thread; steadier than wall time on a loaded machine), then
+// `step_ms MEDIAN`, the line bench/twin_bench.py reads.
+void bench_steps(dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data::DataLoader& loader, Device device,
+                 int64_t steps, int64_t batch_size);
+
+}  // namespace lockstep::examples
