@@ -109,7 +109,9 @@ Tensor batch_norm(const char* who, const Tensor& x, const BatchNormArgs& a) {
     }
     if (has_w) grads.push_back(want_w ? internal::to_dtype(internal::mul(internal::select(sums, 0, 1), invstd), w.dtype())
                                       : Tensor());
-    if (has_b) grads.push_back(want_b ? internal::to_dtype(internal::select(sums, 0, 0), b.dtype()) : Tensor());
+    // A copy, not a view of `sums`: the gradient may be kept and accumulated into.
+    if (has_b) grads.push_back(want_b ? internal::to_dtype(internal::clone(internal::select(sums, 0, 0)), b.dtype())
+                                      : Tensor());
     return grads;
   });
 }
