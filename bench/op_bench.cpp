@@ -1,6 +1,7 @@
 // op_bench: times single ops on the shapes a small GPT uses (batch 8, 4 heads, 64 positions, 128
 // channels), the workload of bench/op_bench.py (PyTorch, same ops and shapes). One line per op:
-// `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward only, no graph.
+// `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward only, no graph, except the
+// batch_norm_* rows: BatchNorm2d's training forward and backward on ResNet-20's and cnn_fashion's shapes.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -55,6 +56,24 @@ int main(int argc, char** argv) {
     Tensor heads = randn({B, T, H, hs});
     Tensor h4 = randn({B, T, 4 * C});
     Tensor w_fc = randn({4 * C, C}), b_fc = randn({4 * C});  // the MLP's c_fc
+    // BatchNorm2d in training, forward (running statistics updated) and backward to x, weight and bias.
+    struct BnCase {
+      Tensor x, g, w, b, rm, rv;
+    };
+    auto bn_case = [](int64_t n, int64_t c, int64_t hw) {
+      BnCase k{randn({n, c, hw, hw}), randn({n, c, hw, hw}), rand({c}), randn({c}), zeros({c}), ones({c})};
+      for (Tensor* t : {&k.x, &k.w, &k.b}) t->set_requires_grad(true);
+      return k;
+    };
+    auto bn_step = [](BnCase& k) {
+      EnableGradGuard grad;
+      for (Tensor* t : {&k.x, &k.w, &k.b}) t->set_grad(Tensor());
+      Tensor y = nn::functional::batch_norm(k.x, k.rm, k.rv, k.w, k.b, /*training=*/true);
+      y.backward(k.g);
+      return k.x.grad();
+    };
+    BnCase bn16 = bn_case(128, 16, 32), bn32 = bn_case(128, 32, 16), bn64 = bn_case(128, 64, 8);
+    BnCase bn_c1 = bn_case(64, 32, 26), bn_c2 = bn_case(64, 64, 24);
     std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
         {"softmax_last", [&] { return softmax(att, -1); }},
         {"layer_norm_composed",
@@ -77,6 +96,11 @@ int main(int argc, char** argv) {
         {"argmax_last", [&] { return argmax(h4, -1); }},
         // c_fc's weight gradient as linear's backward issues it: dy^T x, [512, 512 rows] x [512 rows, 128]
         {"matmul_c_fc_weight_grad", [&] { return matmul(h4.view({-1, 4 * C}).t(), x.view({-1, C})); }},
+        {"batch_norm_128x16x32x32", [&] { return bn_step(bn16); }},
+        {"batch_norm_128x32x16x16", [&] { return bn_step(bn32); }},
+        {"batch_norm_128x64x8x8", [&] { return bn_step(bn64); }},
+        {"batch_norm_64x32x26x26", [&] { return bn_step(bn_c1); }},
+        {"batch_norm_64x64x24x24", [&] { return bn_step(bn_c2); }},
     };
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
     for (auto& [name, op] : ops) {

@@ -2,7 +2,8 @@
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ~/.cache/torch-venv/bin/python bench/op_bench.py [--iters N] [--rounds R]
 
-Prints `op <name> <median_us> <best_us>` lines, as op_bench does.
+Prints `op <name> <median_us> <best_us>` lines, as op_bench does; the batch_norm_* rows time
+BatchNorm2d's training forward and backward (ResNet-20's and cnn_fashion's shapes), the rest forward only.
 """
 import argparse
 import time
@@ -44,6 +45,20 @@ def main():
         var = x.var(-1, unbiased=False, keepdim=True)
         return (x - mu) / torch.sqrt(var + 1e-5) * w + b
 
+    def bn_case(n, c, hw):
+        x, g = torch.randn(n, c, hw, hw, requires_grad=True), torch.randn(n, c, hw, hw)
+        w, b = torch.rand(c, requires_grad=True), torch.randn(c, requires_grad=True)
+        rm, rv = torch.zeros(c), torch.ones(c)
+
+        def step():
+            with torch.enable_grad():
+                x.grad = w.grad = b.grad = None
+                y = torch.nn.functional.batch_norm(x, rm, rv, w, b, training=True)
+                y.backward(g)
+            return x.grad
+
+        return step
+
     ops = [
         ("softmax_last", lambda: torch.softmax(att, -1)),
         ("layer_norm_composed", layer_norm_composed),
@@ -59,6 +74,11 @@ def main():
         ("max_dim1", lambda: h4.max(1).values),
         ("argmax_last", lambda: h4.argmax(-1)),
         ("matmul_c_fc_weight_grad", lambda: h4.view(-1, 4 * C).t() @ x.view(-1, C)),
+        ("batch_norm_128x16x32x32", bn_case(128, 16, 32)),
+        ("batch_norm_128x32x16x16", bn_case(128, 32, 16)),
+        ("batch_norm_128x64x8x8", bn_case(128, 64, 8)),
+        ("batch_norm_64x32x26x26", bn_case(64, 32, 26)),
+        ("batch_norm_64x64x24x24", bn_case(64, 64, 24)),
     ]
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")
     with torch.no_grad():

@@ -1,4 +1,4 @@
-// SyncBatchNorm's collectives: nn::StatsReducer (nn/normalization.h) over a process group, and
+// SyncBatchNorm's collectives: nn::StatsReducer (nn/batch_norm.h) over a process group, and
 // convert_sync_batchnorm to hand one to every SyncBatchNorm of a model.
 //
 //   nn::SyncBatchNorm bn(nn::BatchNormOptions(64), dist::stats_reducer());  // over the default group

@@ -1,5 +1,5 @@
-// LayerNorm (one fused kernel each way), BatchNorm (1d/2d), SyncBatchNorm and their functions (from
-// mean/var and elementwise ops).
+// LayerNorm (one fused kernel each way) and its function; the BatchNorm (1d/2d) and SyncBatchNorm
+// modules over nn/batch_norm.h's function.
 #include "nn/normalization.h"
 
 #include "autograd/functions.h"
@@ -50,80 +50,6 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
                                                                            : d.bias);
                             return grads;
                           });
-}
-
-namespace {
-
-// [C] -> [1, C, 1, ...] to broadcast against x [N, C, ...].
-Tensor channel_view(const Tensor& t, const Tensor& x) {
-  Shape s(x.dim(), 1);
-  s[1] = x.size(1);
-  return reshape(t, s);
-}
-
-std::vector<int64_t> all_but_channels(const Tensor& x) {
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  return dims;
-}
-
-// Normalizes x with per-channel mean/var [C] and applies the affine transform.
-Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight, const Tensor& bias,
-                 double eps) {
-  Tensor y = (x - channel_view(mean, x)) * channel_view(rsqrt(var + eps), x);
-  if (weight.defined()) y = y * channel_view(weight, x);
-  if (bias.defined()) y = y + channel_view(bias, x);
-  return y;
-}
-
-// r = (1 - m) r + m s, in place and unrecorded.
-void update_running(Tensor& r, const Tensor& s, double m) {
-  NoGradGuard no_grad;
-  Tensor next = internal::add(internal::mul(r, 1 - m), internal::mul(internal::to_dtype(s.detach(), r.dtype()), m));
-  internal::copy_(r, next);
-}
-
-void check_input(const char* fn, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& rm,
-                 const Tensor& rv) {
-  LOCKSTEP_CHECK(x.defined() && x.dim() >= 2, fn, ": expected input [N, C, ...], got ", x.defined() ? x.shape() : Shape{});
-  for (const Tensor* t : {&weight, &bias, &rm, &rv})
-    LOCKSTEP_CHECK(!t->defined() || t->shape() == Shape{x.size(1)}, fn, ": input ", x.shape(), " has ", x.size(1),
-                   " channels but a weight, bias or running statistic has shape ", t->shape());
-}
-
-// BatchNorm with batch statistics, the one path of plain and Sync BatchNorm and of batch_norm():
-// checks the count, folds mean and the unbiased variance into the running statistics when they are
-// given (counting the batch in num_batches_tracked when given; momentum nullopt: their cumulative
-// average), and normalizes x with the batch's mean and biased variance.
-Tensor batch_norm_with_stats(const char* who, const Tensor& x, const Tensor& mu, const Tensor& v, int64_t count,
-                             Tensor running_mean, Tensor running_var, Tensor num_batches_tracked,
-                             std::optional<double> momentum, const Tensor& weight, const Tensor& bias, double eps) {
-  LOCKSTEP_CHECK(count > 1, who, ": expected more than 1 value per channel when training, got input ", x.shape());
-  if (running_mean.defined()) {
-    if (num_batches_tracked.defined()) {
-      NoGradGuard no_grad;
-      internal::copy_(num_batches_tracked, internal::add(num_batches_tracked, 1.0));
-    }
-    const double m = momentum ? *momentum : 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
-    update_running(running_mean, mu, m);
-    update_running(running_var, v * (static_cast<double>(count) / static_cast<double>(count - 1)), m);
-  }
-  return normalize(x, mu, v, weight, bias, eps);
-}
-
-}  // namespace
-
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
-  check_input("batch_norm", x, weight, bias, running_mean, running_var);
-  if (!training) {
-    LOCKSTEP_CHECK(running_mean.defined() && running_var.defined(),
-                   "batch_norm: running_mean and running_var are needed when not training");
-    return normalize(x, running_mean, running_var, weight, bias, eps);
-  }
-  std::vector<int64_t> dims = all_but_channels(x);
-  return batch_norm_with_stats("batch_norm", x, mean(x, dims), var(x, dims, false), x.numel() / x.size(1),
-                               running_mean, running_var, Tensor(), momentum, weight, bias, eps);
 }
 
 }  // namespace functional
@@ -180,11 +106,6 @@ void BatchNormImpl::reset_parameters() {
   if (weight.defined()) init::ones_(weight), init::zeros_(bias);
 }
 
-BatchNormImpl::BatchStats BatchNormImpl::batch_stats(const Tensor& x) {
-  std::vector<int64_t> dims = functional::all_but_channels(x);
-  return {mean(x, dims), var(x, dims, false), x.numel() / x.size(1)};
-}
-
 Tensor BatchNormImpl::forward(const Tensor& x) {
   const int64_t c = options.num_features();
   bool rank_ok = x.defined() && x.dim() >= 2;
@@ -195,37 +116,18 @@ Tensor BatchNormImpl::forward(const Tensor& x) {
   LOCKSTEP_CHECK(rank_ok && x.size(1) == c, name(), "(", c, "): expected input [N, ", c,
                  input_dims_ == std::vector<int64_t>{4} ? ", H, W]" : input_dims_.empty() ? ", ...]" : "] or [N, C, L]",
                  ", got ", x.defined() ? x.shape() : Shape{});
-  const bool use_batch = is_training() || !running_mean.defined();
-  if (!use_batch) return functional::normalize(x, running_mean, running_var, weight, bias, options.eps());
-
-  const BatchStats s = batch_stats(x);
-  // Without running statistics (eval() or track_running_stats false): batch statistics, nothing updated.
-  const bool update = is_training();
-  return functional::batch_norm_with_stats(name().c_str(), x, s.mean, s.var, s.count,
-                                           update ? running_mean : Tensor(), update ? running_var : Tensor(),
-                                           update ? num_batches_tracked : Tensor(), options.momentum(), weight, bias,
-                                           options.eps());
+  // Batch statistics in training, or in eval() without running ones (track_running_stats false).
+  const bool batch_stats = is_training() || !running_mean.defined();
+  return detail::batch_norm(name().c_str(), x,
+                            {.weight = weight, .bias = bias, .running_mean = running_mean, .running_var = running_var,
+                             .num_batches_tracked = num_batches_tracked, .training = is_training(),
+                             .momentum = options.momentum(), .eps = options.eps(),
+                             .reducer = batch_stats ? batch_reducer() : nullptr});
 }
 
 // --- SyncBatchNorm ---
 
-namespace {
-
-// Sum over the reducer's ranks, recorded: its backward is the same all-reduce of the gradient, so each
-// rank's inputs receive the gradient of every rank's loss through the shared statistics.
-Tensor all_reduce_sum(const std::shared_ptr<StatsReducer>& reducer, const Tensor& x) {
-  Tensor out = internal::clone(x.detach());
-  reducer->all_reduce_sum(out);
-  return autograd::record("sync_batch_norm_all_reduce", out, {x}, [reducer](const Tensor& g) {
-    Tensor total = internal::clone(g);
-    reducer->all_reduce_sum(total);
-    return std::vector<Tensor>{total};
-  });
-}
-
-}  // namespace
-
-SyncBatchNormImpl::BatchStats SyncBatchNormImpl::batch_stats(const Tensor& x) {
+std::shared_ptr<StatsReducer> SyncBatchNormImpl::batch_reducer() {
   if (!reducer_) {
     const long long world = env_int("WORLD_SIZE", 1, 1, 1 << 24);
     LOCKSTEP_CHECK(world == 1, name(), "(", options.num_features(), "): batch statistics in a job of world size ",
@@ -233,18 +135,9 @@ SyncBatchNormImpl::BatchStats SyncBatchNormImpl::batch_stats(const Tensor& x) {
                    "process group: SyncBatchNorm(options, dist::stats_reducer(pg)), dist::convert_sync_batchnorm(model, "
                    "pg), or wrap the model in DistributedDataParallel, which gives its group to every SyncBatchNorm "
                    "without one");
-    return BatchNormImpl::batch_stats(x);
+    return nullptr;
   }
-  if (reducer_->world_size() <= 1) return BatchNormImpl::batch_stats(x);
-  std::vector<int64_t> dims = functional::all_but_channels(x);
-  const int64_t c = x.size(1);
-  // [sum over this rank's values per channel..., this rank's count]; then the centred sum of squares.
-  Tensor local_count = full({1}, static_cast<double>(x.numel() / c), {x.dtype(), x.device()});
-  Tensor stats = all_reduce_sum(reducer_, cat({sum(x, dims), local_count}));
-  const double total = stats.detach().to(kFloat64).cpu().to_vector<double>()[c];
-  Tensor mu = narrow(stats, 0, 0, c) / total;
-  Tensor d = x - functional::channel_view(mu, x);
-  return {mu, all_reduce_sum(reducer_, sum(d * d, dims)) / total, static_cast<int64_t>(total)};
+  return reducer_;
 }
 
 }  // namespace lockstep::nn

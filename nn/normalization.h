@@ -6,7 +6,7 @@
 // track_running_stats false, always batch statistics) it normalizes with the running statistics.
 //
 // SyncBatchNorm computes the batch statistics over every rank's batch: the per-channel sums are
-// all-reduced (and their gradients too, in backward) through its StatsReducer, which the program gives
+// all-reduced (and the backward's per-channel sums too) through its StatsReducer (nn/batch_norm.h), which the program gives
 // it explicitly: nn/ declares the interface, distributed/ implements it over a process group
 // (dist::stats_reducer(pg), distributed/sync_batch_norm.h), and DistributedDataParallel gives one over
 // its own group to every SyncBatchNorm in its module that has none (as dist::convert_sync_batchnorm
@@ -19,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "nn/batch_norm.h"
 #include "nn/module.h"
 #include "nn/module_holder.h"
 #include "nn/options.h"
@@ -67,12 +68,8 @@ class BatchNormImpl : public Module {
   Tensor running_mean, running_var, num_batches_tracked;  // buffers (track_running_stats)
 
  protected:
-  // The statistics of a batch x [N, C, ...]: mean and biased variance [C], and the count per channel.
-  struct BatchStats {
-    Tensor mean, var;
-    int64_t count = 0;
-  };
-  virtual BatchStats batch_stats(const Tensor& x);
+  // The ranks whose batches the batch statistics cover (nn/batch_norm.h); null: this rank's alone.
+  virtual std::shared_ptr<StatsReducer> batch_reducer() { return nullptr; }
 
  private:
   std::vector<int64_t> input_dims_;
@@ -90,16 +87,6 @@ class BatchNorm2dImpl : public BatchNormImpl {
 };
 LOCKSTEP_MODULE(BatchNorm2d);
 
-// What SyncBatchNorm needs from the ranks it normalizes over: their number and an in-place, blocking
-// SUM all-reduce that every rank calls in the same order. Implemented in distributed/ over a process
-// group (dist::ProcessGroupStatsReducer), so that nn/ does not depend on distributed/.
-class StatsReducer {
- public:
-  virtual ~StatsReducer() = default;
-  virtual int world_size() const = 0;
-  virtual void all_reduce_sum(Tensor& t) = 0;
-};
-
 // Statistics over all ranks of `reducer` (any input [N, C, ...]); PyTorch's SyncBatchNorm(...,
 // process_group). The reducer may be given later (set_reducer; DDP does it for those without one).
 class SyncBatchNormImpl : public BatchNormImpl {
@@ -110,7 +97,7 @@ class SyncBatchNormImpl : public BatchNormImpl {
   const std::shared_ptr<StatsReducer>& reducer() const { return reducer_; }
 
  protected:
-  BatchStats batch_stats(const Tensor& x) override;
+  std::shared_ptr<StatsReducer> batch_reducer() override;
 
  private:
   std::shared_ptr<StatsReducer> reducer_;

@@ -70,7 +70,7 @@ struct MaxPool2dArgs {
 };
 
 // Fused kernels: each could be composed from the core kernels below, but a device runs it in one pass
-// for speed (softmax, LayerNorm, max pooling, the NLL loss, the optimizer steps) or to draw on the
+// for speed (softmax, LayerNorm, BatchNorm, max pooling, the NLL loss, the optimizer steps) or to draw on the
 // device (uniform). Each family's rule is shared by both devices: the optimizer steps' in
 // tensor/optim_step.h, max pooling's NaN rule is argmax's (tensor/reduce_ops.h). Contiguous tensors.
 class FusedKernels {
@@ -94,6 +94,22 @@ class FusedKernels {
   virtual void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
                                    const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
                                    int64_t rows, int64_t n) = 0;
+  // Batch norm over x [N, C, inner] (tensor/batch_norm.h states the rules), x, grad_y and the outputs of
+  // x's dtype; the per-channel statistics (mean, invstd [C], sums [2, C]) float64, so that a channel's
+  // millions of values add up exactly enough and SyncBatchNorm all-reduces them as they are. weight and
+  // bias [C] of x's dtype, or undefined. sums = [sum x, sum x^2] per channel.
+  virtual void batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int64_t C, int64_t inner) = 0;
+  // y = x * a + b with a = invstd * weight, b = bias - mean * a per channel.
+  virtual void batch_norm_elemt(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t inner) = 0;
+  // sums = [sum grad_y, sum grad_y * (x - mean)] per channel.
+  virtual void batch_norm_backward_reduce(Tensor& sums, const Tensor& grad_y, const Tensor& x, const Tensor& mean,
+                                          int64_t N, int64_t C, int64_t inner) = 0;
+  // grad_x = k * (grad_y - sums[0] / count - (x - mean) * invstd^2 * sums[1] / count), k = invstd * weight;
+  // sums undefined: zero (eval mode).
+  virtual void batch_norm_backward_elemt(Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& mean,
+                                         const Tensor& invstd, const Tensor& weight, const Tensor& sums, double count,
+                                         int64_t N, int64_t C, int64_t inner) = 0;
   // out = each window's maximum, and indices (int64, as out) the flat position in x of the cell that
   // holds it: the first NaN, else the first maximum in row-major window order (PyTorch's indices).
   // x contiguous and floating.

@@ -49,6 +49,14 @@ class CpuBackend final : public Backend {
   void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override;
   void softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n, int64_t inner,
                         bool log) override;
+  void batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int64_t C, int64_t inner) override;
+  void batch_norm_elemt(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                        const Tensor& bias, int64_t N, int64_t C, int64_t inner) override;
+  void batch_norm_backward_reduce(Tensor& sums, const Tensor& grad_y, const Tensor& x, const Tensor& mean, int64_t N,
+                                  int64_t C, int64_t inner) override;
+  void batch_norm_backward_elemt(Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& mean,
+                                 const Tensor& invstd, const Tensor& weight, const Tensor& sums, double count,
+                                 int64_t N, int64_t C, int64_t inner) override;
   void max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& a) override;
   void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) override;
   void nll_loss_backward(Tensor& g, const Tensor& go, const Tensor& target, double scale) override;

@@ -1,10 +1,11 @@
 // The CPU backend's fused kernels (tensor/backend.h's FusedKernels): softmax along a middle
-// dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), max pooling, the NLL loss, the
+// dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), BatchNorm (cpu/batch_norm.cpp), max pooling, the NLL loss, the
 // optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules) and uniform draws.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "tensor/cpu/batch_norm.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/optim.h"
@@ -39,6 +40,49 @@ void CpuBackend::layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const T
     auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
     LOCKSTEP_CPU_ISA_CALL(layer_norm_backward_rows<T>, gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
                           ptr(weight), ptr(gx), ptr(gw), ptr(gb), rows, n);
+  });
+}
+
+namespace {
+template <typename T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+}  // namespace
+
+void CpuBackend::batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int64_t C, int64_t inner) {
+  dispatch_floating(x.dtype(), "batch_norm_stats", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(batch_norm_stats<T>, x.data<T>(), sums.data<double>(), N, C, inner);
+  });
+}
+
+void CpuBackend::batch_norm_elemt(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                  const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t inner) {
+  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(batch_norm_elemt<T>, x.data<T>(), mean.data<double>(), invstd.data<double>(),
+                          ptr_or_null<T>(weight), ptr_or_null<T>(bias), y.data<T>(), N, C, inner);
+  });
+}
+
+void CpuBackend::batch_norm_backward_reduce(Tensor& sums, const Tensor& gy, const Tensor& x, const Tensor& mean,
+                                            int64_t N, int64_t C, int64_t inner) {
+  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(batch_norm_backward_reduce<T>, gy.data<T>(), x.data<T>(), mean.data<double>(),
+                          sums.data<double>(), N, C, inner);
+  });
+}
+
+void CpuBackend::batch_norm_backward_elemt(Tensor& gx, const Tensor& gy, const Tensor& x, const Tensor& mean,
+                                           const Tensor& invstd, const Tensor& weight, const Tensor& sums,
+                                           double count, int64_t N, int64_t C, int64_t inner) {
+  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(batch_norm_backward_elemt<T>, gy.data<T>(), x.data<T>(), mean.data<double>(),
+                          invstd.data<double>(), ptr_or_null<T>(weight), ptr_or_null<double>(sums), count,
+                          gx.data<T>(), N, C, inner);
   });
 }
 

@@ -11,6 +11,7 @@
 //   reduce                                    reduce.cu
 //   softmax(+backward), nll_loss(+backward)   softmax_loss.cu
 //   layer_norm(+backward)                     layer_norm.cu
+//   batch_norm_stats, _elemt, _backward_*     batch_norm.cu
 //   max_pool2d                                pool.cu
 //   index_select, index_add, gather,          indexing.cu
 //   scatter_add
@@ -48,6 +49,14 @@ class CudaBackend final : public Backend {
   void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
                            const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t rows,
                            int64_t n) override;
+  void batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int64_t C, int64_t inner) override;
+  void batch_norm_elemt(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                        const Tensor& bias, int64_t N, int64_t C, int64_t inner) override;
+  void batch_norm_backward_reduce(Tensor& sums, const Tensor& grad_y, const Tensor& x, const Tensor& mean, int64_t N,
+                                  int64_t C, int64_t inner) override;
+  void batch_norm_backward_elemt(Tensor& grad_x, const Tensor& grad_y, const Tensor& x, const Tensor& mean,
+                                 const Tensor& invstd, const Tensor& weight, const Tensor& sums, double count,
+                                 int64_t N, int64_t C, int64_t inner) override;
   void max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& args) override;
   void nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) override;
   void nll_loss_backward(Tensor& grad_logp, const Tensor& grad_out, const Tensor& target, double scale) override;

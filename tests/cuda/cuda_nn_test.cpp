@@ -134,6 +134,38 @@ TEST_CASE("the layers and losses of nn/ on the GPU equal the CPU: values and gra
   }
 }
 
+TEST_CASE("batch norm's fused kernels on the GPU equal the CPU's: training, eval, 1d and 2d, float32 and float64") {
+  REQUIRE_DEVICE();
+  namespace F = nn::functional;
+  const Device gpu = Device::cuda(0);
+  manual_seed(5);
+  for (Dtype dt : {kFloat32, kFloat64}) {
+    for (const Shape& shape : {Shape{6, 3, 5, 7}, Shape{9, 4}, Shape{3, 2, 300}}) {
+      for (bool training : {true, false}) {
+        INFO(dtype_name(dt), " ", shape, training ? " training" : " eval");
+        const int64_t c = shape[1];
+        Tensor x = (randn(shape) * 2 + 1).to(dt), g = randn(shape).to(dt);
+        Tensor w = randn({c}).to(dt), b = randn({c}).to(dt), rm = randn({c}).to(dt), rv = (rand({c}) + 0.5).to(dt);
+        std::vector<Tensor> out[2];
+        for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+          const Device d = on_gpu ? gpu : Device::cpu();
+          std::vector<Tensor> leaves;
+          for (const Tensor& t : {x, w, b}) leaves.push_back(t.detach().to(d).set_requires_grad());
+          Tensor running_mean = rm.to(d).clone(), running_var = rv.to(d).clone();
+          Tensor y = F::batch_norm(leaves[0], running_mean, running_var, leaves[1], leaves[2], training, 0.2);
+          y.backward(g.to(d));
+          out[on_gpu] = {y.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad(), running_mean, running_var};
+        }
+        const double tol = dt == kFloat32 ? 1e-4 : 1e-10;
+        for (size_t i = 0; i < out[0].size(); ++i) {
+          INFO("output/gradient/statistic ", i);
+          CHECK(internal::allclose(out[1][i].cpu(), out[0][i], tol, tol));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("dropout on the GPU: its mask drawn on the device keeps about 1 - p, scales by 1 / (1 - p), repeats by seed") {
   REQUIRE_DEVICE();
   const Device gpu = Device::cuda(0);

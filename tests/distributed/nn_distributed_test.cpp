@@ -1,6 +1,6 @@
 // nn layers across ranks, in forked processes over loopback: SyncBatchNorm on 2 ranks at half the
-// batch equals BatchNorm2d on the whole batch (outputs, input gradients, parameter gradients summed
-// over ranks, running statistics); DDP wraps a module whose forward takes (idx, targets) and returns
+// batch, or unequal parts, equals BatchNorm2d on the whole batch (outputs, input gradients, parameter
+// gradients summed over ranks, running statistics); DDP wraps a module whose forward takes (idx, targets) and returns
 // (logits, loss), with a tied weight, and its averaged gradients equal one process's on the whole batch.
 // Also: the README's `init_process_group({.backend = "gloo"})` compiles without a warning.
 #include <doctest/doctest.h>
@@ -49,37 +49,41 @@ LOCKSTEP_MODULE(Tied);
 
 }  // namespace
 
-TEST_CASE("SyncBatchNorm on 2 ranks equals BatchNorm2d on the whole batch") {
+TEST_CASE("SyncBatchNorm on 2 ranks equals BatchNorm2d on the whole batch, halves or unequal parts") {
   manual_seed(0);
   Tensor x = randn({6, 3, 2, 2}, kFloat64) * 3.0 + 1.0, gout = randn({6, 3, 2, 2}, kFloat64);
-  // The reference: one process, the whole batch.
-  nn::BatchNorm2d bn(3);
-  bn->to(kFloat64);
-  Tensor xr = x.clone().set_requires_grad();
-  Tensor ref = bn(xr);
-  sum(ref * gout).backward();
+  for (int64_t first : {3, 2}) {  // rank 0's samples; rank 1 has the rest
+    INFO("rank 0 has ", first, " of 6 samples");
+    // The reference: one process, the whole batch.
+    nn::BatchNorm2d bn(3);
+    bn->to(kFloat64);
+    Tensor xr = x.clone().set_requires_grad();
+    Tensor ref = bn(xr);
+    sum(ref * gout).backward();
 
-  uint16_t port = free_port();
-  auto results = run_ranks(2, [&](int rank) {
-    init(2, rank, port);
-    nn::SyncBatchNorm sbn(nn::BatchNormOptions(3), dist::stats_reducer());  // over the default group
-    sbn->to(kFloat64);
-    Tensor xs = x.narrow(0, 3 * rank, 3).clone().set_requires_grad();
-    Tensor out = sbn(xs);
-    sum(out * gout.narrow(0, 3 * rank, 3)).backward();
-    RANK_CHECK(close(out, ref.narrow(0, 3 * rank, 3)), "output differs");
-    RANK_CHECK(close(xs.grad(), xr.grad().narrow(0, 3 * rank, 3)), "input gradient differs");
-    RANK_CHECK(close(sbn->running_mean, bn->running_mean), "running_mean differs");
-    RANK_CHECK(close(sbn->running_var, bn->running_var), "running_var differs");
-    Tensor gw = sbn->weight.grad().clone();
-    dist::all_reduce(gw);
-    RANK_CHECK(close(gw, bn->weight.grad()), "weight gradient summed over ranks differs");
-    sbn->eval();
-    bn->eval();
-    RANK_CHECK(close(sbn(x), bn(x)), "eval output differs");
-    dist::destroy_process_group();
-  });
-  CHECK_MESSAGE(all_ok(results), failures(results));
+    uint16_t port = free_port();
+    auto results = run_ranks(2, [&](int rank) {
+      init(2, rank, port);
+      nn::SyncBatchNorm sbn(nn::BatchNormOptions(3), dist::stats_reducer());  // over the default group
+      sbn->to(kFloat64);
+      const int64_t start = rank ? first : 0, n = rank ? 6 - first : first;
+      Tensor xs = x.narrow(0, start, n).clone().set_requires_grad();
+      Tensor out = sbn(xs);
+      sum(out * gout.narrow(0, start, n)).backward();
+      RANK_CHECK(close(out, ref.narrow(0, start, n)), "output differs");
+      RANK_CHECK(close(xs.grad(), xr.grad().narrow(0, start, n)), "input gradient differs");
+      RANK_CHECK(close(sbn->running_mean, bn->running_mean), "running_mean differs");
+      RANK_CHECK(close(sbn->running_var, bn->running_var), "running_var differs");
+      Tensor gw = sbn->weight.grad().clone();
+      dist::all_reduce(gw);
+      RANK_CHECK(close(gw, bn->weight.grad()), "weight gradient summed over ranks differs");
+      sbn->eval();
+      bn->eval();
+      RANK_CHECK(close(sbn(x), bn(x)), "eval output differs");
+      dist::destroy_process_group();
+    });
+    CHECK_MESSAGE(all_ok(results), failures(results));
+  }
 }
 
 TEST_CASE("DDP wraps a forward(idx, targets) -> (logits, loss) with a tied weight") {
