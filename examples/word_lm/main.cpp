@@ -33,8 +33,11 @@ int main(int argc, char** argv) {
   app.add_option("--eval-batch-size", o.eval_batch_size, "batch size of validation and test")->capture_default_str();
   app.add_option("--log-interval", o.log_interval, "batches between training losses")->capture_default_str();
   app.add_option("--seed", o.seed, "initialisation and dropout")->capture_default_str();
+  bool no_eval = false;
+  app.add_flag("--no-eval", no_eval, "skip validation and test (timing runs)");
   app.add_option("--export-init", o.export_init, "write the initial weights (safetensors) here and exit");
   CLI11_PARSE(app, argc, argv);
+  o.eval = !no_eval;
   try {
     dist::InitOptions init;
     init.backend = o.train.backend;

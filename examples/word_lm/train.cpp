@@ -98,7 +98,8 @@ WordLMResult train_word_lm(const WordLMOptions& o) {
                    " tokens, fewer than 2 rows of --eval-batch-size ", o.eval_batch_size, " (use a longer text)");
     return batchify(corpus.tokens(part), o.eval_batch_size, 0, o.eval_batch_size, device);
   };
-  const Tensor val_data = eval_data(Part::kValid), test_data = eval_data(Part::kTest);
+  Tensor val_data, test_data;
+  if (o.eval) val_data = eval_data(Part::kValid), test_data = eval_data(Part::kTest);
 
   dist::DDPOptions ddp_options;
   if (device.is_cuda()) ddp_options.device_ids = {device.index};
@@ -174,6 +175,7 @@ WordLMResult train_word_lm(const WordLMOptions& o) {
         window_start = Clock::now();
       }
     }
+    if (!o.eval) continue;
     const double val = evaluate(val_data);
     result.val_losses.emplace_back(epoch, val);
     if (talk)

@@ -29,6 +29,7 @@ struct WordLMOptions {
   int64_t log_interval = 200;  // batches between printed and logged training losses
   uint64_t seed = 1111;
   std::string export_init;     // write the initial weights here and stop before training
+  bool eval = true;            // false: no validation or test (timing runs; the lr never anneals)
   bool quiet = false;          // no per-step output (tests)
 };
 

@@ -131,6 +131,7 @@ def main():
     p.add_argument("--tied", action="store_true")
     p.add_argument("--seed", type=int, default=1111)
     p.add_argument("--log-interval", type=int, default=200)
+    p.add_argument("--no-eval", action="store_true", help="skip validation and test (timing runs)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--losses-json", default="")
     a = p.parse_args()
@@ -194,6 +195,8 @@ def main():
                 print(f"| epoch {epoch:3d} | {batch:5d}/{len(train_data) // a.bptt:5d} batches | lr {lr:02.2f} | "
                       f"ms/batch {ms:5.2f} | loss {cur:5.2f} | ppl {math.exp(cur):8.2f}", flush=True)
                 total_loss, start = 0.0, time.time()
+        if a.no_eval:
+            continue
         val_loss = evaluate(val_data)
         val_losses.append([epoch, val_loss])
         if not a.quiet:
