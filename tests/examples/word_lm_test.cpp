@@ -2,10 +2,11 @@
 //  - Corpus: words and "<eos>" per line, the dictionary in order of first appearance over train, valid,
 //    test, the split by "%"-ended documents, batchify's columns and get_batch's windows, by hand;
 //  - RNNModel: model.py's parameter names (tied and not), shapes, the GRU's state, bad configurations;
-//  - parity: the first 20 step losses of a small LSTM (3 epochs, so two learning-rate decisions) and the
-//    validation losses equal PyTorch's (tests/fixtures/word_lm_parity.json, written by
-//    tools/fixtures/make_word_lm_fixture.sh with tools/twins/word_lm_twin.py from the same initial weights)
-//    to 1e-4 relative, on 1 rank at batch 4 and on 2 ranks at batch 2 (2 columns each).
+//  - parity: the first 20 step losses of a small LSTM, and of a GRU with tied weights, over 3 epochs (an lr
+//    anneal among them) and the validation losses equal PyTorch's (tests/fixtures/word_lm_parity.json and
+//    word_lm_gru_tied_parity.json, written by tools/fixtures/make_word_lm_fixture.sh with
+//    tools/twins/word_lm_twin.py from the same initial weights) to 1e-4 relative, on 1 rank at batch 4 and
+//    on 2 ranks at batch 2 (2 columns each).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,8 +33,8 @@ struct Fixture {
   std::vector<double> losses, val_losses;
 };
 
-Fixture load_fixture() {
-  std::ifstream in("tests/fixtures/word_lm_parity.json");
+Fixture load_fixture(const std::string& name) {
+  std::ifstream in("tests/fixtures/" + name);
   REQUIRE(in.good());
   auto j = nlohmann::json::parse(in);
   const auto& c = j.at("config");
@@ -53,8 +54,8 @@ Fixture load_fixture() {
   return f;
 }
 
-void check_parity(int world) {
-  Fixture fx = load_fixture();
+void check_parity(const std::string& fixture, int world) {
+  Fixture fx = load_fixture(fixture);
   REQUIRE(fx.options.train.batch_size % world == 0);
   uint16_t port = testing::free_port();
   auto results = testing::run_ranks(world, [&](int rank) {
@@ -65,7 +66,8 @@ void check_parity(int world) {
     RANK_CHECK(r.losses.size() == fx.losses.size(), "ran ", r.losses.size(), " steps");
     double worst = 0;
     for (size_t s = 0; s < fx.losses.size(); ++s) worst = std::max(worst, std::abs(r.losses[s] / fx.losses[s] - 1));
-    if (rank == 0) std::printf("word_lm on %d rank(s): largest relative loss difference %.3g\n", world, worst);
+    if (rank == 0)
+      std::printf("%s on %d rank(s): largest relative loss difference %.3g\n", fixture.c_str(), world, worst);
     for (size_t s = 0; s < fx.losses.size(); ++s)
       RANK_CHECK(std::abs(r.losses[s] - fx.losses[s]) <= 1e-4 * std::abs(fx.losses[s]), "step ", s, ": loss ",
                  r.losses[s], ", PyTorch's ", fx.losses[s]);
@@ -158,6 +160,11 @@ TEST_CASE("RNNModel has model.py's parameter names and shapes") {
   CHECK_THROWS_WITH_AS(lstm(zeros({5, 3}, kInt64), g), doctest::Contains("needs (h, c)"), Error);
 }
 
-TEST_CASE("word_lm on 1 rank at batch 4 follows PyTorch's losses") { check_parity(1); }
+TEST_CASE("word_lm's LSTM on 1 rank at batch 4 follows PyTorch's losses") { check_parity("word_lm_parity.json", 1); }
 
-TEST_CASE("word_lm on 2 ranks at batch 2 follows the same losses") { check_parity(2); }
+TEST_CASE("word_lm's LSTM on 2 ranks at batch 2 follows the same losses") { check_parity("word_lm_parity.json", 2); }
+
+TEST_CASE("word_lm's GRU with tied weights on 1 and 2 ranks follows PyTorch's losses") {
+  check_parity("word_lm_gru_tied_parity.json", 1);
+  check_parity("word_lm_gru_tied_parity.json", 2);
+}
