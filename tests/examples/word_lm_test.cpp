@@ -96,7 +96,8 @@ TEST_CASE("Corpus tokenises as data.py and splits by document, 8 of every 10 to 
   CHECK(d.word(3) == "%");
   CHECK(d.word(4) == "b");
   const std::vector<int64_t>& train = c.tokens(Part::kTrain);
-  CHECK(std::vector<int64_t>(train.begin(), train.begin() + 11) == std::vector<int64_t>{0, 1, 2, 3, 2, 4, 1, 2, 2, 3, 2});
+  const std::vector<int64_t> first(train.begin(), train.begin() + 11);
+  CHECK(first == std::vector<int64_t>{0, 1, 2, 3, 2, 4, 1, 2, 2, 3, 2});
   CHECK(train.size() == 5u * 7 + 6 + 2);
   CHECK(d.word(train.end()[-2]) == "tail");
   // valid and test come after every train word in the dictionary, in that order.
