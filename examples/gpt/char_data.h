@@ -11,17 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/fortunes.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::examples {
-
-// The default text: the plain-text English fortune files of Debian's `fortunes` package, in this order,
-// concatenated (the .dat indexes and .u8 links are not text; ascii-art is pictures, not prose).
-inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
-const std::vector<std::string>& fortune_files();
-// The files above read from `dir` and concatenated; throws naming the first one missing.
-std::string read_fortunes(const std::string& dir = kFortunesDir);
-std::string read_text_file(const std::string& path);  // throws naming the path
 
 enum class Split { kTrain = 0, kVal = 1 };
 

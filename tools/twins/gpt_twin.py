@@ -20,7 +20,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 FORTUNES_DIR = "/usr/share/games/fortunes"
-# examples/gpt/char_data.cpp's fortune_files(): the plain-text English files, ascii-art left out.
+# examples/common/fortunes.cpp's fortune_files(): the plain-text English files, ascii-art left out.
 FORTUNE_FILES = [
     "art", "computers", "cookie", "debian", "definitions", "disclaimer", "drugs", "education", "ethnic",
     "food", "fortunes", "goedel", "humorists", "kids", "knghtbrd", "law", "linux", "linuxcookie",
