@@ -116,11 +116,12 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const T
       if (fused) {
         // One op for all T steps: states in position order, h0 at row 0 (row T in reverse), so the
         // outputs are rows [1, T] ([0, T)) and h_n is row T (row 0).
-        Tensor hc = mode_ == RNNMode::LSTM ? lstm_layer(xp, h, c, w.w_hh, d == 1) : gru_layer(xp, h, w.w_hh, w.b_hh, d == 1);
-        Tensor hs = mode_ == RNNMode::LSTM ? select(hc, 0, 0) : hc;
+        const bool lstm = mode_ == RNNMode::LSTM;
+        Tensor hc = lstm ? lstm_layer(xp, h, c, w.w_hh, d == 1) : gru_layer(xp, h, w.w_hh, w.b_hh, d == 1);
+        Tensor hs = lstm ? select(hc, 0, 0) : hc;  // LSTM: [2, T + 1, B, H], the h rows then the c rows
         outs.push_back(narrow(hs, 0, d ? 0 : 1, T));
         h_n.push_back(select(hs, 0, d ? 0 : T));
-        if (mode_ == RNNMode::LSTM) c_n.push_back(select(select(hc, 0, 1), 0, d ? 0 : T));
+        if (lstm) c_n.push_back(select(select(hc, 0, 1), 0, d ? 0 : T));
         continue;
       }
       std::vector<Tensor> hs(T);

@@ -98,8 +98,8 @@ GRULayerResult gru_layer(const Tensor& x_gates_in, const Tensor& h0, const Tenso
   const int64_t T = x_gates.size(0), B = h0.size(0), H = h0.size(1);
   if (b_hh.defined()) {
     LOCKSTEP_CHECK(b_hh.shape() == Shape({3 * H}) && b_hh.dtype() == x_gates.dtype() && b_hh.device() == h0.device(),
-                   "gru_layer: expected b_hh [", 3 * H, "] ", x_gates.dtype(), " on ", h0.device(), ", got ", b_hh.shape(),
-                   " ", b_hh.dtype(), " on ", b_hh.device());
+                   "gru_layer: expected b_hh [", 3 * H, "] ", x_gates.dtype(), " on ", h0.device(), ", got ",
+                   b_hh.shape(), " ", b_hh.dtype(), " on ", b_hh.device());
   }
   const Device dev = x_gates.device();
   GRULayerResult r{Tensor({T + 1, B, H}, x_gates.dtype(), dev), Tensor({T, B, 3 * H}, x_gates.dtype(), dev),
@@ -123,7 +123,8 @@ GRULayerGrads gru_layer_backward(const Tensor& grad_h, const Tensor& h, const Te
                  grad_h.shape(), " does not match the states ", h.shape());
   const int64_t T = gates.size(0), B = gates.size(1), H = h.size(2);
   Tensor dh = clone(to_dtype(grad_h, h.dtype()));  // [T + 1, B, H], as in lstm_layer_backward
-  Tensor d_x_gates(gates.shape(), gates.dtype(), gates.device()), d_h_gates(gates.shape(), gates.dtype(), gates.device());
+  Tensor d_x_gates(gates.shape(), gates.dtype(), gates.device());
+  Tensor d_h_gates(gates.shape(), gates.dtype(), gates.device());
   Backend& be = backend_for(gates.device());
   for (int64_t i = T - 1; i >= 0; --i) {
     const auto [t, p, q] = step_rows(i, T, reverse);

@@ -85,7 +85,8 @@ TEST_CASE("the fused layer ops in float64 on the GPU equal the CPU's, both direc
     Tensor w = randn(out_c.shape(), kFloat64);
     sum(out_c * w).backward();
     sum(out_g * w.to(dev)).backward();
-    for (size_t i = 0; i < cpu.size(); ++i) check_same(gpu[i].grad(), cpu[i].grad(), "lstm_layer grad " + std::to_string(i));
+    for (size_t i = 0; i < cpu.size(); ++i)
+      check_same(gpu[i].grad(), cpu[i].grad(), "lstm_layer grad " + std::to_string(i));
 
     std::vector<Tensor> gc{randn({4, 3, 15}, kFloat64), randn({3, 5}, kFloat64), randn({15, 5}, kFloat64),
                            randn({15}, kFloat64)};
@@ -99,6 +100,7 @@ TEST_CASE("the fused layer ops in float64 on the GPU equal the CPU's, both direc
     Tensor v = randn(hc.shape(), kFloat64);
     sum(hc * v).backward();
     sum(hg * v.to(dev)).backward();
-    for (size_t i = 0; i < gc.size(); ++i) check_same(gg[i].grad(), gc[i].grad(), "gru_layer grad " + std::to_string(i));
+    for (size_t i = 0; i < gc.size(); ++i)
+      check_same(gg[i].grad(), gc[i].grad(), "gru_layer grad " + std::to_string(i));
   }
 }
