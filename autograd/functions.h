@@ -143,6 +143,15 @@ Tensor lstm_gates(const Tensor& gates, const Tensor& c);
 // r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r gh_n), h' = (1 - z) n + z h.
 Tensor gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h);
 
+// --- recurrent layers (autograd/rnn_layer.cpp): every step of one layer and direction as one op ---
+// x_gates [T, B, G*H]: all steps' input projections (x W_ih^T + b_ih, plus b_hh for LSTM), w_hh
+// [G*H, H], h0 and c0 [B, H]; steps run from T - 1 down with `reverse`. Returns the states in position
+// order, h0 included (tensor/ops.h's lstm_layer gives the rows): LSTM [2, T + 1, B, H] (h, then c),
+// GRU [T + 1, B, H]; GRU adds b_hh [3H] (or undefined) to h W_hh^T at each step. What nn::LSTM and
+// nn::GRU run; one node per call, its backward one product for W_hh's gradient over all steps.
+Tensor lstm_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh, bool reverse = false);
+Tensor gru_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& w_hh, const Tensor& b_hh, bool reverse = false);
+
 // --- conversion ---
 Tensor to(const Tensor& a, Device device);
 Tensor to(const Tensor& a, Dtype dtype);

@@ -1,7 +1,7 @@
 // gemm_bench: times cpu::gemm on the products of one training step at a given thread count, and
 // prints each product's median: --shapes mlp (256-512-512-10, batch 128: three forward, five
 // backward), gpt (examples/gpt's default model: its linear layers and attention) or cnn
-// (examples/cnn_fashion's convolutions as im2col products).
+// (examples/cnn_fashion's convolutions as im2col products) or rnn (bench/lstm_bench's LSTM layer).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cpu::gemm on an MLP step's shapes"};
   int threads = get_num_threads(), reps = 200, rounds = 7;
   std::string which = "mlp";
-  app.add_option("--shapes", which, "mlp, gpt or cnn")->check(CLI::IsMember({"mlp", "gpt", "cnn"}));
+  app.add_option("--shapes", which, "mlp, gpt, cnn or rnn")->check(CLI::IsMember({"mlp", "gpt", "cnn", "rnn"}));
   app.add_option("--threads", threads, "intra-op threads");
   app.add_option("--reps", reps, "products per timed round");
   app.add_option("--rounds", rounds, "timed rounds; the median is reported");
@@ -41,7 +41,12 @@ int main(int argc, char** argv) {
   if (which == "cnn")
     shapes = {{false, false, 32, 43264, 9},   {false, true, 32, 9, 43264},   {false, false, 64, 36864, 288},
               {false, true, 64, 288, 36864},  {true, false, 288, 36864, 64}};
-  if (which != "mlp" && app.count("--reps") == 0) reps = 20;
+  // An LSTM layer of 128 units, batch 20, T 35: a step's h W_hh^T (W_hh transposed once per layer) and
+  // its backward dgates W_hh; the input projection of all steps and its weight gradient.
+  if (which == "rnn")
+    shapes = {{false, false, 20, 512, 128}, {false, false, 20, 128, 512}, {false, true, 700, 512, 128},
+              {true, false, 512, 128, 700}};
+  if (which != "mlp" && which != "rnn" && app.count("--reps") == 0) reps = 20;
   int64_t need = 0;
   for (const Shape& s : shapes) need = std::max({need, s.m * s.k, s.k * s.n, s.m * s.n});
   std::mt19937 rng(0);

@@ -1,13 +1,15 @@
-// lstm_bench: forward + backward of a 2-layer LSTM (input 128, hidden 128, T 35, batch 20: the
+// lstm_bench: forward + backward of a 2-layer LSTM or GRU (input 128, hidden 128, T 35, batch 20: the
 // word-language-model shape) on the CPU, one intra-op thread by default; bench/torch_lstm.py times the
 // same step in PyTorch.
-//   lstm_bench [--threads N] [--steps S] [--rounds R]
-// Last line: "BENCH lstm2x128_fwd_bwd <median ms per step> ms" (and the forward alone before it).
+//   lstm_bench [--mode lstm|gru] [--threads N] [--steps S] [--rounds R]
+// Last line: "BENCH lstm2x128_fwd_bwd <median ms per step> ms" (gru2x128_... for GRU; the forward
+// alone before it).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "nn/api.h"
@@ -33,8 +35,10 @@ double ms_per_call(int steps, int rounds, const std::function<void()>& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"lockstep 2-layer LSTM forward + backward"};
+  CLI::App app{"lockstep 2-layer LSTM or GRU forward + backward"};
   int threads = 1, steps = 10, rounds = 7;
+  std::string mode = "lstm";
+  app.add_option("--mode", mode, "lstm or gru")->check(CLI::IsMember({"lstm", "gru"}));
   app.add_option("--threads", threads, "intra-op CPU threads");
   app.add_option("--steps", steps, "steps per timed round");
   app.add_option("--rounds", rounds, "timed rounds; the median is reported");
@@ -43,20 +47,22 @@ int main(int argc, char** argv) {
   manual_seed(0);
   const int64_t T = 35, B = 20, in = 128, hidden = 128;
   nn::LSTM lstm(nn::LSTMOptions(in, hidden).num_layers(2));
+  nn::GRU gru(nn::GRUOptions(in, hidden).num_layers(2));
+  nn::Module& module = mode == "lstm" ? static_cast<nn::Module&>(*lstm) : *gru;
   Tensor x = randn({T, B, in});
+  auto output = [&] { return mode == "lstm" ? std::get<0>(lstm(x)) : std::get<0>(gru(x)); };
   double fwd;
   {
     NoGradGuard no_grad;
-    fwd = ms_per_call(steps, rounds, [&] { lstm(x); });
+    fwd = ms_per_call(steps, rounds, [&] { output(); });
   }
   double step = ms_per_call(steps, rounds, [&] {
-    lstm->zero_grad();
-    auto [out, state] = lstm(x);
-    sum(out).backward();
+    module.zero_grad();
+    sum(output()).backward();
   });
-  std::printf("lockstep threads=%d lstm layers=2 in=%ld hidden=%ld T=%ld B=%ld\n", get_num_threads(), long(in),
-              long(hidden), long(T), long(B));
-  std::printf("BENCH lstm2x128_fwd %10.3f ms\n", fwd);
-  std::printf("BENCH lstm2x128_fwd_bwd %10.3f ms\n", step);
+  std::printf("lockstep threads=%d %s layers=2 in=%ld hidden=%ld T=%ld B=%ld\n", get_num_threads(), mode.c_str(),
+              long(in), long(hidden), long(T), long(B));
+  std::printf("BENCH %s2x128_fwd %10.3f ms\n", mode.c_str(), fwd);
+  std::printf("BENCH %s2x128_fwd_bwd %10.3f ms\n", mode.c_str(), step);
   return 0;
 }

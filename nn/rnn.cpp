@@ -97,6 +97,10 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const T
   };
   Tensor h0 = initial(hx, "h0"), c0 = mode_ == RNNMode::LSTM ? initial(cx, "c0") : Tensor();
 
+  // LSTM and GRU run each layer and direction as one op (autograd/rnn_layer.cpp) in float32 and
+  // float64; RNN, and bfloat16, step by step.
+  const bool fused = (mode_ == RNNMode::LSTM || mode_ == RNNMode::GRU) && T > 0 &&
+                     (w0.dtype() == kFloat32 || w0.dtype() == kFloat64);
   std::vector<Tensor> h_n, c_n;
   for (int64_t l = 0; l < num_layers; ++l) {
     std::vector<Tensor> outs;
@@ -109,6 +113,17 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const T
       // xp: [T, B, G*H], all time steps' input projections in one product.
       Tensor xp = view(linear(reshape(x, {T * B, x.size(2)}), w.w_ih, fold ? w.b_ih + w.b_hh : w.b_ih), {T, B, G});
       Tensor h = select(h0, 0, l * dirs + d), c = c0.defined() ? select(c0, 0, l * dirs + d) : Tensor();
+      if (fused) {
+        // One op for all T steps: states in position order, h0 at row 0 (row T in reverse), so the
+        // outputs are rows [1, T] ([0, T)) and h_n is row T (row 0).
+        const bool lstm = mode_ == RNNMode::LSTM;
+        Tensor hc = lstm ? lstm_layer(xp, h, c, w.w_hh, d == 1) : gru_layer(xp, h, w.w_hh, w.b_hh, d == 1);
+        Tensor hs = lstm ? select(hc, 0, 0) : hc;  // LSTM: [2, T + 1, B, H], the h rows then the c rows
+        outs.push_back(narrow(hs, 0, d ? 0 : 1, T));
+        h_n.push_back(select(hs, 0, d ? 0 : T));
+        if (lstm) c_n.push_back(select(select(hc, 0, 1), 0, d ? 0 : T));
+        continue;
+      }
       std::vector<Tensor> hs(T);
       for (int64_t i = 0; i < T; ++i) {
         const int64_t t = d ? T - 1 - i : i;

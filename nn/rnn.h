@@ -10,8 +10,10 @@
 // [num_layers * num_directions, B, hidden] ([.., hidden] unbatched), zeros when not given.
 //
 // Per layer and direction, the input projection of all time steps is one matrix product
-// ([T*B, in] @ W_ih^T + b_ih); each step then adds h @ W_hh^T + b_hh and runs one gate op
-// (lstm_gates / gru_gates in autograd/rnn_cell.cpp).
+// ([T*B, in] @ W_ih^T + b_ih); LSTM and GRU then run all steps as one op (lstm_layer / gru_layer,
+// autograd/rnn_layer.cpp: per step h @ W_hh^T and a fused cell kernel, and a backward that takes
+// W_hh's gradient in one product over all steps); RNN and the cells add h @ W_hh^T + b_hh per step
+// and run one gate op (autograd/rnn_cell.cpp).
 #pragma once
 
 #include <optional>

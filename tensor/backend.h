@@ -70,9 +70,10 @@ struct MaxPool2dArgs {
 };
 
 // Fused kernels: each could be composed from the core kernels below, but a device runs it in one pass
-// for speed (softmax, LayerNorm, BatchNorm, max pooling, the NLL loss, the optimizer steps) or to draw on the
-// device (uniform). Each family's rule is shared by both devices: the optimizer steps' in
-// tensor/optim_step.h, max pooling's NaN rule is argmax's (tensor/reduce_ops.h). Contiguous tensors.
+// for speed (softmax, LayerNorm, BatchNorm, max pooling, the NLL loss, the optimizer steps, the LSTM and
+// GRU cells) or to draw on the device (uniform). Each family's rule is shared by both devices: the
+// optimizer steps' in tensor/optim_step.h, the recurrent cells' in tensor/rnn_cell_ops.h, max pooling's
+// NaN rule is argmax's (tensor/reduce_ops.h). Contiguous tensors.
 class FusedKernels {
  public:
   virtual ~FusedKernels() = default;
@@ -131,6 +132,26 @@ class FusedKernels {
   // (seed, counter + i) (tensor/philox.h): rand() on a device, which draws there instead of copying
   // host draws over.
   virtual void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) = 0;
+
+  // One time step of an LSTM layer over `rows` rows of n units, each element by tensor/rnn_cell_ops.h's
+  // rule: gates [rows, 4n] holds h_prev W_hh^T on entry and, after x_gates [rows, 4n] is added, the
+  // activations i, f, g, o on return (saved for the backward); c = f c_prev + i g, h = o tanh(c), all
+  // [rows, n]. Each tensor is contiguous (views into a layer's buffers, with offsets).
+  virtual void lstm_cell(Tensor& gates, Tensor& h, Tensor& c, const Tensor& x_gates, const Tensor& c_prev,
+                         int64_t rows, int64_t n) = 0;
+  // Its backward from d_h and d_c (the gradients reaching h and c from outside the step): d_gates
+  // [rows, 4n] (of the pre-activations), and d_c_prev += the gradient through c = f c_prev + i g.
+  virtual void lstm_cell_backward(Tensor& d_gates, Tensor& d_c_prev, const Tensor& gates, const Tensor& c_prev,
+                                  const Tensor& c, const Tensor& d_h, const Tensor& d_c, int64_t rows,
+                                  int64_t n) = 0;
+  // One time step of a GRU layer: from x_gates = x W_ih^T + b_ih and h_gates = h_prev W_hh^T + b_hh (both
+  // [rows, 3n], r, z, n), gates [rows, 3n] = the activations r, z, n (saved) and h [rows, n].
+  virtual void gru_cell(Tensor& gates, Tensor& h, const Tensor& x_gates, const Tensor& h_gates,
+                        const Tensor& h_prev, int64_t rows, int64_t n) = 0;
+  // Its backward from d_h: d_x_gates and d_h_gates [rows, 3n], and d_h_prev += the gradient through z.
+  virtual void gru_cell_backward(Tensor& d_x_gates, Tensor& d_h_gates, Tensor& d_h_prev, const Tensor& gates,
+                                 const Tensor& h_gates, const Tensor& h_prev, const Tensor& d_h, int64_t rows,
+                                 int64_t n) = 0;
 
 };
 

@@ -131,6 +131,37 @@ MaxPoolResult max_pool2d(const Tensor& x, const MaxPool2dArgs& args);
 Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean = true);
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean = true);
 
+// --- recurrent layers (rnn.cpp): all T steps of one LSTM or GRU layer and direction ---
+// x_gates [T, B, G*H] holds every step's input projection (x W_ih^T plus the biases outside the
+// cell), w_hh [G*H, H]; h0 (and c0) [B, H]. Steps run from t = 0 up, or from T - 1 down with
+// `reverse`. States are kept in position order in T + 1 rows: h0 at row 0 and h_t at row t + 1
+// (reverse: h0 at row T, h_t at row t), so the outputs are rows [1, T] ([0, T) in reverse), h_n is
+// row T (row 0), and the states the steps read are rows [0, T) ([1, T]). float32 and float64.
+// hc [2, T + 1, B, H]: the h rows, then the c rows; gates [T, B, 4H]: the activations i, f, g, o.
+struct LSTMLayerResult {
+  Tensor hc, gates;
+};
+LSTMLayerResult lstm_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+                           bool reverse);
+// From the gradient of hc (every row, h0's and c0's included): x_gates [T, B, 4H], h0, c0 and, where
+// wanted, w_hh.
+struct LSTMLayerGrads {
+  Tensor x_gates, h0, c0, w_hh;
+};
+LSTMLayerGrads lstm_layer_backward(const Tensor& grad_hc, const Tensor& hc, const Tensor& gates, const Tensor& w_hh,
+                                   bool reverse, bool want_w_hh);
+// GRU: b_hh [3H] (or undefined) is added to h_prev W_hh^T at each step (its n part sits inside r * (..)).
+// h [T + 1, B, H]; gates [T, B, 3H] the activations r, z, n; h_gates [T, B, 3H] = h_prev W_hh^T + b_hh.
+struct GRULayerResult {
+  Tensor h, gates, h_gates;
+};
+GRULayerResult gru_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& w_hh, const Tensor& b_hh, bool reverse);
+struct GRULayerGrads {
+  Tensor x_gates, h0, w_hh, b_hh;
+};
+GRULayerGrads gru_layer_backward(const Tensor& grad_h, const Tensor& h, const Tensor& gates, const Tensor& h_gates,
+                                 const Tensor& w_hh, bool reverse, bool want_w_hh, bool want_b_hh);
+
 // --- matrix products (linalg.cpp) ---
 // torch.matmul: 1-D, 2-D, batched and broadcast batch dimensions. Strided operands go to the GEMM as
 // transposes or leading dimensions where the layout allows, else are made contiguous.

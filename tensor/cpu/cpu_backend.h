@@ -1,8 +1,8 @@
 // The CPU backend: lockstep's kernels on host memory, one file per kernel family (tensor/backend.h's
 // sections): memory, copies, elementwise, GEMM and reductions in cpu_backend.cpp; index and sort
 // kernels in cpu/index.cpp; the fused kernels (softmax, LayerNorm, max pooling, NLL, optimizer steps,
-// uniform) in cpu/fused.cpp. The vectorized loops themselves live in per-ISA files (cpu/isa.h):
-// cpu/elementwise.cpp, cpu/reduce.cpp, cpu/rows.cpp, the GEMMs.
+// uniform, the LSTM and GRU cells) in cpu/fused.cpp. The vectorized loops themselves live in per-ISA
+// files (cpu/isa.h): cpu/elementwise.cpp, cpu/reduce.cpp, cpu/rows.cpp, cpu/rnn_cells.cpp, the GEMMs.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +65,15 @@ class CpuBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
   void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
+  void lstm_cell(Tensor& gates, Tensor& h, Tensor& c, const Tensor& x_gates, const Tensor& c_prev, int64_t rows,
+                 int64_t n) override;
+  void lstm_cell_backward(Tensor& d_gates, Tensor& d_c_prev, const Tensor& gates, const Tensor& c_prev, const Tensor& c,
+                          const Tensor& d_h, const Tensor& d_c, int64_t rows, int64_t n) override;
+  void gru_cell(Tensor& gates, Tensor& h, const Tensor& x_gates, const Tensor& h_gates, const Tensor& h_prev,
+                int64_t rows, int64_t n) override;
+  void gru_cell_backward(Tensor& d_x_gates, Tensor& d_h_gates, Tensor& d_h_prev, const Tensor& gates,
+                         const Tensor& h_gates, const Tensor& h_prev, const Tensor& d_h, int64_t rows,
+                         int64_t n) override;
 
  private:
   BlockCache cache_;  // large freed blocks, reused (tensor/cpu/block_cache.h)

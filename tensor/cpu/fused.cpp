@@ -1,6 +1,7 @@
 // The CPU backend's fused kernels (tensor/backend.h's FusedKernels): softmax along a middle
-// dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), BatchNorm (cpu/batch_norm.cpp), max pooling, the NLL loss, the
-// optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules) and uniform draws.
+// dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), BatchNorm (cpu/batch_norm.cpp), max
+// pooling, the NLL loss, the optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules), uniform draws
+// and the LSTM and GRU cells (cpu/rnn_cells.cpp, by tensor/rnn_cell_ops.h's rules).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/optim.h"
+#include "tensor/cpu/rnn_cells.h"
 #include "tensor/cpu/rows.h"
 #include "tensor/parallel.h"
 #include "tensor/philox.h"
@@ -211,6 +213,43 @@ void CpuBackend::uniform(Tensor& out, double low, double high, uint64_t seed, ui
     const T lo = static_cast<T>(low), w = static_cast<T>(high - low);
     for (int64_t i = 0, n = out.numel(); i < n; ++i)
       p[i] = lo + w * detail::philox_uniform<T>(seed, counter + static_cast<uint64_t>(i));
+  });
+}
+
+void CpuBackend::lstm_cell(Tensor& gates, Tensor& h, Tensor& c, const Tensor& x_gates, const Tensor& c_prev,
+                           int64_t rows, int64_t n) {
+  dispatch_floating(gates.dtype(), "lstm_cell", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(lstm_cell_rows<T>, gates.data<T>(), h.data<T>(), c.data<T>(), x_gates.data<T>(),
+                          c_prev.data<T>(), rows, n);
+  });
+}
+
+void CpuBackend::lstm_cell_backward(Tensor& d_gates, Tensor& d_c_prev, const Tensor& gates, const Tensor& c_prev,
+                                    const Tensor& c, const Tensor& d_h, const Tensor& d_c, int64_t rows, int64_t n) {
+  dispatch_floating(gates.dtype(), "lstm_cell_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(lstm_cell_backward_rows<T>, d_gates.data<T>(), d_c_prev.data<T>(), gates.data<T>(),
+                          c_prev.data<T>(), c.data<T>(), d_h.data<T>(), d_c.data<T>(), rows, n);
+  });
+}
+
+void CpuBackend::gru_cell(Tensor& gates, Tensor& h, const Tensor& x_gates, const Tensor& h_gates, const Tensor& h_prev,
+                          int64_t rows, int64_t n) {
+  dispatch_floating(gates.dtype(), "gru_cell", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(gru_cell_rows<T>, gates.data<T>(), h.data<T>(), x_gates.data<T>(), h_gates.data<T>(),
+                          h_prev.data<T>(), rows, n);
+  });
+}
+
+void CpuBackend::gru_cell_backward(Tensor& d_x_gates, Tensor& d_h_gates, Tensor& d_h_prev, const Tensor& gates,
+                                   const Tensor& h_gates, const Tensor& h_prev, const Tensor& d_h, int64_t rows,
+                                   int64_t n) {
+  dispatch_floating(gates.dtype(), "gru_cell_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(gru_cell_backward_rows<T>, d_x_gates.data<T>(), d_h_gates.data<T>(), d_h_prev.data<T>(),
+                          gates.data<T>(), h_gates.data<T>(), h_prev.data<T>(), d_h.data<T>(), rows, n);
   });
 }
 

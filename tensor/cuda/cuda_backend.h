@@ -18,6 +18,7 @@
 //   sort                                      sort.cu
 //   adam_step                                 optim.cu
 //   uniform                                   random.cu
+//   lstm_cell, gru_cell (+backward)           rnn_cells.cu
 #pragma once
 
 #include "tensor/backend.h"
@@ -73,6 +74,15 @@ class CudaBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
   void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
+  void lstm_cell(Tensor& gates, Tensor& h, Tensor& c, const Tensor& x_gates, const Tensor& c_prev, int64_t rows,
+                 int64_t n) override;
+  void lstm_cell_backward(Tensor& d_gates, Tensor& d_c_prev, const Tensor& gates, const Tensor& c_prev, const Tensor& c,
+                          const Tensor& d_h, const Tensor& d_c, int64_t rows, int64_t n) override;
+  void gru_cell(Tensor& gates, Tensor& h, const Tensor& x_gates, const Tensor& h_gates, const Tensor& h_prev,
+                int64_t rows, int64_t n) override;
+  void gru_cell_backward(Tensor& d_x_gates, Tensor& d_h_gates, Tensor& d_h_prev, const Tensor& gates,
+                         const Tensor& h_gates, const Tensor& h_prev, const Tensor& d_h, int64_t rows,
+                         int64_t n) override;
 };
 
 // Runs a product small enough for one thread per output (the bias too) as one kernel and returns true;

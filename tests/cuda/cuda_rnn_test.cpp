@@ -1,6 +1,7 @@
 // Recurrent layers on the GPU: a 2-layer bidirectional LSTM and GRU, forward and backward on cuda:0,
 // equal the CPU's (outputs, final states, and the gradients of the input, the initial state and every
-// parameter). Without a visible device every case skips.
+// parameter), and so do the fused layer ops they run (lstm_layer, gru_layer) in float64. Without a
+// visible device every case skips.
 #include <doctest/doctest.h>
 
 #include "nn/api.h"
@@ -63,4 +64,43 @@ TEST_CASE("GRU forward and backward on the GPU equal the CPU's") {
   check_same(xg.grad(), xc.grad(), "x.grad");
   auto pc = cpu->named_parameters(), pg = gpu->named_parameters();
   for (size_t i = 0; i < pc.size(); ++i) check_same(pg[i].second.grad(), pc[i].second.grad(), pc[i].first + ".grad");
+}
+
+TEST_CASE("the fused layer ops in float64 on the GPU equal the CPU's, both directions, every gradient") {
+  REQUIRE_DEVICE();
+  const Device dev = Device::cuda(0);
+  manual_seed(2);
+  for (bool reverse : {false, true}) {
+    INFO("reverse ", reverse);
+    std::vector<Tensor> cpu{randn({4, 3, 20}, kFloat64), randn({3, 5}, kFloat64), randn({3, 5}, kFloat64),
+                            randn({20, 5}, kFloat64)};
+    std::vector<Tensor> gpu;
+    for (Tensor& t : cpu) {
+      gpu.push_back(t.to(dev).set_requires_grad());
+      t.set_requires_grad();
+    }
+    Tensor out_c = lstm_layer(cpu[0], cpu[1], cpu[2], cpu[3], reverse);
+    Tensor out_g = lstm_layer(gpu[0], gpu[1], gpu[2], gpu[3], reverse);
+    check_same(out_g, out_c, "lstm_layer");
+    Tensor w = randn(out_c.shape(), kFloat64);
+    sum(out_c * w).backward();
+    sum(out_g * w.to(dev)).backward();
+    for (size_t i = 0; i < cpu.size(); ++i)
+      check_same(gpu[i].grad(), cpu[i].grad(), "lstm_layer grad " + std::to_string(i));
+
+    std::vector<Tensor> gc{randn({4, 3, 15}, kFloat64), randn({3, 5}, kFloat64), randn({15, 5}, kFloat64),
+                           randn({15}, kFloat64)};
+    std::vector<Tensor> gg;
+    for (Tensor& t : gc) {
+      gg.push_back(t.to(dev).set_requires_grad());
+      t.set_requires_grad();
+    }
+    Tensor hc = gru_layer(gc[0], gc[1], gc[2], gc[3], reverse), hg = gru_layer(gg[0], gg[1], gg[2], gg[3], reverse);
+    check_same(hg, hc, "gru_layer");
+    Tensor v = randn(hc.shape(), kFloat64);
+    sum(hc * v).backward();
+    sum(hg * v.to(dev)).backward();
+    for (size_t i = 0; i < gc.size(); ++i)
+      check_same(gg[i].grad(), gc[i].grad(), "gru_layer grad " + std::to_string(i));
+  }
 }

@@ -201,6 +201,58 @@ TEST_CASE("gradcheck in float64: the gate ops and each cell") {
   testing::gradcheck([&](auto& v) { return std::get<0>(layer(v[0])); }, {randn({3, 2, 2}, kFloat64)});
 }
 
+TEST_CASE("gradcheck in float64: the fused layer ops, both directions, every input and state row") {
+  manual_seed(5);
+  for (bool reverse : {false, true}) {
+    INFO("reverse ", reverse);
+    // T 3, B 2, H 3: every row of the result, h0's and c0's included, is weighted by gradcheck.
+    testing::gradcheck([&](auto& v) { return lstm_layer(v[0], v[1], v[2], v[3], reverse); },
+                       {randn({3, 2, 12}, kFloat64), randn({2, 3}, kFloat64), randn({2, 3}, kFloat64),
+                        randn({12, 3}, kFloat64)});
+    testing::gradcheck([&](auto& v) { return gru_layer(v[0], v[1], v[2], v[3], reverse); },
+                       {randn({3, 2, 9}, kFloat64), randn({2, 3}, kFloat64), randn({9, 3}, kFloat64),
+                        randn({9}, kFloat64)});
+  }
+  // A transposed (non-contiguous) W_hh and no b_hh.
+  testing::gradcheck([](auto& v) { return gru_layer(v[0], v[1], transpose(v[2], 0, 1), Tensor(), true); },
+                     {randn({2, 1, 6}, kFloat64), randn({1, 2}, kFloat64), randn({2, 6}, kFloat64)});
+  // Whole GRU and LSTM layers: batch_first, two layers, both directions, given states.
+  nn::GRU gru(nn::GRUOptions(2, 2).num_layers(2).bidirectional(true).batch_first(true));
+  gru->to(kFloat64);
+  testing::gradcheck([&](auto& v) { return std::get<0>(gru(v[0], v[1])); },
+                     {randn({2, 3, 2}, kFloat64), randn({4, 2, 2}, kFloat64)});
+  nn::LSTM lstm(nn::LSTMOptions(2, 2).num_layers(2));
+  lstm->to(kFloat64);
+  testing::gradcheck(
+      [&](auto& v) {
+        auto [out, st] = lstm(v[0], std::make_tuple(v[1], v[2]));
+        return cat({reshape(out, {-1}), reshape(std::get<0>(st), {-1}), reshape(std::get<1>(st), {-1})});
+      },
+      {randn({3, 2, 2}, kFloat64), randn({2, 2, 2}, kFloat64), randn({2, 2, 2}, kFloat64), lstm->all_weights()[1]});
+}
+
+TEST_CASE("the fused layers: dropout between layers in training, errors naming the op and the shapes") {
+  manual_seed(6);
+  nn::LSTM lstm(nn::LSTMOptions(3, 4).num_layers(2).dropout(0.5));
+  Tensor x = randn({5, 2, 3}).set_requires_grad();
+  auto [a, sa] = lstm(x);
+  auto [b, sb] = lstm(x);
+  CHECK_FALSE(allclose(a, b));  // the first layer's output is dropped differently
+  sum(a).backward();
+  CHECK(x.grad().defined());
+  for (auto& p : lstm->parameters()) CHECK(p.grad().defined());
+  lstm->eval();
+  CHECK(allclose(std::get<0>(lstm(x)), std::get<0>(lstm(x))));
+  auto msg = error_of([] { lstm_layer(zeros({3, 2, 8}), zeros({2, 3}), zeros({2, 3}), zeros({12, 3})); });
+  CHECK(msg.find("lstm_layer") != std::string::npos);
+  CHECK(msg.find("[3, 2, 8]") != std::string::npos);
+  msg = error_of([] { gru_layer(zeros({3, 2, 9}), zeros({2, 3}), zeros({9, 3}), zeros({6})); });
+  CHECK(msg.find("gru_layer") != std::string::npos);
+  CHECK(msg.find("[6]") != std::string::npos);
+  msg = error_of([] { gru_layer(zeros({3, 2, 9}, kFloat64), zeros({2, 3}), zeros({9, 3}), Tensor()); });
+  CHECK(msg.find("float64") != std::string::npos);
+}
+
 TEST_CASE("parameters: PyTorch's names, shapes and initialisation bound") {
   nn::LSTM lstm(nn::LSTMOptions(3, 5).num_layers(2).bidirectional(true));
   auto named = lstm->named_parameters();
