@@ -127,8 +127,7 @@ int main(int argc, char** argv) {
         ops.push_back({std::string("conv2d_") + c.name + suffix, [=] {
                          Tensor x = cx.detach(), w = cw.detach(), b = c.bias ? cb.detach() : Tensor();
                          Tensor y = internal::conv2d_forward(x, w, b, p);
-                         if (c.input_grad) internal::conv2d_backward_data(gy, w, x.shape(), p);
-                         internal::conv2d_backward_weight(gy, x, w.shape(), c.bias, p);
+                         internal::conv2d_backward(gy, x, w, c.input_grad, true, c.bias, p);
                          return y;
                        }});
       }

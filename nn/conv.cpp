@@ -91,15 +91,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
   const bool grad_b = bias.defined() && bias.requires_grad(), has_bias = bias.defined();
   // Backward keeps the input and the weight (detached: no cycle through the graph).
   out = autograd::record("conv2d", out, inputs, [=, xd = x.detach(), wd = weight.detach()](const Tensor& g) {
-    std::vector<Tensor> grads(has_bias ? 3 : 2);
-    if (grad_x) grads[0] = internal::conv2d_backward_data(g, wd, xd.shape(), p);
-    if (grad_w) {
-      auto [gw, gb] = internal::conv2d_backward_weight(g, xd, wd.shape(), grad_b, p);
-      grads[1] = gw;
-      if (grad_b) grads[2] = gb;
-    } else if (grad_b) {
-      grads[2] = internal::sum(g, {0, 2, 3});
-    }
+    auto [gx, gw, gb] = internal::conv2d_backward(g, xd, wd, grad_x, grad_w, grad_b, p);
+    std::vector<Tensor> grads{gx, gw};
+    if (has_bias) grads.push_back(gb);
     return grads;
   });
   return batched ? out : squeeze(out, 0);

@@ -200,4 +200,18 @@ Conv2dWeightGrads conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, 
   return im2col_backward_weight(grad_y, x, weight_shape, want_bias, p);
 }
 
+Conv2dGrads conv2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, bool want_input,
+                            bool want_weight, bool want_bias, const Conv2dParams& p) {
+  check_args("conv2d_backward", x.shape(), weight.shape(), p);
+  if (use_onednn(x, p)) return cpu::onednn_conv2d_backward(grad_y, x, weight, want_input, want_weight, want_bias, p);
+  Conv2dGrads g;
+  if (want_input) g.input = im2col_backward_data(grad_y, weight, x.shape(), p);
+  if (want_weight) {
+    auto w = im2col_backward_weight(grad_y, x, weight.shape(), want_bias, p);
+    g.weight = w.weight, g.bias = w.bias;
+  }
+  if (want_bias && !want_weight) g.bias = sum(grad_y, {0, 2, 3});
+  return g;
+}
+
 }  // namespace lockstep::internal

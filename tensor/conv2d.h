@@ -1,8 +1,10 @@
 // The 2-D convolution kernels (NCHW, weight [O, C / groups, kH, kW]): forward, backward-data and
 // backward-weight (+bias), for lockstep's own layers (nn/conv.cpp checks the user's input and records
 // the graph). Two implementations behind one parameter struct:
-// - oneDNN's direct convolutions (tensor/cpu/conv2d_onednn.cpp) for float32 on the CPU: on every
-//   ResNet-20 and cnn_fashion layer they are 1.5-4x faster than im2col, forward and backward;
+// - oneDNN's direct convolutions (tensor/cpu/conv2d_onednn.cpp) for float32 on the CPU: forward +
+//   backward 1.2-2x faster than im2col on ResNet-20's and cnn_fashion's layers (bench/op_bench's
+//   conv2d_*_im2col and _onednn rows), except the small 1x1 stride-2 projections, where the two are
+//   within noise of each other;
 // - im2col through views plus GEMMs (tensor/conv2d.cpp) for CUDA, float64, bfloat16, empty batches,
 //   and as the reference the oneDNN path is tested against.
 #pragma once
@@ -47,5 +49,13 @@ struct Conv2dWeightGrads {
 };
 Conv2dWeightGrads conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
                                          bool want_bias, const Conv2dParams& p);
+
+// All of backward at once, as autograd needs it: each gradient only where wanted (else undefined).
+// Shares work between the two kernels (oneDNN reorders grad_y into its layout once).
+struct Conv2dGrads {
+  Tensor input, weight, bias;
+};
+Conv2dGrads conv2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, bool want_input,
+                            bool want_weight, bool want_bias, const Conv2dParams& p);
 
 }  // namespace lockstep::internal

@@ -3,8 +3,9 @@
 //
 // Layouts: lockstep's tensors stay NCHW / OIHW; oneDNN chooses its own (format_tag::any: nChw16c
 // activations, blocked weights), and each call reorders into and out of it. On plain NCHW memory
-// oneDNN 2.6 falls back to im2col + its GEMM ("gemm:jit"), 1.5-3.5x slower than the blocked direct
-// kernels on ResNet-20's layers even with the reorders counted (measured 2026-12-05, one thread).
+// oneDNN 2.6 falls back to im2col + its GEMM ("gemm:jit"): forward + backward 1.2-3.6x slower than
+// the blocked direct kernels, reorders counted, on every ResNet-20 and cnn_fashion layer but the
+// 32->64 1x1 projection (about even there; 2026-12-05, one thread, Zen 4).
 //
 // Each convolution shape's primitive is built once and kept (building one JITs code); the work
 // buffers (blocked copies, scratchpad) are lockstep tensors, so the CPU allocator's block cache
@@ -132,15 +133,17 @@ class Call {
     if (plan.scratchpad.get_size()) args_[DNNL_ARG_SCRATCHPAD] = buffer(plan.scratchpad, keep_);
   }
 
-  void input(int arg, const memory::desc& want, const memory::desc& plain, const Tensor& t) {
+  // Returns the memory passed, for another call that wants the same operand in the same layout.
+  memory input(int arg, const memory::desc& want, const memory::desc& plain, const Tensor& t) {
     memory m = wrap(plain, t);
     if (want != plain) {
       memory b = buffer(want, keep_);
       dnnl::reorder(m, b).execute(stream_, m, b);
       m = b;
     }
-    args_[arg] = m;
+    return args_[arg] = m;
   }
+  void input(int arg, const memory& m) { args_[arg] = m; }
 
   void output(int arg, const memory::desc& want, const memory::desc& plain, const Tensor& t) {
     memory m = wrap(plain, t);
@@ -215,6 +218,46 @@ internal::Conv2dWeightGrads onednn_conv2d_backward_weight(const Tensor& grad_y_i
   if (want_bias) call.output(DNNL_ARG_DIFF_BIAS, plain.bias, plain.bias, grads.bias);
   call.run();
   return grads;
+}
+
+internal::Conv2dGrads onednn_conv2d_backward(const Tensor& grad_y_in, const Tensor& x_in, const Tensor& weight_in,
+                                             bool want_input, bool want_weight, bool want_bias,
+                                             const Conv2dParams& p) {
+  internal::Conv2dGrads g;
+  if (!want_input || !want_weight) {
+    if (want_input) g.input = onednn_conv2d_backward_data(grad_y_in, weight_in, x_in.shape(), p);
+    if (want_weight) {
+      auto w = onednn_conv2d_backward_weight(grad_y_in, x_in, weight_in.shape(), want_bias, p);
+      g.weight = w.weight, g.bias = w.bias;
+    }
+    if (want_bias && !want_weight) g.bias = internal::sum(grad_y_in, {0, 2, 3});
+    return g;
+  }
+  // Both kernels: grad_y is reordered once when they want it in the same layout (they do, nChw16c).
+  const Tensor grad_y = internal::contiguous(grad_y_in), x = internal::contiguous(x_in),
+               weight = internal::contiguous(weight_in);
+  const Plain plain(x.shape(), weight.shape(), p);
+  const Plan& data = plan_for(Kind::BackwardData, x.shape(), weight.shape(), false, p);
+  const Plan& wgt = plan_for(Kind::BackwardWeight, x.shape(), weight.shape(), want_bias, p);
+  g.input = empty(x.shape(), kFloat32);
+  g.weight = empty(weight.shape(), kFloat32);
+  if (want_bias) g.bias = empty({weight.size(0)}, kFloat32);
+  Call wc(wgt);
+  const memory gy = wc.input(DNNL_ARG_DIFF_DST, wgt.y, plain.y, grad_y);
+  wc.input(DNNL_ARG_SRC, wgt.x, plain.x, x);
+  wc.output(DNNL_ARG_DIFF_WEIGHTS, wgt.w, plain.w, g.weight);
+  if (want_bias) wc.output(DNNL_ARG_DIFF_BIAS, plain.bias, plain.bias, g.bias);
+  wc.run();
+  Call dc(data);
+  if (data.y == wgt.y) {
+    dc.input(DNNL_ARG_DIFF_DST, gy);
+  } else {
+    dc.input(DNNL_ARG_DIFF_DST, data.y, plain.y, grad_y);
+  }
+  dc.input(DNNL_ARG_WEIGHTS, data.w, plain.w, weight);
+  dc.output(DNNL_ARG_DIFF_SRC, data.x, plain.x, g.input);
+  dc.run();
+  return g;
 }
 
 }  // namespace lockstep::cpu

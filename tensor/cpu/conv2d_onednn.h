@@ -16,4 +16,8 @@ internal::Conv2dWeightGrads onednn_conv2d_backward_weight(const Tensor& grad_y, 
                                                           const Shape& weight_shape, bool want_bias,
                                                           const internal::Conv2dParams& p);
 
+internal::Conv2dGrads onednn_conv2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
+                                             bool want_input, bool want_weight, bool want_bias,
+                                             const internal::Conv2dParams& p);
+
 }  // namespace lockstep::cpu
