@@ -170,8 +170,9 @@ void check_args(const char* op, const Shape& x, const Shape& w, const Conv2dPara
   LOCKSTEP_CHECK(out[0] > 0 && out[1] > 0, op, ": input ", x, " is smaller than the kernel ", w);
 }
 
-bool use_onednn(const Tensor& t, const Conv2dParams& p) {
-  const bool applies = cpu::onednn_conv2d_applies(t);
+// `t` is the batch operand (x or grad_y); with no output channels the weight is empty too.
+bool use_onednn(const Tensor& t, const Tensor& weight, const Conv2dParams& p) {
+  const bool applies = cpu::onednn_conv2d_applies(t) && cpu::onednn_conv2d_applies(weight);
   if (p.algo == Conv2dAlgo::OneDNN)
     LOCKSTEP_CHECK(applies, "conv2d: oneDNN takes non-empty float32 tensors on the CPU, got ", t.dtype(), " ",
                    t.shape(), " on ", t.device());
@@ -182,28 +183,28 @@ bool use_onednn(const Tensor& t, const Conv2dParams& p) {
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   check_args("conv2d_forward", x.shape(), weight.shape(), p);
-  if (use_onednn(x, p)) return cpu::onednn_conv2d_forward(x, weight, bias, p);
+  if (use_onednn(x, weight, p)) return cpu::onednn_conv2d_forward(x, weight, bias, p);
   return im2col_forward(x, weight, bias, p);
 }
 
 Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape,
                             const Conv2dParams& p) {
   check_args("conv2d_backward_data", input_shape, weight.shape(), p);
-  if (use_onednn(grad_y, p)) return cpu::onednn_conv2d_backward_data(grad_y, weight, input_shape, p);
+  if (use_onednn(grad_y, weight, p)) return cpu::onednn_conv2d_backward_data(grad_y, weight, input_shape, p);
   return im2col_backward_data(grad_y, weight, input_shape, p);
 }
 
 Conv2dWeightGrads conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
                                          bool want_bias, const Conv2dParams& p) {
   check_args("conv2d_backward_weight", x.shape(), weight_shape, p);
-  if (use_onednn(x, p)) return cpu::onednn_conv2d_backward_weight(grad_y, x, weight_shape, want_bias, p);
+  if (use_onednn(x, grad_y, p)) return cpu::onednn_conv2d_backward_weight(grad_y, x, weight_shape, want_bias, p);
   return im2col_backward_weight(grad_y, x, weight_shape, want_bias, p);
 }
 
 Conv2dGrads conv2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, bool want_input,
                             bool want_weight, bool want_bias, const Conv2dParams& p) {
   check_args("conv2d_backward", x.shape(), weight.shape(), p);
-  if (use_onednn(x, p)) return cpu::onednn_conv2d_backward(grad_y, x, weight, want_input, want_weight, want_bias, p);
+  if (use_onednn(x, weight, p)) return cpu::onednn_conv2d_backward(grad_y, x, weight, want_input, want_weight, want_bias, p);
   Conv2dGrads g;
   if (want_input) g.input = im2col_backward_data(grad_y, weight, x.shape(), p);
   if (want_weight) {

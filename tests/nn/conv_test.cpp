@@ -181,4 +181,11 @@ TEST_CASE("conv2d's errors name the shapes; oneDNN refuses what it does not take
   CHECK(y.shape() == Shape{0, 4, 5, 5});
   sum(y).backward();
   CHECK(w.grad().abs().sum().item<double>() == 0.0);
+  // No output channels: im2col too.
+  Tensor x = randn({2, 3, 5, 5});
+  x.set_requires_grad(true);
+  Tensor y0 = F::conv2d(x, zeros({0, 3, 3, 3}));
+  CHECK(y0.shape() == Shape{2, 0, 3, 3});
+  sum(y0).backward();
+  CHECK(x.grad().abs().sum().item<double>() == 0.0);
 }
