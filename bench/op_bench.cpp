@@ -1,7 +1,8 @@
 // op_bench: times single ops on the shapes a small GPT uses (batch 8, 4 heads, 64 positions, 128
-// channels), the workload of bench/op_bench.py (PyTorch, same ops and shapes). One line per op:
-// `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward only, no graph, except the
-// batch_norm_* rows: BatchNorm2d's training forward and backward on ResNet-20's and cnn_fashion's shapes.
+// channels), conv2d forward+backward on ResNet-20's and cnn_fashion's layers and BatchNorm2d's training
+// forward and backward on the same shapes, the workload of bench/op_bench.py (PyTorch, same ops and
+// shapes). One line per op: `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward
+// only, no graph, except the conv2d_* and batch_norm_* rows.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 
 #include "autograd/api.h"
 #include "nn/functional.h"
+#include "tensor/conv2d.h"
 #include "tensor/parallel.h"
 
 using namespace lockstep;
@@ -33,6 +35,29 @@ Timing time_op(const std::function<Tensor()>& op, int iters, int rounds) {
   std::sort(us.begin(), us.end());
   return {us[us.size() / 2], us[0]};
 }
+
+// One convolution layer: x [N, C, H, W] -> O channels, k x k kernel. `input_grad`: false for a
+// network's first layer (its input is data).
+struct ConvShape {
+  const char* name;
+  int64_t N, C, H, W, O, k, stride, padding;
+  bool bias, input_grad;
+};
+
+// ResNet-20 on CIFAR-10 (batch 128, no bias: BatchNorm follows) and cnn_fashion (batch 64), as
+// bench/op_bench.py lists them.
+const std::vector<ConvShape> kConvShapes = {
+    {"r20_3_16_32x32", 128, 3, 32, 32, 16, 3, 1, 1, false, false},
+    {"r20_16_16_32x32", 128, 16, 32, 32, 16, 3, 1, 1, false, true},
+    {"r20_16_32_s2_32x32", 128, 16, 32, 32, 32, 3, 2, 1, false, true},
+    {"r20_32_32_16x16", 128, 32, 16, 16, 32, 3, 1, 1, false, true},
+    {"r20_16_32_1x1_s2", 128, 16, 32, 32, 32, 1, 2, 0, false, true},
+    {"r20_32_64_s2_16x16", 128, 32, 16, 16, 64, 3, 2, 1, false, true},
+    {"r20_64_64_8x8", 128, 64, 8, 8, 64, 3, 1, 1, false, true},
+    {"r20_32_64_1x1_s2", 128, 32, 16, 16, 64, 1, 2, 0, false, true},
+    {"fashion_1_32_28x28", 64, 1, 28, 28, 32, 3, 1, 0, true, false},
+    {"fashion_32_64_26x26", 64, 32, 26, 26, 64, 3, 1, 0, true, true},
+};
 
 }  // namespace
 
@@ -102,10 +127,41 @@ int main(int argc, char** argv) {
         {"batch_norm_64x32x26x26", [&] { return bn_step(bn_c1); }},
         {"batch_norm_64x64x24x24", [&] { return bn_step(bn_c2); }},
     };
+    // conv2d forward + backward through autograd (the row PyTorch's twin times), and the same three
+    // kernels called directly on each implementation (tensor/conv2d.h), which picks between them.
+    std::vector<std::string> slow;  // rows that run iters / 50 calls per round
+    for (const ConvShape& c : kConvShapes) {
+      Tensor cx = randn({c.N, c.C, c.H, c.W}), cw = randn({c.O, c.C, c.k, c.k}), cb = c.bias ? randn({c.O}) : Tensor();
+      cx.set_requires_grad(c.input_grad);
+      cw.set_requires_grad(true);
+      if (c.bias) cb.set_requires_grad(true);
+      const int64_t out = (c.H + 2 * c.padding - c.k) / c.stride + 1;
+      Tensor gy = randn({c.N, c.O, out, out});
+      ops.push_back({std::string("conv2d_") + c.name, [=]() mutable {
+                       EnableGradGuard grad;
+                       Tensor y = nn::functional::conv2d(cx, cw, cb, c.stride, c.padding);
+                       y.backward(gy);
+                       for (Tensor* t : {&cx, &cw, &cb})
+                         if (t->defined()) t->set_grad(Tensor());  // no accumulation into old gradients
+                       return y;
+                     }});
+      for (auto [suffix, algo] : {std::pair{"_im2col", internal::Conv2dAlgo::Im2col},
+                                  std::pair{"_onednn", internal::Conv2dAlgo::OneDNN}}) {
+        internal::Conv2dParams p{.stride = {c.stride, c.stride}, .padding = {c.padding, c.padding}, .algo = algo};
+        ops.push_back({std::string("conv2d_") + c.name + suffix, [=] {
+                         Tensor x = cx.detach(), w = cw.detach(), b = c.bias ? cb.detach() : Tensor();
+                         Tensor y = internal::conv2d_forward(x, w, b, p);
+                         internal::conv2d_backward(gy, x, w, c.input_grad, true, c.bias, p);
+                         return y;
+                       }});
+      }
+      for (int i = 0; i < 3; ++i) slow.push_back(ops[ops.size() - 1 - i].first);
+    }
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
     for (auto& [name, op] : ops) {
       if (!only.empty() && name != only) continue;
-      Timing t = time_op(op, iters, rounds);
+      const bool is_slow = std::find(slow.begin(), slow.end(), name) != slow.end();
+      Timing t = time_op(op, is_slow ? std::max(1, iters / 50) : iters, rounds);
       std::printf("op %s %.2f %.2f\n", name.c_str(), t.median_us, t.best_us);
     }
   } catch (const std::exception& e) {

@@ -1,4 +1,5 @@
-"""PyTorch twin of //bench:op_bench: the same ops on the same small-GPT shapes, forward only.
+"""PyTorch twin of //bench:op_bench: the same ops on the same small-GPT shapes, forward only, and
+conv2d forward + backward on ResNet-20's and cnn_fashion's layers.
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ~/.cache/torch-venv/bin/python bench/op_bench.py [--iters N] [--rounds R]
 
@@ -22,6 +23,40 @@ def time_op(op, iters, rounds):
         us.append((time.perf_counter() - t0) / iters * 1e6)
     us.sort()
     return us[len(us) // 2], us[0]
+
+
+# (name, N, C, H, W, O, k, stride, padding, bias, input_grad), as op_bench.cpp's kConvShapes.
+CONV_SHAPES = [
+    ("r20_3_16_32x32", 128, 3, 32, 32, 16, 3, 1, 1, False, False),
+    ("r20_16_16_32x32", 128, 16, 32, 32, 16, 3, 1, 1, False, True),
+    ("r20_16_32_s2_32x32", 128, 16, 32, 32, 32, 3, 2, 1, False, True),
+    ("r20_32_32_16x16", 128, 32, 16, 16, 32, 3, 1, 1, False, True),
+    ("r20_16_32_1x1_s2", 128, 16, 32, 32, 32, 1, 2, 0, False, True),
+    ("r20_32_64_s2_16x16", 128, 32, 16, 16, 64, 3, 2, 1, False, True),
+    ("r20_64_64_8x8", 128, 64, 8, 8, 64, 3, 1, 1, False, True),
+    ("r20_32_64_1x1_s2", 128, 32, 16, 16, 64, 1, 2, 0, False, True),
+    ("fashion_1_32_28x28", 64, 1, 28, 28, 32, 3, 1, 0, True, False),
+    ("fashion_32_64_26x26", 64, 32, 26, 26, 64, 3, 1, 0, True, True),
+]
+
+
+def conv_op(N, C, H, W, O, k, stride, padding, bias, input_grad):
+    x = torch.randn(N, C, H, W, requires_grad=input_grad)
+    w = torch.randn(O, C, k, k, requires_grad=True)
+    b = torch.randn(O, requires_grad=True) if bias else None
+    out = (H + 2 * padding - k) // stride + 1
+    gy = torch.randn(N, O, out, out)
+
+    def op():
+        with torch.enable_grad():
+            y = torch.nn.functional.conv2d(x, w, b, stride, padding)
+            y.backward(gy)
+        for t in (x, w, b):
+            if t is not None:
+                t.grad = None
+        return y
+
+    return op
 
 
 def main():
@@ -80,12 +115,16 @@ def main():
         ("batch_norm_64x32x26x26", bn_case(64, 32, 26)),
         ("batch_norm_64x64x24x24", bn_case(64, 64, 24)),
     ]
+    slow = set()
+    for name, *shape in CONV_SHAPES:
+        ops.append(("conv2d_" + name, conv_op(*shape)))
+        slow.add("conv2d_" + name)
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")
     with torch.no_grad():
         for name, op in ops:
             if a.only and name != a.only:
                 continue
-            med, best = time_op(op, a.iters, a.rounds)
+            med, best = time_op(op, max(1, a.iters // 50) if name in slow else a.iters, a.rounds)
             print(f"op {name} {med:.2f} {best:.2f}")
 
 

@@ -1,6 +1,7 @@
 """Runs //bench:op_bench and its PyTorch twin (bench/op_bench.py) alternately, one thread each,
 and prints a Markdown table: per op, the median over runs of each side's median, the best over runs,
-and lockstep / PyTorch ratios (below 1: lockstep faster).
+and lockstep / PyTorch ratios (below 1: lockstep faster). Rows PyTorch has no twin of (conv2d's
+_im2col and _onednn rows: one implementation each) show lockstep's times alone.
 
     python3 bench/op_bench_compare.py --runs 5 [--lockstep bazel-bin/bench/op_bench]
         [--python ~/.cache/torch-venv/bin/python]
@@ -33,6 +34,10 @@ def main():
     print("| op | lockstep median µs | PyTorch median µs | ratio (median) | lockstep best µs | PyTorch best µs | ratio (best) |")
     print("|---|---|---|---|---|---|---|")
     for name in ours:
+        if name not in theirs:
+            om, ob = statistics.median(t[0] for t in ours[name]), min(t[1] for t in ours[name])
+            print(f"| {name} | {om:.1f} | - | - | {ob:.1f} | - | - |")
+            continue
         om = statistics.median(t[0] for t in ours[name])
         tm = statistics.median(t[0] for t in theirs[name])
         ob = min(t[1] for t in ours[name])

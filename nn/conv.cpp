@@ -12,6 +12,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "tensor/conv2d.h"
 #include "tensor/ops.h"
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -60,7 +61,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
                  " output channels are not divisible by groups = ", groups);
   const bool batched = input.dim() == 4;
   Tensor x = batched ? input : unsqueeze(input, 0);
-  const int64_t N = x.size(0), C = x.size(1), O = weight.size(0), kh = weight.size(2), kw = weight.size(3);
+  const int64_t C = x.size(1), O = weight.size(0), kh = weight.size(2), kw = weight.size(3);
   LOCKSTEP_CHECK(C == weight.size(1) * groups, "conv2d: input ", input.shape(), " has ", C,
                  " channels but weight ", weight.shape(), " with groups = ", groups, " expects ",
                  weight.size(1) * groups);
@@ -73,127 +74,26 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
   for (int i = 0; i < 2; ++i)
     LOCKSTEP_CHECK(stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0, "conv2d: stride ", stride, " and dilation ",
                    dilation, " must be positive and padding ", padding, " non-negative");
-  const int64_t H = x.size(2), W = x.size(3);
-  const int64_t Hp = H + 2 * padding[0], Wp = W + 2 * padding[1];
+  const int64_t Hp = x.size(2) + 2 * padding[0], Wp = x.size(3) + 2 * padding[1];
   LOCKSTEP_CHECK(Hp >= dilation[0] * (kh - 1) + 1 && Wp >= dilation[1] * (kw - 1) + 1, "conv2d: input ",
                  input.shape(), " padded to [", Hp, ", ", Wp, "] is smaller than the kernel ", Shape{kh, kw},
                  " with dilation ", dilation);
-  const int64_t OH = (Hp - dilation[0] * (kh - 1) - 1) / stride[0] + 1;
-  const int64_t OW = (Wp - dilation[1] * (kw - 1) - 1) / stride[1] + 1;
-  const int64_t G = groups, Cg = C / G, Og = O / G, K = Cg * kh * kw, L = OH * OW;
-  const TensorOptions opts(x.dtype(), x.device());
-  // One kernel offset (i, j) of every window of a chunk of the padded batch [n, C, Hp, Wp]:
-  // [n, C, OH, OW].
-  auto windows_at = [=](const Tensor& padded, int64_t i, int64_t j) {
-    return internal::as_strided(padded, {padded.size(0), C, OH, OW}, {C * Hp * Wp, Hp * Wp, stride[0] * Wp, stride[1]},
-                                padded.storage_offset() + i * dilation[0] * Wp + j * dilation[1]);
-  };
-  // The batch goes through in chunks of images. On the CPU a chunk's columns ([G * K, n * L]) are
-  // kept near 1 MiB, so they stay in the cache between im2col and the GEMM: one image at a time for
-  // cnn_fashion's conv2 (663 KB), 43 for conv1. Over the whole batch at once the columns were 42 MB,
-  // written and read back through memory. A one-image chunk's product is that image's output in
-  // place; larger chunks are transposed into place. On CUDA the whole batch is one chunk: there,
-  // kernel launches cost more than memory traffic.
-  const int64_t per_image = C * kh * kw * L;
-  const int64_t chunk = x.device().is_cuda() ? std::max<int64_t>(N, 1)
-                                             : std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(per_image, 1),
-                                                                   1, std::max<int64_t>(N, 1));
-  // `buf` when it already has this shape, else a new tensor kept in `buf`: the chunk loops below
-  // allocate their work tensors once (and once more for a shorter last chunk), not per chunk.
-  auto reuse = [](Tensor& buf, const Shape& shape, const TensorOptions& o) -> Tensor& {
-    if (!buf.defined() || buf.shape() != shape) buf = empty(shape, o);
-    return buf;
-  };
-  // im2col of images [n0, n0 + n) of the padded batch: kh * kw strided copies into columns
-  // [C, kh, kw, n, OH, OW] (held in `buf`), returned as [G * K, n * L].
-  auto im2col = [=](const Tensor& padded, int64_t n0, int64_t n, Tensor& buf) {
-    Tensor& cols6 = reuse(buf, {C, kh, kw, n, OH, OW}, TensorOptions(padded.dtype(), padded.device()));
-    Tensor images = internal::narrow(padded, 0, n0, n);
-    for (int64_t i = 0; i < kh; ++i)
-      for (int64_t j = 0; j < kw; ++j) {
-        Tensor dst = internal::select(internal::select(cols6, 1, i), 1, j);  // [C, n, OH, OW]
-        internal::copy_(dst, internal::permute(windows_at(images, i, j), {1, 0, 2, 3}));
-      }
-    return internal::reshape(cols6, {G * K, n * L});
-  };
-  // Group g's rows of a [G * rows, cols] matrix.
-  auto group = [](const Tensor& m, int64_t g, int64_t rows) { return internal::narrow(m, 0, g * rows, rows); };
-
-  Tensor xp = x.detach();
-  if (padding[0] || padding[1] || !xp.is_contiguous()) {
-    xp = zeros({N, C, Hp, Wp}, opts);
-    Tensor inner = internal::narrow(internal::narrow(xp, 2, padding[0], H), 3, padding[1], W);
-    internal::copy_(inner, x.detach());
-  }
-  Tensor w = internal::reshape(weight.detach(), {O, K});
-  Tensor out = empty({N, O, OH, OW}, opts);
-  Tensor cols_buf, prod_buf;
-  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-    const int64_t n = std::min(chunk, N - n0);
-    Tensor cols = im2col(xp, n0, n, cols_buf);
-    Tensor prod = n == 1 ? internal::reshape(internal::select(out, 0, n0), {O, L}) : reuse(prod_buf, {O, n * L}, opts);
-    for (int64_t g = 0; g < G; ++g) {
-      Tensor dst = group(prod, g, Og);
-      internal::gemm_(dst, group(w, g, Og), false, group(cols, g, K), false, 1.0, 0.0);
-    }
-    if (n > 1) {  // [O, n, L] -> images [n, O, L]
-      Tensor dst = internal::reshape(internal::narrow(out, 0, n0, n), {n, O, L});
-      internal::copy_(dst, internal::permute(internal::reshape(prod, {O, n, L}), {1, 0, 2}));
-    }
-  }
-  if (bias.defined()) internal::add_(out, internal::reshape(bias.detach(), {1, O, 1, 1}));
+  const internal::Conv2dParams p{.stride = {stride[0], stride[1]},
+                                 .padding = {padding[0], padding[1]},
+                                 .dilation = {dilation[0], dilation[1]},
+                                 .groups = groups};
+  Tensor out = internal::conv2d_forward(x.detach(), weight.detach(), bias.defined() ? bias.detach() : Tensor(), p);
 
   std::vector<Tensor> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   if (!autograd::needs_grad(inputs)) return batched ? out : internal::squeeze(out, 0);
-  const bool grad_x = x.requires_grad(), has_bias = bias.defined();
-  const Shape weight_shape = weight.shape();
-  // The backward keeps the padded input (5.5 MB for cnn_fashion's conv2), not the columns, and
-  // rebuilds each chunk's columns as the forward did.
-  out = autograd::record("conv2d", out, inputs, [=](const Tensor& g_in) {
-    const TensorOptions go(g_in.dtype(), g_in.device());
-    Tensor g = internal::contiguous(g_in);  // [N, O, OH, OW]
-    Tensor gw = N ? empty({O, K}, go) : zeros({O, K}, go);
-    Tensor gxp = grad_x ? zeros({N, C, Hp, Wp}, go) : Tensor();
-    Tensor cols_buf, gcols_buf, gc_buf;
-    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-      const int64_t n = std::min(chunk, N - n0);
-      // The chunk's gradient as [O, n * L].
-      Tensor gc;
-      if (n == 1) {
-        gc = internal::reshape(internal::select(g, 0, n0), {O, L});
-      } else {  // images [n, O, L] -> [O, n, L]
-        gc = reuse(gc_buf, {O, n * L}, go);
-        Tensor dst = internal::reshape(gc, {O, n, L});
-        internal::copy_(dst, internal::permute(internal::reshape(internal::narrow(g, 0, n0, n), {n, O, L}), {1, 0, 2}));
-      }
-      Tensor cols = im2col(xp, n0, n, cols_buf);
-      Tensor gcols = grad_x ? reuse(gcols_buf, {G * K, n * L}, go) : Tensor();
-      for (int64_t gi = 0; gi < G; ++gi) {
-        // dW += g cols^T, summed over the batch chunk by chunk.
-        Tensor dw = group(gw, gi, Og);
-        internal::gemm_(dw, group(gc, gi, Og), false, group(cols, gi, K), true, 1.0, n0 == 0 ? 0.0 : 1.0);
-        // col2im: dcols = W^T g [K, n * L], added back into the padded images offset by offset.
-        if (grad_x) {
-          Tensor dc = group(gcols, gi, K);
-          internal::gemm_(dc, group(w, gi, Og), true, group(gc, gi, Og), false, 1.0, 0.0);
-        }
-      }
-      if (grad_x) {
-        Tensor gcols6 = internal::reshape(gcols, {C, kh, kw, n, OH, OW});
-        Tensor images = internal::narrow(gxp, 0, n0, n);
-        for (int64_t i = 0; i < kh; ++i)
-          for (int64_t j = 0; j < kw; ++j) {
-            Tensor dst = windows_at(images, i, j);
-            internal::add_(dst, internal::permute(internal::select(internal::select(gcols6, 1, i), 1, j), {1, 0, 2, 3}));
-          }
-      }
-    }
-    std::vector<Tensor> grads{Tensor(), internal::reshape(gw, weight_shape)};
-    if (grad_x) {
-      grads[0] = internal::contiguous(internal::narrow(internal::narrow(gxp, 2, padding[0], H), 3, padding[1], W));
-    }
-    if (has_bias) grads.push_back(internal::sum(g, {0, 2, 3}));
+  const bool grad_x = x.requires_grad(), grad_w = weight.requires_grad();
+  const bool grad_b = bias.defined() && bias.requires_grad(), has_bias = bias.defined();
+  // Backward keeps the input and the weight (detached: no cycle through the graph).
+  out = autograd::record("conv2d", out, inputs, [=, xd = x.detach(), wd = weight.detach()](const Tensor& g) {
+    auto [gx, gw, gb] = internal::conv2d_backward(g, xd, wd, grad_x, grad_w, grad_b, p);
+    std::vector<Tensor> grads{gx, gw};
+    if (has_bias) grads.push_back(gb);
     return grads;
   });
   return batched ? out : squeeze(out, 0);

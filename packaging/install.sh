@@ -113,6 +113,9 @@ for f in "${links[@]}"; do
     -lz) cmake_deps+=$'find_dependency(ZLIB)\n'; cmake_libs+=" ZLIB::ZLIB" ;;
     -lcrypto) cmake_deps+=$'find_dependency(OpenSSL COMPONENTS Crypto)\n'; cmake_libs+=" OpenSSL::Crypto" ;;
     -lgloo) cmake_deps+=$'find_dependency(Gloo)\n'; cmake_libs+=" gloo" ;;
+    # oneDNN and the OpenMP runtime it runs on, by name: both are in the default library path.
+    -ldnnl) cmake_libs+=" dnnl" ;;
+    -lgomp) cmake_libs+=" gomp" ;;
     # Open MPI's C API from C++ (lockstep uses no C++ bindings): a C++-only project has no C language,
     # which FindMPI's C component would need.
     -lmpi) cmake_deps+=$'set(MPI_CXX_SKIP_MPICXX ON)\nfind_dependency(MPI COMPONENTS CXX)\n'

@@ -99,6 +99,35 @@ TEST_CASE("training steps in the steady state take no new device memory (the cac
   CHECK(last < first);  // and the steps did train
 }
 
+TEST_CASE("conv2d on the GPU (im2col) equals the CPU's oneDNN kernels: strides, padding, dilation, groups, 1x1") {
+  REQUIRE_DEVICE();
+  namespace F = nn::functional;
+  manual_seed(3);
+  struct Conv {
+    Shape x, w;
+    nn::ExpandingArray<2> stride, padding, dilation;
+    int64_t groups;
+  };
+  for (const Conv& c : {Conv{{2, 3, 9, 8}, {6, 3, 3, 3}, 1, 1, 1, 1}, Conv{{2, 4, 9, 8}, {6, 2, 3, 2}, {2, 1}, {1, 2}, {2, 1}, 2},
+                        Conv{{3, 8, 6, 6}, {8, 8, 1, 1}, 2, 0, 1, 1}, Conv{{2, 4, 7, 7}, {4, 1, 3, 3}, 1, 1, 2, 4}}) {
+    Tensor x = randn(c.x), w = randn(c.w), b = randn({c.w[0]}), gy;
+    std::vector<Tensor> grads[2];
+    Tensor out[2];
+    for (int d = 0; d < 2; ++d) {
+      const Device dev = d ? Device::cuda(0) : Device::cpu();
+      std::vector<Tensor> leaves;
+      for (const Tensor& t : {x, w, b}) leaves.push_back(t.detach().to(dev).set_requires_grad());
+      out[d] = F::conv2d(leaves[0], leaves[1], leaves[2], c.stride, c.padding, c.dilation, c.groups);
+      if (!gy.defined()) gy = randn(out[d].shape());
+      out[d].backward(gy.to(dev));
+      for (const Tensor& t : leaves) grads[d].push_back(t.grad().cpu());
+    }
+    INFO("x ", c.x, " weight ", c.w);
+    CHECK(internal::allclose(out[1].cpu(), out[0], 1e-4, 1e-4));
+    for (int i = 0; i < 3; ++i) CHECK(internal::allclose(grads[1][i], grads[0][i], 1e-4, 1e-4));
+  }
+}
+
 TEST_CASE("the layers and losses of nn/ on the GPU equal the CPU: values and gradients") {
   REQUIRE_DEVICE();
   namespace F = nn::functional;
