@@ -41,7 +41,7 @@ struct Flags : examples::TrainFlags {
   std::string optimizer = "adam", schedule = "cosine", data_dir = data::kFashionMnistDir;
   double momentum = 0.9, weight_decay = 0, step_gamma = 0.7;
   std::vector<int64_t> width = {32, 64, 128};
-  bool dropout = true, shuffle = true, batch_norm = false, sync_bn = false;
+  bool dropout = true, shuffle = true, batch_norm = false, sync_bn = false, float64 = false;
   int64_t train_limit = -1, test_limit = -1, log_every = 100, bench_steps = 0;
   uint64_t seed = 0;
 };
@@ -87,6 +87,10 @@ int run(const Flags& f) {
 
   auto train_set = examples::fashion_mnist_images(f.data_dir, true, f.train_limit, "--train-limit");
   auto test_set = examples::fashion_mnist_images(f.data_dir, false, f.test_limit, "--test-limit");
+  if (f.float64) {  // widened after the 256-value table, as the twin's --float64
+    train_set = std::make_shared<data::TensorDataset>(train_set->inputs().to(kFloat64), train_set->targets());
+    test_set = std::make_shared<data::TensorDataset>(test_set->inputs().to(kFloat64), test_set->targets());
+  }
   auto train_sampler = std::make_shared<data::DistributedSampler>(*train_set, -1, -1, f.shuffle, f.seed);
   auto test_sampler = std::make_shared<data::DistributedSampler>(*test_set, -1, -1, false);
   data::DataLoader train_loader(train_set, {.batch_size = f.batch_size, .sampler = train_sampler, .device = device});
@@ -110,6 +114,7 @@ int run(const Flags& f) {
     weights.model = model.get();
     load_checkpoint(f.init, weights);
   }
+  if (f.float64) model->to(kFloat64);  // the optimizer's handles follow (Module::to rewrites in place)
   Checkpoint state;  // what --checkpoint saves and --resume loads
   state.model = model.get();
   state.optimizer = opt.get();
@@ -247,6 +252,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-dropout", f.dropout, "leave out both dropouts (for step-by-step comparisons)");
   app.add_flag("!--no-shuffle", f.shuffle, "the training set in order every epoch");
   app.add_flag("--batch-norm", f.batch_norm, "BatchNorm2d after each convolution");
+  app.add_flag("--float64", f.float64, "model and data in float64 (--init weights widened): for step-by-step "
+               "comparisons with the twin's --float64 run");
   app.add_flag("--sync-bn", f.sync_bn, "SyncBatchNorm (statistics over all ranks) after each convolution");
   app.add_option("--train-limit", f.train_limit, "use only the first N training images");
   app.add_option("--test-limit", f.test_limit, "use only the first N test images");
