@@ -10,7 +10,6 @@
 //
 //   launch --nproc_per_node=2 bazel-bin/examples/cnn_fashion --epochs 15 --metrics m.jsonl --plot m.svg
 //   cnn_fashion --bench-steps 50        # step time, with a forward/backward/all-reduce/optimizer split
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -22,7 +21,7 @@
 #include "distributed/ddp.h"
 #include "examples/cnn_fashion_net.h"
 #include "examples/common/classify.h"
-#include "examples/common/metrics_log.h"
+#include "examples/common/train_loop.h"
 #include "examples/common/train_device.h"
 #include "examples/common/train_flags.h"
 #include "nn/api.h"
@@ -33,7 +32,6 @@
 using namespace lockstep;
 using lockstep::examples::CnnNet;
 using lockstep::examples::CnnOptions;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -46,7 +44,6 @@ struct Flags : examples::TrainFlags {
   uint64_t seed = 0;
 };
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Flags& f, std::vector<Tensor> params) {
   if (f.optimizer == "sgd")
@@ -119,20 +116,8 @@ int run(const Flags& f) {
   state.model = model.get();
   state.optimizer = opt.get();
   state.scheduler = scheduler.get();
-  // A restarted job (launch --max_restarts) picks up its own last checkpoint.
-  std::string resume = f.resume;
-  if (resume.empty() && !f.checkpoint.empty() && ::access(f.checkpoint.c_str(), F_OK) == 0) resume = f.checkpoint;
-  int64_t step = 0;  // optimizer steps done
-  double epoch_loss = 0, epoch_seen = 0;  // this rank's sums over the current epoch so far
-  if (!resume.empty()) {
-    Checkpoint got = load_checkpoint(resume, state);
-    step = got.step + 1;
-    const std::string spe = got.metadata.count("steps_per_epoch") ? got.metadata.at("steps_per_epoch") : "?";
-    LOCKSTEP_CHECK(spe == std::to_string(steps_per_epoch), "", resume, " was written by a run of ", spe,
-                   " steps per epoch, this one has ", steps_per_epoch, " (same --batch-size, ranks and data needed)");
-    epoch_loss = std::stod(got.metadata.at("epoch_loss_sum." + std::to_string(rank)));
-    epoch_seen = std::stod(got.metadata.at("epoch_seen." + std::to_string(rank)));
-  }
+  const examples::ResumePoint from = examples::resume_classifier(state, f, steps_per_epoch);
+  const int64_t step = from.step;
   dist::DDPOptions ddp_opts;
   if (device.is_cuda()) ddp_opts.device_ids = {device.index};
   dist::DistributedDataParallel ddp(model.ptr(), ddp_opts);
@@ -142,91 +127,17 @@ int run(const Flags& f) {
     return 0;
   }
 
-  const bool tty = rank == 0 && ::isatty(STDOUT_FILENO);
   if (rank == 0)
     std::printf("cnn_fashion: %d rank(s), backend %s, device %s, batch %ld per rank, %ld training samples, %ld steps "
                 "per epoch%s\n",
                 world, dist::get_backend().c_str(), device.str().c_str(), long(f.batch_size), long(train_set->size()),
                 long(steps_per_epoch), step ? (", resuming after step " + std::to_string(step - 1)).c_str() : "");
-  examples::MetricsLog metrics(rank == 0 ? f.metrics : "", rank == 0 ? f.plot : "", "cnn_fashion (Fashion-MNIST)",
-                               /*append=*/step > 0);
-  nn::CrossEntropyLoss criterion;
-  double window_loss = 0, window_seen = 0;  // this rank's sums since the last record
-  auto window_t0 = Clock::now();
-  ddp.train();
-  while (step < total_steps) {
-    const int64_t epoch = step / steps_per_epoch, skip = step % steps_per_epoch;
-    train_loader.set_epoch(epoch);
-    int64_t i = 0;
-    for (auto& batch : train_loader) {
-      if (i++ < skip) continue;  // done before the checkpoint this run resumed from
-      // Dropout's masks depend on (seed, step, rank) alone, so a resumed run draws the same ones.
-      manual_seed(f.seed * 1000003 + uint64_t(step) * 64 + uint64_t(rank));
-      const double lr = opt->lr(0);
-      opt->zero_grad();
-      Tensor loss = criterion(ddp(batch.input), batch.target);
-      loss.backward();
-      opt->step();
-      if (scheduler) scheduler->step();
-      const double l = loss.item<float>();
-      LOCKSTEP_CHECK(std::isfinite(l), "loss is ", l, " at step ", step, " on rank ", rank);
-      const double n = double(batch.input.size(0));
-      window_loss += l * n, window_seen += n, epoch_loss += l * n, epoch_seen += n;
-      ++step;
-      const bool epoch_end = step % steps_per_epoch == 0, last = step == total_steps;
-      if (tty && (step % 10 == 0 || epoch_end))
-        std::printf("\repoch %ld [%-30s] %ld/%ld", long(epoch), std::string(30 * i / steps_per_epoch, '=').c_str(),
-                    long(i), long(steps_per_epoch)), std::fflush(stdout);
-      if (step % f.log_every && !epoch_end && !last) continue;
-
-      // A record: the global loss since the last one; at epoch ends the test accuracy too.
-      const double secs = seconds_since(window_t0);
-      auto sums = examples::all_reduce_sum({window_loss, window_seen, epoch_loss, epoch_seen}, device);
-      examples::MetricsLog::Fields rec{{"step", double(step)}, {"epoch", double(epoch)},
-                                       {"loss", sums[0] / sums[1]}, {"lr", lr}, {"samples_per_s", sums[1] / secs}};
-      if (epoch_end) {
-        const double acc = examples::evaluate_accuracy(*model, test_loader, test_set->size(), device);
-        rec.insert(rec.begin() + 3, {"test_acc", acc});
-        if (rank == 0) {
-          if (tty) std::printf("\r%*s\r", 60, "");
-          std::printf("epoch %ld loss %.4f test_acc %.4f samples_per_s %.0f lr %.6f\n", long(epoch),
-                      sums[2] / sums[3], acc, sums[1] / secs, lr);
-        }
-        epoch_loss = epoch_seen = 0;
-      }
-      if (rank == 0) {
-        if (!epoch_end && !tty) std::printf("step %ld loss %.9g lr %.6g\n", long(step), sums[0] / sums[1], lr);
-        std::fflush(stdout);
-        metrics.log(rec);
-      }
-      if (!f.checkpoint.empty()) {
-        // Every rank's partial epoch sums, so a resumed run's epoch loss is the uninterrupted one's.
-        std::vector<double> ep(2 * world, 0.0);
-        ep[2 * rank] = epoch_loss, ep[2 * rank + 1] = epoch_seen;
-        ep = examples::all_reduce_sum(ep, device);
-        if (rank == 0) {
-          state.step = step - 1;
-          state.epoch = epoch_end ? epoch : epoch - 1;
-          state.metadata = {{"steps_per_epoch", std::to_string(steps_per_epoch)}};
-          for (int r = 0; r < world; ++r) {
-            state.metadata["epoch_loss_sum." + std::to_string(r)] = detail::str_cat(ep[2 * r]);
-            state.metadata["epoch_seen." + std::to_string(r)] = detail::str_cat(ep[2 * r + 1]);
-          }
-          save_checkpoint(f.checkpoint, state);
-        }
-        dist::barrier();  // nobody resumes from a checkpoint rank 0 is still writing
-      }
-      window_loss = window_seen = 0;
-      window_t0 = Clock::now();
-      if (last) break;
-    }
-  }
-  if (rank == 0 && !f.save.empty()) {
-    Checkpoint weights;  // the model alone: what PyTorch's load_file + load_state_dict reads as it is
-    weights.model = model.get();
-    weights.step = step - 1;
-    save_checkpoint(f.save, weights);
-  }
+  examples::ClassifierRun run{.ddp = ddp, .model = *model, .opt = *opt, .scheduler = scheduler.get(),
+                              .state = state, .train_loader = train_loader, .test_loader = test_loader,
+                              .test_size = test_set->size(), .flags = f, .title = "cnn_fashion (Fashion-MNIST)",
+                              .log_every = f.log_every, .total_steps = total_steps, .device = device,
+                              .reseed_each_step = true, .seed = f.seed};
+  examples::train_classifier(run, from);
   dist::destroy_process_group();
   return 0;
 }
