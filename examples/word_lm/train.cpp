@@ -17,25 +17,11 @@
 #include "examples/common/train_device.h"
 #include "examples/word_lm/corpus.h"
 #include "nn/utils/clip_grad.h"
+#include "examples/common/step_timing.h"
 #include "optim/checkpoint.h"
 
 namespace lockstep::examples {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-// This process's CPU time: under a loaded machine, a steadier measure of a step's work than wall time.
-double cpu_seconds() {
-  timespec ts;
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-double median_after_warmup(std::vector<double> v) {  // the first 3 steps left out (allocations, caches)
-  if (v.empty()) return 0;
-  v.erase(v.begin(), v.begin() + std::min<size_t>(v.size() - 1, 3));
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double all_reduce_mean(double v, Device dev) {
   Tensor t = tensor(std::vector<double>{v}, {}, dev);
