@@ -205,6 +205,13 @@ def train(a):
 
     if a.bench_steps:
         return bench(a, ddp, opt, batches, world, rank, dev)
+    train_loop(a, model, ddp, opt, sched, batches, total, spe, x_test, y_test, world, rank, dev)
+
+
+def train_loop(a, model, ddp, opt, sched, batches, total, spe, x_test, y_test, world, rank, dev):
+    """The training loop resnet_twin.py shares: `total` steps of cross-entropy through `ddp` (the
+    scheduler, when given, stepped per step), the global loss of each step kept for --losses, the
+    global test accuracy at epoch ends, then --save."""
     losses, step = [], 0
     while step < total:
         epoch = step // spe

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cnn_fashion_twin import DATA, bench, evaluate, load, shard  # noqa: E402
+from cnn_fashion_twin import DATA, bench, evaluate, load, shard, train_loop  # noqa: E402
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "fixtures")
 # The fixtures' runs: ResNet-20 (its depth, at half width to keep the test short) on the first 160
@@ -185,37 +185,7 @@ def train(a):
 
     if a.bench_steps:
         return bench(a, ddp, opt, batches, world, rank, dev)
-    losses, step = [], 0
-    while step < total:
-        epoch = step // spe
-        t0, seen, loss_sum = time.perf_counter(), 0, 0.0
-        for x, y in batches(epoch):
-            opt.zero_grad()
-            loss = F.cross_entropy(ddp(x), y)
-            loss.backward()
-            opt.step()
-            sched.step()
-            sums = torch.tensor([loss.item() * len(x), len(x)], dtype=torch.float64)
-            if world > 1:
-                dist.all_reduce(sums)
-            losses.append(sums[0].item() / sums[1].item())
-            loss_sum, seen = loss_sum + sums[0].item(), seen + sums[1].item()
-            step += 1
-            if step == total:
-                break
-        secs = time.perf_counter() - t0
-        if step % spe == 0:
-            acc = evaluate(model, x_test, y_test, rank, world, dev)
-            if rank == 0:
-                print(f"epoch {epoch} loss {loss_sum / seen:.4f} test_acc {acc:.4f} samples_per_s {seen / secs:.0f}",
-                      flush=True)
-    if rank == 0 and a.losses:
-        with open(a.losses, "w") as f:
-            json.dump({"losses": losses}, f)
-    if rank == 0 and a.save:
-        save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, a.save)
-    if world > 1:
-        dist.destroy_process_group()
+    train_loop(a, model, ddp, opt, sched, batches, total, spe, x_test, y_test, world, rank, dev)
 
 
 def write_fixture(a):
