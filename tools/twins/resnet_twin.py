@@ -189,13 +189,16 @@ def train(a):
 
 
 def write_fixture(a):
-    """Each of FIXTURES: initial weights from lockstep's --seed 0 (not stored; the twin loads them
-    strictly), then PyTorch's losses and final BatchNorm running statistics."""
+    """Each of FIXTURES: initial weights from lockstep's --seed 0 in float32, kept as
+    resnet_parity_init.safetensors (the parity tests start lockstep from them: another build's
+    initialisation may round differently), then PyTorch's losses from them and the final BatchNorm
+    running statistics."""
     assert a.lockstep and a.launch, "--write-fixture needs --lockstep and --launch"
+    init = os.path.join(FIXTURE_DIR, "resnet_parity_init.safetensors")
     for name, (args, ranks, two_rank_extra, procs) in FIXTURES.items():
         with tempfile.TemporaryDirectory() as tmp:
-            init = os.path.join(tmp, "init.safetensors")
-            subprocess.run([a.launch, "--nproc_per_node=1", a.lockstep, *args, "--steps", "0", "--save", init],
+            float32_args = [x for x in args if x != "--float64"]  # the twin widens them as lockstep does
+            subprocess.run([a.launch, "--nproc_per_node=1", a.lockstep, *float32_args, "--steps", "0", "--save", init],
                            check=True)
             keys = sorted(load_file(init))  # the run below loads them with strict=True: it fails on any mismatch
             losses, final = os.path.join(tmp, "losses.json"), os.path.join(tmp, "final.safetensors")
