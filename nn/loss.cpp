@@ -179,11 +179,16 @@ Tensor binary_cross_entropy(const Tensor& x, const Tensor& y, const BCELossOptio
                  " and ", y.dtype());
   LOCKSTEP_CHECK(x.device() == y.device(), "binary_cross_entropy: devices differ: input on ", x.device(),
                  ", target on ", y.device());
-  if (!x.is_cuda()) {
-    std::vector<double> v = x.to_vector<double>();
-    for (size_t i = 0; i < v.size(); ++i)
-      LOCKSTEP_CHECK(v[i] >= 0 && v[i] <= 1, "binary_cross_entropy: all elements of input should be between 0 and 1; "
-                     "element ", i, " of input ", x.shape(), " is ", v[i], " (for logits use binary_cross_entropy_with_logits)");
+  if (!x.is_cuda() && x.numel() > 0) {  // two reductions (NaN fails both), the elements copied only to name one
+    NoGradGuard no_grad;
+    const double lo = min(x.detach()).item<double>(), hi = max(x.detach()).item<double>();
+    if (!(lo >= 0 && hi <= 1)) {
+      std::vector<double> v = x.to_vector<double>();
+      size_t i = 0;
+      while (i + 1 < v.size() && v[i] >= 0 && v[i] <= 1) ++i;
+      LOCKSTEP_CHECK(false, "binary_cross_entropy: all elements of input should be between 0 and 1; element ", i,
+                     " of input ", x.shape(), " is ", v[i], " (for logits use binary_cross_entropy_with_logits)");
+    }
   }
   Tensor w;
   if (o.weight().defined()) {
