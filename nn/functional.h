@@ -89,13 +89,18 @@ inline Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(
 // --- attention (nn/attention.cpp) ---
 // torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale + mask) v, with
 // q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dimensions broadcast) -> [..., L, Ev]. scale
-// defaults to 1 / sqrt(E). attn_mask broadcasts to [..., L, S]: bool (true: may attend) or floating
-// (added to the scores). is_causal masks position j > i (it excludes attn_mask). dropout_p > 0 drops
-// attention weights, as PyTorch's function does whatever the module's mode (pass 0 in evaluation).
-// Composed from the differentiable ops (the same work as nanoGPT's manual path).
+// defaults to 1 / sqrt(E). attn_mask broadcasts to [..., L, S]: bool (true: may attend) or of q's dtype
+// (added to the scores). is_causal lets row i attend to columns j <= i (the top-left triangle; it
+// excludes attn_mask). dropout_p > 0 drops attention weights, as PyTorch's function does whatever the
+// module's mode (pass 0 in evaluation). enable_gqa: k and v may have fewer heads (dimension -3) than q,
+// each serving Hq / Hkv consecutive query heads.
+// 3-D or 4-D float32/float64 operands with one batch run the fused kernels (tensor/attention.h:
+// FlashAttention-2, the [L, S] weights never stored; a row that may attend nowhere gives 0); others
+// the composed path below. Dropout's mask is the same Philox draw on both paths.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
-                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                    bool enable_gqa = false);
 
 // --- losses (nn/loss.cpp), with PyTorch's semantics ---
 // input [N, C] or [N, C, d1, ...] logits; target int64 class indices [N] / [N, d1, ...] (entries equal
@@ -119,3 +124,13 @@ inline Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, co
 }
 
 }  // namespace lockstep::nn::functional
+
+namespace lockstep::nn::detail {
+// F::scaled_dot_product_attention composed from the differentiable ops (matmul, masked_fill, softmax,
+// matmul: nanoGPT's manual path, storing the weights): the fused kernels' reference, and the path for
+// what they do not take. A row that may attend nowhere gives NaN here.
+Tensor scaled_dot_product_attention_math(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                         bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                         bool enable_gqa = false);
+}  // namespace lockstep::nn::detail

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/attention_ops.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/elementwise_ops.h"
@@ -153,6 +154,15 @@ class FusedKernels {
                                  const Tensor& h_gates, const Tensor& h_prev, const Tensor& d_h, int64_t rows,
                                  int64_t n) = 0;
 
+  // Fused scaled dot-product attention (tensor/attention.h; operands, mask and dropout by
+  // tensor/attention_ops.h's AttentionArgs, any strides it describes): out [B, Hq, L, Ev] and the row
+  // logsumexp lse [B, Hq, L] (contiguous, -inf for a row that may attend nowhere, whose out is 0).
+  virtual void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& mask, const AttentionArgs& args) = 0;
+  // Its gradients from grad_out, given out and lse: dq (zero-filled here), dk and dv.
+  virtual void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& grad_out, const Tensor& q,
+                                  const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                                  const Tensor& lse, const AttentionArgs& args) = 0;
 };
 
 // A device's kernels: the core list (memory, copies, elementwise, GEMM, reductions, index and sort),

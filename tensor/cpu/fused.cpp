@@ -1,11 +1,13 @@
 // The CPU backend's fused kernels (tensor/backend.h's FusedKernels): softmax along a middle
 // dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), BatchNorm (cpu/batch_norm.cpp), max
 // pooling, the NLL loss, the optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules), uniform draws
-// and the LSTM and GRU cells (cpu/rnn_cells.cpp, by tensor/rnn_cell_ops.h's rules).
+// the LSTM and GRU cells (cpu/rnn_cells.cpp, by tensor/rnn_cell_ops.h's rules) and fused attention
+// (cpu/attention.cpp, by tensor/attention_ops.h's).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "tensor/cpu/attention.h"
 #include "tensor/cpu/batch_norm.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/isa.h"
@@ -250,6 +252,26 @@ void CpuBackend::gru_cell_backward(Tensor& d_x_gates, Tensor& d_h_gates, Tensor&
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(gru_cell_backward_rows<T>, d_x_gates.data<T>(), d_h_gates.data<T>(), d_h_prev.data<T>(),
                           gates.data<T>(), h_gates.data<T>(), h_prev.data<T>(), d_h.data<T>(), rows, n);
+  });
+}
+
+void CpuBackend::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& mask, const AttentionArgs& args) {
+  dispatch_floating(q.dtype(), "attention_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(attention_forward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(),
+                          mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(), lse.data<T>());
+  });
+}
+
+void CpuBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& grad_out, const Tensor& q,
+                                    const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                                    const Tensor& lse, const AttentionArgs& args) {
+  dispatch_floating(q.dtype(), "attention_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(attention_backward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(),
+                          mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(), lse.data<T>(),
+                          grad_out.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
   });
 }
 
