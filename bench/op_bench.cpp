@@ -2,7 +2,8 @@
 // channels), conv2d forward+backward on ResNet-20's and cnn_fashion's layers and BatchNorm2d's training
 // forward and backward on the same shapes, the workload of bench/op_bench.py (PyTorch, same ops and
 // shapes). One line per op: `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward
-// only, no graph, except the conv2d_* and batch_norm_* rows.
+// only, no graph, except the conv2d_*, batch_norm_* and sdpa_fwd_bwd_* rows; sdpa_* rows: causal
+// attention at T = 256 and 1024 (batch 4, 4 heads of 32).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -156,6 +157,30 @@ int main(int argc, char** argv) {
                        }});
       }
       for (int i = 0; i < 3; ++i) slow.push_back(ops[ops.size() - 1 - i].first);
+    }
+    // Causal attention with a GPT's heads (batch 4, 4 heads of 32) at T = 256 and 1024: the fused
+    // kernels forward, and forward + backward through autograd; _composed rows time the composed path
+    // (matmul, mask, softmax, matmul), which PyTorch's twin has no row for.
+    for (int64_t T : {256, 1024}) {
+      Tensor sq = randn({4, 4, T, 32}), sk = randn({4, 4, T, 32}), sv = randn({4, 4, T, 32}), sg = randn({4, 4, T, 32});
+      for (Tensor* t : {&sq, &sk, &sv}) t->set_requires_grad(true);
+      const std::string t_name = "_causal_T" + std::to_string(T);
+      for (bool composed : {false, true}) {
+        auto sdpa = [composed](const Tensor& q, const Tensor& k, const Tensor& v) {
+          return composed ? nn::detail::scaled_dot_product_attention_math(q, k, v, Tensor(), 0.0, true)
+                          : nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+        };
+        const std::string suffix = t_name + (composed ? "_composed" : "");
+        ops.push_back({"sdpa_fwd" + suffix, [=] { return sdpa(sq.detach(), sk.detach(), sv.detach()); }});
+        ops.push_back({"sdpa_fwd_bwd" + suffix, [=]() mutable {
+                         EnableGradGuard grad;
+                         Tensor y = sdpa(sq, sk, sv);
+                         y.backward(sg);
+                         for (Tensor* t : {&sq, &sk, &sv}) t->set_grad(Tensor());
+                         return y;
+                       }});
+        if (T == 1024) slow.insert(slow.end(), {"sdpa_fwd" + suffix, "sdpa_fwd_bwd" + suffix});
+      }
     }
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
     for (auto& [name, op] : ops) {

@@ -4,7 +4,8 @@ conv2d forward + backward on ResNet-20's and cnn_fashion's layers.
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ~/.cache/torch-venv/bin/python bench/op_bench.py [--iters N] [--rounds R]
 
 Prints `op <name> <median_us> <best_us>` lines, as op_bench does; the batch_norm_* rows time
-BatchNorm2d's training forward and backward (ResNet-20's and cnn_fashion's shapes), the rest forward only.
+BatchNorm2d's training forward and backward (ResNet-20's and cnn_fashion's shapes), sdpa_fwd_bwd_* causal
+attention's forward and backward (batch 4, 4 heads of 32, T = 256 and 1024), the rest forward only.
 """
 import argparse
 import time
@@ -119,6 +120,24 @@ def main():
     for name, *shape in CONV_SHAPES:
         ops.append(("conv2d_" + name, conv_op(*shape)))
         slow.add("conv2d_" + name)
+    # Causal attention with a GPT's heads at T = 256 and 1024, as op_bench.cpp's sdpa_* rows.
+    for T in (256, 1024):
+        sq, sk, sv = (torch.randn(4, 4, T, 32, requires_grad=True) for _ in range(3))
+        sg = torch.randn(4, 4, T, 32)
+
+        def fwd(sq=sq, sk=sk, sv=sv):
+            return torch.nn.functional.scaled_dot_product_attention(sq, sk, sv, is_causal=True)
+
+        def fwd_bwd(sq=sq, sk=sk, sv=sv, sg=sg):
+            with torch.enable_grad():
+                y = torch.nn.functional.scaled_dot_product_attention(sq, sk, sv, is_causal=True)
+                y.backward(sg)
+            sq.grad = sk.grad = sv.grad = None
+            return y
+
+        ops += [(f"sdpa_fwd_causal_T{T}", fwd), (f"sdpa_fwd_bwd_causal_T{T}", fwd_bwd)]
+        if T == 1024:
+            slow |= {f"sdpa_fwd_causal_T{T}", f"sdpa_fwd_bwd_causal_T{T}"}
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")
     with torch.no_grad():
         for name, op in ops:

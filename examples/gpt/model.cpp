@@ -27,23 +27,18 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GPTConfig& c)
   c_proj = register_module("c_proj", nn::Linear(nn::LinearOptions(c.n_embd, c.n_embd).bias(c.bias)));
   attn_dropout = register_module("attn_dropout", nn::Dropout(c.dropout));
   resid_dropout = register_module("resid_dropout", nn::Dropout(c.dropout));
-  // Not a registered buffer: nanoGPT on PyTorch 2 (its flash path) has none, so the state_dicts agree.
-  bias = tril(ones({c.block_size, c.block_size})).view({1, 1, c.block_size, c.block_size});
 }
 
 Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  if (bias.device() != x.device()) bias = bias.to(x.device());
   std::vector<Tensor> qkv = c_attn(x).split(n_embd, 2);  // q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
   Tensor q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
   Tensor k = qkv[1].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
   Tensor v = qkv[2].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
-  // (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T), scaled by 1 / sqrt(hs)
-  Tensor att = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(k.size(-1))));
-  att = att.masked_fill(bias.index({Slice(), Slice(), Slice(std::nullopt, T), Slice(std::nullopt, T)}) == 0.0, -kInf);
-  att = attn_dropout(softmax(att, -1));
-  Tensor y = matmul(att, v);                        // (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
-  y = y.transpose(1, 2).contiguous().view({B, T, C});  // the heads side by side again
+  // nanoGPT's flash path: one fused kernel each way over the strided views, no (B, nh, T, T) weights.
+  const double p = is_training() ? attn_dropout->p : 0.0;
+  Tensor y = nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), p, /*is_causal=*/true);
+  y = y.transpose(1, 2).contiguous().view({B, T, C});  // the heads side by side again (stored so: no copy)
   return resid_dropout(c_proj(y));
 }
 

@@ -34,7 +34,6 @@ class CausalSelfAttentionImpl : public nn::Module {
   nn::Linear c_attn{nullptr}, c_proj{nullptr};
   nn::Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
   int64_t n_head, n_embd;
-  Tensor bias;  // the causal mask [1, 1, block, block] (a buffer, as nanoGPT's non-flash path)
 };
 LOCKSTEP_MODULE(CausalSelfAttention);
 
