@@ -3,7 +3,7 @@ and prints a Markdown table: per op, the median over runs of each side's median,
 and lockstep / PyTorch ratios (below 1: lockstep faster). Rows PyTorch has no twin of (conv2d's
 _im2col and _onednn rows: one implementation each) show lockstep's times alone.
 
-    python3 bench/op_bench_compare.py --runs 5 [--lockstep bazel-bin/bench/op_bench]
+    python3 bench/op_bench_compare.py --runs 5 [--lockstep bazel-bin/bench/op_bench] [--only op1,op2]
         [--python ~/.cache/torch-venv/bin/python]
 """
 import argparse
@@ -23,14 +23,19 @@ def main():
     p.add_argument("--lockstep", default=os.path.join(here, "..", "bazel-bin", "bench", "op_bench"))
     p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
     p.add_argument("--iters", type=int, default=100)
+    p.add_argument("--only", default="", help="comma-separated op names: run just these, one process each")
     a = p.parse_args()
+    names = [n for n in a.only.split(",") if n] or [None]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     ours, theirs = {}, {}
     for _ in range(a.runs):
-        for cmd, sink in (([a.lockstep, "--threads", "1", "--iters", str(a.iters)], ours),
-                          ([a.python, os.path.join(here, "op_bench.py"), "--iters", str(a.iters)], theirs)):
-            for name, t in parse(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout).items():
-                sink.setdefault(name, []).append(t)
+        for only in names:
+            pick = ["--only", only] if only else []
+            for cmd, sink in (([a.lockstep, "--threads", "1", "--iters", str(a.iters)] + pick, ours),
+                              ([a.python, os.path.join(here, "op_bench.py"), "--iters", str(a.iters)] + pick, theirs)):
+                out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+                for name, t in parse(out).items():
+                    sink.setdefault(name, []).append(t)
     print("| op | lockstep median µs | PyTorch median µs | ratio (median) | lockstep best µs | PyTorch best µs | ratio (best) |")
     print("|---|---|---|---|---|---|---|")
     for name in ours:

@@ -29,13 +29,13 @@ Checked check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a
   LOCKSTEP_CHECK(q.defined() && k.defined() && v.defined(), kOp, ": got an undefined tensor");
   LOCKSTEP_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, kOp,
                  ": expected q, k, v with at least 2 dimensions, got ", q.shape(), ", ", k.shape(), ", ", v.shape());
+  const int64_t L = q.size(-2), E = q.size(-1), S = k.size(-2), Ev = v.size(-1);
+  LOCKSTEP_CHECK(k.size(-1) == E && v.size(-2) == S, kOp, ": q ", q.shape(), ", k ", k.shape(), " and v ", v.shape(),
+                 " do not fit (expected q [..., L, E], k [..., S, E], v [..., S, Ev])");
   LOCKSTEP_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating_point(q.dtype()), kOp,
                  ": expected q, k, v of one floating dtype, got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
   LOCKSTEP_CHECK(q.device() == k.device() && q.device() == v.device(), kOp, ": q, k, v must be on one device, got ",
                  q.device(), ", ", k.device(), ", ", v.device());
-  const int64_t L = q.size(-2), E = q.size(-1), S = k.size(-2), Ev = v.size(-1);
-  LOCKSTEP_CHECK(k.size(-1) == E && v.size(-2) == S, kOp, ": q ", q.shape(), ", k ", k.shape(), " and v ", v.shape(),
-                 " do not fit (expected q [..., L, E], k [..., S, E], v [..., S, Ev])");
   LOCKSTEP_CHECK(k.dim() == v.dim() && (k.dim() < 3 || k.size(-3) == v.size(-3)), kOp, ": k ", k.shape(), " and v ",
                  v.shape(), " must have the same heads");
   if (enable_gqa && q.dim() >= 3 && k.dim() >= 3) {
