@@ -1,8 +1,9 @@
 // The CPU backend: lockstep's kernels on host memory, one file per kernel family (tensor/backend.h's
 // sections): memory, copies, elementwise, GEMM and reductions in cpu_backend.cpp; index and sort
 // kernels in cpu/index.cpp; the fused kernels (softmax, LayerNorm, max pooling, NLL, optimizer steps,
-// uniform, the LSTM and GRU cells) in cpu/fused.cpp. The vectorized loops themselves live in per-ISA
-// files (cpu/isa.h): cpu/elementwise.cpp, cpu/reduce.cpp, cpu/rows.cpp, cpu/rnn_cells.cpp, the GEMMs.
+// uniform, the LSTM and GRU cells, attention) in cpu/fused.cpp. The vectorized loops themselves live in
+// per-ISA files (cpu/isa.h): cpu/elementwise.cpp, cpu/reduce.cpp, cpu/rows.cpp, cpu/rnn_cells.cpp,
+// cpu/attention.cpp, the GEMMs.
 #pragma once
 
 #include <cstdint>

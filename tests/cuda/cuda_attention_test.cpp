@@ -50,7 +50,6 @@ TEST_CASE("fused attention on the GPU equals the CPU's: causal over strided view
     {  // a GPT's q, k, v: views into one projection, causal
       const int64_t B = 2, H = 2, T = 70, D = 16;
       Tensor qkv = randn({B, T, 3 * H * D}, dtype);
-      std::vector<Tensor> parts;
       auto views = [&](const Tensor& x) {
         std::vector<Tensor> s = x.split(H * D, 2);
         for (Tensor& t : s) t = t.view({B, T, H, D}).transpose(1, 2);
