@@ -9,6 +9,7 @@ using autograd::any_requires_grad;
 using autograd::Grads;
 using autograd::record;
 using autograd::reduce_grad;
+constexpr autograd::Output kSavesOutput = autograd::Output::Saved;
 namespace in = internal;
 
 namespace {
@@ -18,9 +19,9 @@ Tensor unary_with(UnaryOp op, const Tensor& a, BinaryOp backward, bool save_outp
   Tensor out = in::unary(op, a);
   if (!any_requires_grad(a)) return out;
   Tensor saved = save_output ? out.detach() : a.detach();
-  return record(op_name(op), out, {a}, [backward, saved](const Tensor& g) {
-    return Grads{in::binary(backward, g, saved)};
-  });
+  return record(
+      op_name(op), out, {a}, [backward, saved](const Tensor& g) { return Grads{in::binary(backward, g, saved)}; },
+      save_output ? kSavesOutput : autograd::Output::NotSaved);
 }
 
 Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b) { return in::binary(op, a, b); }
@@ -64,7 +65,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
                   Tensor gb;  // d(a/b)/db = -(a/b)/b
                   if (rb) gb = reduce_grad(in::neg(in::div(in::mul(g, out), b)), b.shape(), b.dtype());
                   return Grads{ra ? reduce_grad(in::div(g, b), sa, da) : Tensor(), gb};
-                });
+                },
+                kSavesOutput);
 }
 
 Tensor add(const Tensor& a, double s) {
@@ -90,7 +92,7 @@ Tensor rdiv(const Tensor& a, double s) {
   if (!any_requires_grad(a)) return out;
   return record("rdiv", out, {a}, [a = a.detach(), out = out.detach()](const Tensor& g) {
     return Grads{in::neg(in::div(in::mul(g, out), a))};
-  });
+  }, kSavesOutput);
 }
 
 Tensor pow(const Tensor& a, double e) {
@@ -111,7 +113,7 @@ Tensor pow(const Tensor& a, const Tensor& e) {
     if (ra) ga = reduce_grad(in::mul(g, in::mul(e, in::binary(BinaryOp::Pow, a, in::add(e, -1.0)))), a.shape(), a.dtype());
     if (re) ge = reduce_grad(in::mul(g, in::mul(out, in::log(a))), e.shape(), e.dtype());
     return Grads{ga, ge};
-  });
+  }, kSavesOutput);
 }
 
 // torch.maximum / minimum: the gradient goes to the larger (smaller) operand, split evenly on ties.
@@ -174,7 +176,8 @@ Tensor sign(const Tensor& a) {
 Tensor exp(const Tensor& a) {
   Tensor out = in::exp(a);
   if (!any_requires_grad(a)) return out;
-  return record("exp", out, {a}, [out = out.detach()](const Tensor& g) { return Grads{in::mul(g, out)}; });
+  return record("exp", out, {a}, [out = out.detach()](const Tensor& g) { return Grads{in::mul(g, out)}; },
+                kSavesOutput);
 }
 
 Tensor log(const Tensor& a) {
@@ -188,7 +191,7 @@ Tensor sqrt(const Tensor& a) {
   if (!any_requires_grad(a)) return out;
   return record("sqrt", out, {a}, [out = out.detach()](const Tensor& g) {
     return Grads{in::div(in::mul(g, 0.5), out)};
-  });
+  }, kSavesOutput);
 }
 
 Tensor rsqrt(const Tensor& a) {
@@ -196,7 +199,7 @@ Tensor rsqrt(const Tensor& a) {
   if (!any_requires_grad(a)) return out;
   return record("rsqrt", out, {a}, [out = out.detach()](const Tensor& g) {  // -0.5 a^(-3/2)
     return Grads{in::mul(in::mul(g, in::mul(out, in::mul(out, out))), -0.5)};
-  });
+  }, kSavesOutput);
 }
 
 Tensor square(const Tensor& a) { return mul(a, a); }

@@ -168,7 +168,7 @@ Tensor dropout(const Tensor& a, double p = 0.5, bool train = true);
 // True when every element differs by at most atol + rtol * |b| (and NaNs match).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
-// In place (Tensor::add_ ...): not recorded; see tensor.h.
+// In place (Tensor::add_ ...): recorded by autograd as PyTorch's; see tensor.h.
 const Tensor& operator+=(const Tensor& a, const Tensor& b);
 const Tensor& operator-=(const Tensor& a, const Tensor& b);
 const Tensor& operator*=(const Tensor& a, const Tensor& b);

@@ -13,6 +13,7 @@ namespace lockstep {
 using autograd::any_requires_grad;
 using autograd::Grads;
 using autograd::record;
+constexpr autograd::Output kSavesOutput = autograd::Output::Saved;
 namespace in = internal;
 
 namespace {
@@ -48,7 +49,7 @@ Tensor extreme(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdi
     Tensor hit = in::to_dtype(in::eq(a, kept), g.dtype());
     Tensor count = in::sum(hit, dims, true);
     return Grads{in::mul(hit, in::div(in::reshape(g, kept.shape()), count))};
-  });
+  }, kSavesOutput);  // kept is the output before the reshape: the same storage
 }
 
 // max/min along one dimension: the gradient goes to the element the index points at.
@@ -203,7 +204,7 @@ Tensor softmax(const Tensor& a, int64_t dim) {
   if (!any_requires_grad(a)) return out;
   return record("softmax", out, {a}, [out = out.detach(), dim](const Tensor& g) {
     return Grads{in::softmax_backward(g, out, dim, false)};
-  });
+  }, kSavesOutput);
 }
 
 Tensor log_softmax(const Tensor& a, int64_t dim) {
@@ -211,7 +212,7 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
   if (!any_requires_grad(a)) return out;
   return record("log_softmax", out, {a}, [out = out.detach(), dim](const Tensor& g) {
     return Grads{in::softmax_backward(g, out, dim, true)};
-  });
+  }, kSavesOutput);
 }
 
 }  // namespace lockstep

@@ -207,13 +207,16 @@ class Tensor {
   // In place (autograd/inplace.cpp), as PyTorch's trailing-underscore methods: they write through any
   // layout (views included, so every handle on the storage sees it), return *this, and bump the
   // storage's version(). Const, as LibTorch's: they change the data, not the handle, so
-  // `w.grad().zero_()` works. Not recorded by autograd: a tensor that requires grad, or an operand
-  // that does, is refused while grad mode is on, so manual weight updates go in a NoGradGuard block:
+  // `w.grad().zero_()` works. Recorded by autograd as PyTorch's: `out += identity` on an activation
+  // makes the add part of out's history. A leaf that requires grad is refused while grad mode is on, so
+  // manual weight updates go in a NoGradGuard block:
   //   { NoGradGuard no_grad; for (auto& p : model->parameters()) p.sub_(p.grad(), lr); }
-  // Backward through an op whose input or output was changed in place after the op was recorded is an
-  // error (PyTorch's "modified by an inplace operation"), conservatively: also where the op kept no
-  // copy. Operands broadcast to this shape; a result this dtype can't hold (floats into an integer
-  // tensor, any div_ of one) is an error. The operators +=, -=, *=, /= (functions.h) call these.
+  // Also refused, where PyTorch would rewrite another tensor's history: a view of a tensor that
+  // requires grad, and a tensor sharing its storage whose gradient comes only from the operand.
+  // Backward through an op that kept a tensor changed in place afterwards is an error (PyTorch's
+  // "modified by an inplace operation"), conservatively for inputs: also where the op kept no copy.
+  // Operands broadcast to this shape; a result this dtype can't hold (floats into an integer tensor,
+  // any div_ of one) is an error. The operators +=, -=, *=, /= (functions.h) call these.
   const Tensor& add_(const Tensor& other, double alpha = 1.0) const;  // this += alpha * other
   const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;  // this -= alpha * other
   const Tensor& mul_(const Tensor& other) const;
