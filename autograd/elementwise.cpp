@@ -1,5 +1,6 @@
 // Differentiable elementwise ops: each forward is a row of tensor/elementwise_ops.h run through the ops
 // layer, and its backward sits right below it, capturing only what the gradient needs.
+#include "autograd/autocast.h"
 #include "autograd/autograd_util.h"
 #include "autograd/functions.h"
 
@@ -95,7 +96,8 @@ Tensor rdiv(const Tensor& a, double s) {
   }, kSavesOutput);
 }
 
-Tensor pow(const Tensor& a, double e) {
+Tensor pow(const Tensor& a_in, double e) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Exp, a_in);
   Tensor out = in::binary_scalar(BinaryOp::Pow, a, e);
   if (!any_requires_grad(a)) return out;
   return record("pow_scalar", out, {a}, [a = a.detach(), e](const Tensor& g) {
@@ -173,14 +175,16 @@ Tensor sign(const Tensor& a) {
   return record("sign", out, {a}, [](const Tensor& g) { return Grads{zeros_like(g)}; });
 }
 
-Tensor exp(const Tensor& a) {
+Tensor exp(const Tensor& a_in) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Exp, a_in);
   Tensor out = in::exp(a);
   if (!any_requires_grad(a)) return out;
   return record("exp", out, {a}, [out = out.detach()](const Tensor& g) { return Grads{in::mul(g, out)}; },
                 kSavesOutput);
 }
 
-Tensor log(const Tensor& a) {
+Tensor log(const Tensor& a_in) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Exp, a_in);
   Tensor out = in::log(a);
   if (!any_requires_grad(a)) return out;
   return record("log", out, {a}, [a = a.detach()](const Tensor& g) { return Grads{in::div(g, a)}; });
@@ -194,7 +198,8 @@ Tensor sqrt(const Tensor& a) {
   }, kSavesOutput);
 }
 
-Tensor rsqrt(const Tensor& a) {
+Tensor rsqrt(const Tensor& a_in) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Exp, a_in);
   Tensor out = in::unary(UnaryOp::Rsqrt, a);
   if (!any_requires_grad(a)) return out;
   return record("rsqrt", out, {a}, [out = out.detach()](const Tensor& g) {  // -0.5 a^(-3/2)

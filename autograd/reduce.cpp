@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/autograd_util.h"
 #include "autograd/functions.h"
 
@@ -89,7 +90,8 @@ Tensor prod_backward(const Tensor& g, const Tensor& a, const std::vector<int64_t
 
 }  // namespace
 
-Tensor prod(const Tensor& a) {
+Tensor prod(const Tensor& a_in) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Prod, a_in);
   LOCKSTEP_CHECK(a.defined(), "prod: got an undefined tensor");
   Tensor out = in::prod(a);
   if (!any_requires_grad(a)) return out;
@@ -97,7 +99,8 @@ Tensor prod(const Tensor& a) {
     return Grads{prod_backward(g, a, in::reduction_dims({}, a.dim(), "prod"))};
   });
 }
-Tensor prod(const Tensor& a, int64_t dim, bool keepdim) {
+Tensor prod(const Tensor& a_in, int64_t dim, bool keepdim) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Prod, a_in);
   LOCKSTEP_CHECK(a.defined(), "prod: got an undefined tensor");
   Tensor out = in::prod(a, dim, keepdim);
   if (!any_requires_grad(a)) return out;
@@ -107,7 +110,8 @@ Tensor prod(const Tensor& a, int64_t dim, bool keepdim) {
   });
 }
 
-Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+Tensor sum(const Tensor& a_in, const std::vector<int64_t>& dims_in, bool keepdim) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Sum, a_in);
   LOCKSTEP_CHECK(a.defined(), "sum: got an undefined tensor");
   std::vector<int64_t> dims = in::reduction_dims(dims_in, a.dim(), "sum");
   Tensor out = in::sum(a, dims, keepdim);
@@ -199,7 +203,8 @@ Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool ke
   return pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
 }
 
-Tensor softmax(const Tensor& a, int64_t dim) {
+Tensor softmax(const Tensor& a_in, int64_t dim) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Softmax, a_in);
   Tensor out = in::softmax(a, dim, false);
   if (!any_requires_grad(a)) return out;
   return record("softmax", out, {a}, [out = out.detach(), dim](const Tensor& g) {
@@ -207,7 +212,8 @@ Tensor softmax(const Tensor& a, int64_t dim) {
   }, kSavesOutput);
 }
 
-Tensor log_softmax(const Tensor& a, int64_t dim) {
+Tensor log_softmax(const Tensor& a_in, int64_t dim) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Softmax, a_in);
   Tensor out = in::softmax(a, dim, true);
   if (!any_requires_grad(a)) return out;
   return record("log_softmax", out, {a}, [out = out.detach(), dim](const Tensor& g) {
