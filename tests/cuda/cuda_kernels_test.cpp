@@ -307,6 +307,34 @@ TEST_CASE("gemm: batched with a shared operand (batch stride 0), transposes, C w
   CHECK(contains(error_of([&] { gpu_backend().gemm(c, a, a, g); }), "matmul: output matrices overlap"));
 }
 
+TEST_CASE("gemm in bfloat16 (cublasGemmEx, float32 accumulation): the float32 product of the same values, rounded once") {
+  REQUIRE_DEVICE();
+  manual_seed(9);
+  const int64_t batch = 2, m = 5, n = 7, k = 33;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      Tensor a = internal::to_dtype(random({batch, ta ? k : m, ta ? m : k}, kFloat32), kBFloat16);
+      Tensor b = internal::to_dtype(random({batch, tb ? n : k, tb ? k : n}, kFloat32), kBFloat16);
+      Tensor c = internal::to_dtype(random({batch, m, n}, kFloat32), kBFloat16);
+      GemmArgs g;
+      g.batch = batch, g.m = m, g.n = n, g.k = k, g.trans_a = ta, g.trans_b = tb;
+      g.lda = ta ? m : k, g.ldb = tb ? k : n, g.ldc = n;
+      g.batch_stride_a = m * k, g.batch_stride_b = k * n, g.batch_stride_c = m * n;
+      g.alpha = 1.5, g.beta = 0.5;
+      // The reference: float32 on the bf16 values, rounded to bf16 at the end.
+      Tensor want = internal::to_dtype(c, kFloat32);
+      cpu_backend().gemm(want, internal::to_dtype(a, kFloat32), internal::to_dtype(b, kFloat32), g);
+      want = internal::to_dtype(want, kBFloat16);
+      Tensor got = internal::to_device(c, kGpu);
+      gpu_backend().gemm(got, internal::to_device(a, kGpu), internal::to_device(b, kGpu), g);
+      // Float32 sums in another order may round to the neighbouring bf16 value: one ulp is 2^-8 relative.
+      CHECK_MATCH(internal::to_dtype(internal::to_device(got, Device::cpu()), kFloat32),
+                  internal::to_dtype(want, kFloat32), 8e-3, 1e-2);
+    }
+}
+
 // --- reductions, softmax ---------------------------------------------------------------------------
 
 TEST_CASE("reduce: every op and dtype, rows (inner 1) and columns, split and unsplit, NaN and ties") {
