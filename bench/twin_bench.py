@@ -7,13 +7,15 @@ import os
 import statistics
 
 
-def parse_args(example, twin, default_steps):
+def parse_args(example, twin, default_steps, extra=None):
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=default_steps)
     p.add_argument("--worlds", default="1,2")
     p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
+    if extra:
+        extra(p)
     a = p.parse_args()
     a.worlds = list(map(int, a.worlds.split(",")))
     a.launch = os.path.join(root, "bazel-bin", "distributed", "launch", "launch")
