@@ -1,5 +1,6 @@
 # PyTorch's matmul (one thread) on the products of bench/gemm_bench, printed in the same columns:
 #   ~/.cache/torch-venv/bin/python bench/torch_gemm.py [reps] [--shapes gpt|gpt384] [--dtype float32|bfloat16]
+#       [--cpu-time]
 # float32 runs on MKL; bfloat16 (bfloat16 operands and result) on oneDNN's AVX512-BF16 / AMX kernels.
 import argparse, sys, time
 import torch
@@ -20,9 +21,12 @@ ap = argparse.ArgumentParser()
 ap.add_argument("reps", nargs="?", type=int, default=None)
 ap.add_argument("--shapes", default="gpt", choices=sorted(SHAPES))
 ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+# As gemm_bench --cpu-time: this thread's CPU time (torch runs one-thread ops on the caller).
+ap.add_argument("--cpu-time", action="store_true")
 args = ap.parse_args()
 reps = args.reps or (5 if args.shapes == "gpt384" else 20)
 dt = getattr(torch, args.dtype)
+clock = time.thread_time if args.cpu_time else time.perf_counter
 print("threads=%d torch=%s dtype=%s" % (torch.get_num_threads(), torch.__version__, args.dtype))
 tot = 0
 for ta, tb, m, n, k in SHAPES[args.shapes]:
@@ -35,10 +39,10 @@ for ta, tb, m, n, k in SHAPES[args.shapes]:
         torch.matmul(A, B, out=c)
     us = []
     for r in range(7):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(reps):
             torch.matmul(A, B, out=c)
-        us.append((time.perf_counter() - t0) / reps * 1e6)
+        us.append((clock() - t0) / reps * 1e6)
     us.sort()
     med = us[3]
     tot += med

@@ -157,36 +157,48 @@ inline void store(__m512 acc, uint16_t* c, __mmask16 m, float alpha, float beta)
   _mm256_mask_storeu_epi16(c, m, round_bf16(out));
 }
 
-template <typename TC>
+// NV (<= kNV) vectors of the panel: the last panel of C is as narrow as its columns need (the GPT's
+// 65-token head would otherwise compute 128 columns for 65).
+template <int NV, typename TC>
 void micro_kernel(int64_t kp, const uint16_t* pa, int64_t rs, int64_t qs, const uint32_t* pb, TC* c, int64_t ldc,
                   int64_t rows, int64_t cols, float alpha, float beta) {
-  __m512 acc[kMR][kNV];
+  __m512 acc[kMR][NV];
 #pragma GCC unroll 32
   for (int r = 0; r < kMR; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < kNV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t q = 0; q < kp; ++q, pa += qs, pb += kNR) {
-    __m512bh bv[kNV];
+    __m512bh bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < kNV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(pb + v * 16);
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(pb + v * 16);
 #pragma GCC unroll 8
-    for (int v = 0; v < kNV; ++v) _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetch * kNR + v * 16), _MM_HINT_T0);
+    for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetch * kNR + v * 16), _MM_HINT_T0);
 #pragma GCC unroll 32
     for (int r = 0; r < kMR; ++r) {
       const __m512bh av = (__m512bh)_mm512_set1_epi32(int(pair_at(pa + r * rs)));
 #pragma GCC unroll 8
-      for (int v = 0; v < kNV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
   }
-  __mmask16 mask[kNV];
-  for (int v = 0; v < kNV; ++v) {
+  __mmask16 mask[NV];
+  for (int v = 0; v < NV; ++v) {
     const int64_t left = std::clamp<int64_t>(cols - v * 16, 0, 16);
     mask[v] = left == 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
   }
   for (int r = 0; r < kMR; ++r) {
     if (r >= rows) break;
-    for (int v = 0; v < kNV; ++v) store(acc[r][v], c + r * ldc + v * 16, mask[v], alpha, beta);
+    for (int v = 0; v < NV; ++v) store(acc[r][v], c + r * ldc + v * 16, mask[v], alpha, beta);
   }
+}
+
+template <typename TC>
+void micro_kernel_cols(int64_t kp, const uint16_t* pa, int64_t rs, int64_t qs, const uint32_t* pb, TC* c,
+                       int64_t ldc, int64_t rows, int64_t cols, float alpha, float beta) {
+  static_assert(kNV == 4);
+  if (cols > 48) micro_kernel<4>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
+  else if (cols > 32) micro_kernel<3>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
+  else if (cols > 16) micro_kernel<2>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
+  else micro_kernel<1>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
 }
 
 // One thread's product. TC is float (C float32) or uint16_t (C bfloat16).
@@ -216,10 +228,10 @@ void run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u
             const uint16_t* pa = ap.a + ir / kMR * ap.ps;
             const int64_t rows = std::min<int64_t>(kMR, mc - ir);
             if (!use_scratch) {
-              micro_kernel(kp, pa, ap.rs, ap.qs, panel, c + (i0 + ir) * ldc + j0 + jr, ldc, rows, cols, alpha, first ? beta : 1.f);
+              micro_kernel_cols(kp, pa, ap.rs, ap.qs, panel, c + (i0 + ir) * ldc + j0 + jr, ldc, rows, cols, alpha, first ? beta : 1.f);
             } else {
               float* s = scratch.data() + (i0 + ir) * nc + jr;
-              micro_kernel(kp, pa, ap.rs, ap.qs, panel, s, nc, rows, cols, 1.f, first ? 0.f : 1.f);
+              micro_kernel_cols(kp, pa, ap.rs, ap.qs, panel, s, nc, rows, cols, 1.f, first ? 0.f : 1.f);
             }
           }
         }
