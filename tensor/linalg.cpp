@@ -102,9 +102,10 @@ void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alph
   if (out.numel()) backend_for(out.device()).gemm(out, a, b, g);
 }
 
-// float32 for bfloat16 operands (the GEMM computes in float32), the result rounded back.
+// bfloat16 operands: the CPU's GEMM takes them as they are (float32 accumulation, a bfloat16 result,
+// tensor/cpu/gemm.h); on other devices they are converted to float32 and the result rounded back.
 Tensor with_bf16_as_float(const Tensor& a, const Tensor& b, const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
-  if (a.dtype() != kBFloat16) return f(a, b);
+  if (a.dtype() != kBFloat16 || a.device().is_cpu()) return f(a, b);
   return to_dtype(f(to_dtype(a, kFloat32), to_dtype(b, kFloat32)), kBFloat16);
 }
 
