@@ -240,7 +240,7 @@ TEST_CASE("MultiheadAttention and the Transformer layers on the GPU equal the CP
     dec->zero_grad();
     attn->zero_grad();
     std::vector<Tensor> in;
-    for (const Tensor& t : {tgt, memory, q, k, v}) in.push_back(t.to(d).set_requires_grad());
+    for (const Tensor& t : {tgt, memory, q, k, v}) in.push_back(t.detach().to(d).set_requires_grad());
     Tensor y = dec(in[0], in[1], causal.to(d), Tensor(), Tensor(), pad.to(d));
     auto [o, w] = attn(in[2], in[3], in[4], pad.to(d), true, Tensor(), false);
     (sum(y * y) + sum(o * o) + sum(w * w)).backward();
