@@ -57,6 +57,9 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
   LOCKSTEP_CHECK(o.dropout() >= 0 && o.dropout() <= 1, "MultiheadAttention: dropout must be in [0, 1], got ",
                  o.dropout());
   head_dim = embed_dim / num_heads;
+  std::ostringstream label;
+  label << "MultiheadAttention(embed_dim=" << embed_dim << ", num_heads=" << num_heads << ")";
+  label_ = label.str();
   // PyTorch's registration order, so parameters() and state_dict() list them as its do.
   if (kdim == embed_dim && vdim == embed_dim) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}));
@@ -91,9 +94,7 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
                                                            const Tensor& key_padding_mask, bool need_weights,
                                                            const Tensor& attn_mask, bool average_attn_weights,
                                                            bool is_causal) {
-  std::ostringstream name;
-  name << "MultiheadAttention(embed_dim=" << embed_dim << ", num_heads=" << num_heads << ")";
-  const std::string op = name.str();
+  const std::string& op = label_;
   LOCKSTEP_CHECK(query.defined() && key.defined() && value.defined(), op, ": query, key and value must be defined");
   const bool batched = query.dim() == 3;
   const char* layout = !batched ? "[L, E], [S, kdim], [S, vdim] (unbatched)"

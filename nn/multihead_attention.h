@@ -14,6 +14,7 @@
 // the causal mask (PyTorch requires the mask as well and takes is_causal as a hint that it is causal).
 #pragma once
 
+#include <string>
 #include <tuple>
 
 #include "nn/linear.h"
@@ -64,6 +65,9 @@ class MultiheadAttentionImpl : public Module {
   Tensor in_proj_bias;                                // [3E] (bias)
   Tensor bias_k, bias_v;                              // [1, 1, E] (add_bias_kv)
   Linear out_proj{nullptr};
+
+ private:
+  std::string label_;  // "MultiheadAttention(embed_dim=8, num_heads=2)", for messages
 };
 LOCKSTEP_MODULE(MultiheadAttention);
 
