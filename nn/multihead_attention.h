@@ -51,8 +51,8 @@ class MultiheadAttentionImpl : public Module {
   // query [L, N, E], key [S, N, kdim], value [S, N, vdim] ([N, L, E] ... with batch_first; [L, E] ...
   // unbatched) -> (output of query's layout, attention weights [N, L, S] averaged over the heads or
   // [N, num_heads, L, S], undefined unless need_weights). S counts the keys bias_k and add_zero_attn
-  // append. need_weights=false runs F::scaled_dot_product_attention; is_causal alone (no mask, no
-  // key padding, need_weights=false) reaches it as its is_causal.
+  // append. need_weights=false runs F::scaled_dot_product_attention; there, without key padding,
+  // is_causal reaches it as its is_causal and attn_mask is taken to be the causal mask (as PyTorch does).
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Tensor& key_padding_mask = {}, bool need_weights = true,
                                      const Tensor& attn_mask = {}, bool average_attn_weights = true,

@@ -50,8 +50,10 @@ void check_input(const char* layer, const Options& o, const char* what, const Te
 
 template <typename Options>
 MultiheadAttention attention(const Options& o) {
-  return MultiheadAttention(
-      MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout()).bias(o.bias()).batch_first(o.batch_first()));
+  return MultiheadAttention(MultiheadAttentionOptions(o.d_model(), o.nhead())
+                                .dropout(o.dropout())
+                                .bias(o.bias())
+                                .batch_first(o.batch_first()));
 }
 template <typename Options>
 LayerNorm layer_norm(const Options& o) {
@@ -92,8 +94,8 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerEncode
   dropout2 = register_module("dropout2", Dropout(o.dropout()));
 }
 
-Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
-                                            bool is_causal) {
+Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src_mask,
+                                            const Tensor& src_key_padding_mask, bool is_causal) {
   check_input("TransformerEncoderLayer", options, "src", src);
   auto sa = [&](const Tensor& x) {
     return dropout1(std::get<0>(self_attn(x, x, x, src_key_padding_mask, false, src_mask, true, is_causal)));
@@ -185,8 +187,8 @@ Tensor TransformerDecoderImpl::forward(const Tensor& tgt, const Tensor& memory, 
 
 Tensor generate_square_subsequent_mask(int64_t sz, TensorOptions options) {
   LOCKSTEP_CHECK(sz >= 0, "generate_square_subsequent_mask: size must be non-negative, got ", sz);
-  LOCKSTEP_CHECK(is_floating_point(options.dtype), "generate_square_subsequent_mask: dtype must be floating point, got ",
-                 options.dtype);
+  LOCKSTEP_CHECK(is_floating_point(options.dtype),
+                 "generate_square_subsequent_mask: dtype must be floating point, got ", options.dtype);
   const Tensor above = triu(ones({sz, sz}, {kBool, options.device}), 1);
   return zeros({sz, sz}, options).masked_fill(above, -std::numeric_limits<double>::infinity());
 }

@@ -272,12 +272,32 @@ TEST_CASE("dropout acts in training only: p = 1 leaves out_proj's bias; eval() i
       nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.3)), 2,
       nn::LayerNorm(nn::LayerNormOptions(8)));
   load_case(*enc, "encoder");
-  const Tensor src = fx("encoder.in.src"), mask = fx("encoder.mask.mask"), pad = fx("encoder.mask.src_key_padding_mask");
+  const Tensor src = fx("encoder.in.src"), mask = fx("encoder.mask.mask");
+  const Tensor pad = fx("encoder.mask.src_key_padding_mask");
   manual_seed(0);
   const Tensor trained = enc(src, mask, pad);
   CHECK(!allclose(trained, fx("encoder.out.out")));
   enc->eval();
   check_close(enc(src, mask, pad), fx("encoder.out.out"), "encoder in eval()");
+}
+
+TEST_CASE("MultiheadAttention starts as PyTorch's: its parameter order, xavier-uniform projections, zero biases") {
+  nn::MultiheadAttention m(nn::MultiheadAttentionOptions(64, 4).add_bias_kv(true));
+  std::vector<std::string> names;
+  for (auto& [k, _] : m->named_parameters()) names.push_back(k);
+  CHECK(names == std::vector<std::string>{"in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj.weight",
+                                          "out_proj.bias"});
+  // xavier_uniform_ on [192, 64]: U(-b, b), b = sqrt(6 / (64 + 192)); out_proj.weight keeps Linear's
+  // U(-1/8, 1/8). Over 12288 and 4096 draws the largest magnitude comes within 1% of the bound.
+  const double b = std::sqrt(6.0 / 256);
+  const double w_max = max(abs(m->in_proj_weight)).item<double>(), o_max = max(abs(m->out_proj->weight)).item<double>();
+  CHECK(w_max <= b);
+  CHECK(w_max > 0.99 * b);
+  CHECK(o_max <= 0.125);
+  CHECK(o_max > 0.99 * 0.125);
+  CHECK(max(abs(m->in_proj_bias)).item<double>() == 0);
+  CHECK(max(abs(m->out_proj->bias)).item<double>() == 0);
+  CHECK(max(abs(m->bias_k)).item<double>() > 0);  // xavier_normal_
 }
 
 TEST_CASE("the stacks copy their layer: equal values, their own parameters, PyTorch's names") {
@@ -327,7 +347,9 @@ TEST_CASE("bad input names the module, the operands and their shapes, dtypes or 
                  "TransformerEncoderLayer(d_model=10, nhead=3): d_model 10 must be divisible by nhead 3"));
   CHECK(contains(error_of([] { nn::TransformerDecoderLayer(nn::TransformerDecoderLayerOptions(8, 2).dropout(1.5)); }),
                  "dropout must be in [0, 1], got 1.5"));
-  CHECK(contains(error_of([] { nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh")); }),
+  CHECK(contains(error_of([] {
+                   nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh"));
+                 }),
                  "activation should be \"relu\" or \"gelu\" (or a function), not \"tanh\""));
 
   nn::MultiheadAttention m(8, 2);
