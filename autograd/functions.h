@@ -80,6 +80,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
+// The slices along dim, each without that dimension (select(a, dim, i) for every i), as torch.unbind:
+// `auto qkv = unbind(x, 0);` for timm's `q, k, v = qkv.unbind(0)`.
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);
 // A view of a's elements (taken in row-major order) with the given shape, strides and offset; windows
 // may overlap, their gradients add up. The building block of unfold (and of im2col for convolutions).
 Tensor as_strided(const Tensor& a, const Shape& shape, const Strides& strides, int64_t storage_offset = 0);

@@ -2,7 +2,7 @@
 // the handle, not the data: both copies see the same elements and the same gradient.
 //
 // Views share storage and copy nothing: transpose, permute, expand, narrow/slice, select, index with
-// integers and slices, unsqueeze/squeeze, view, detach, split/chunk, and reshape where the strides
+// integers and slices, unsqueeze/squeeze, view, detach, split/chunk/unbind, and reshape where the strides
 // allow. These copy: clone, contiguous (only when not already contiguous), reshape of a layout no view
 // can express, to(dtype/device), and every op that computes new values.
 //
@@ -132,6 +132,7 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;  // select(dim, i) for each i
   Tensor unfold(int64_t dim, int64_t size, int64_t step) const;  // windows along dim, a new last dim
   Tensor contiguous() const;  // *this when already contiguous
   Tensor clone() const;
