@@ -7,7 +7,7 @@
 // Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
 // strides (a StridedPlan per call); the others take contiguous tensors unless they say otherwise.
-// bfloat16 reaches only fill and copy_: the ops layer computes it in float32.
+// bfloat16 and float16 reach only fill and copy_: the ops layer computes them in float32.
 #pragma once
 
 #include <cstdint>

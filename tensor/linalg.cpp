@@ -102,10 +102,10 @@ void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alph
   if (out.numel()) backend_for(out.device()).gemm(out, a, b, g);
 }
 
-// float32 for bfloat16 operands (the GEMM computes in float32), the result rounded back.
+// float32 for bfloat16 and float16 operands (the GEMM computes in float32), the result rounded back.
 Tensor with_bf16_as_float(const Tensor& a, const Tensor& b, const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
-  if (a.dtype() != kBFloat16) return f(a, b);
-  return to_dtype(f(to_dtype(a, kFloat32), to_dtype(b, kFloat32)), kBFloat16);
+  if (!is_reduced_floating_point(a.dtype())) return f(a, b);
+  return to_dtype(f(to_dtype(a, kFloat32), to_dtype(b, kFloat32)), a.dtype());
 }
 
 }  // namespace
@@ -132,9 +132,9 @@ void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, doub
                  ": inner dimensions differ");
   Shape want{ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)};
   LOCKSTEP_CHECK(out.defined() && out.shape() == want && out.dtype() == a.dtype() && out.device() == a.device() &&
-                     out.is_contiguous() && a.dtype() != kBFloat16,
+                     out.is_contiguous() && !is_reduced_floating_point(a.dtype()),
                  "gemm_: output ", out.defined() ? out.shape() : Shape{}, " does not match the product ", want, " ",
-                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16)");
+                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16/float16)");
   LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == want[1] && bias.dtype() == out.dtype() &&
                                      bias.device() == out.device()),
                  "gemm_: bias ", bias.shape(), " ", bias.dtype(), " on ", bias.device(), " does not match the product ",
