@@ -48,7 +48,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
   // x: [..., in] as [rows, in] (a view where the layout allows); w: [out, in]; one GEMM.
   Tensor x2 = in::reshape(x, {-1, w.size(1)});
   Tensor out2;
-  if (bias.defined() && bias.dtype() == x.dtype() && bias.device() == x.device() && x.dtype() != kBFloat16) {
+  if (bias.defined() && bias.dtype() == x.dtype() && bias.device() == x.device() && !is_reduced_floating_point(x.dtype())) {
     // The bias goes to the GEMM, which starts the rows from it (one pass over the output fewer than a
     // product followed by a bias add) or, for small products on a GPU, adds it in the same kernel.
     out2 = Tensor(Shape{x2.size(0), w.size(0)}, x.dtype(), x.device());

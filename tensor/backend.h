@@ -7,7 +7,8 @@
 // Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
 // strides (a StridedPlan per call); the others take contiguous tensors unless they say otherwise.
-// bfloat16 reaches only fill, copy_ and the CPU's gemm: the ops layer computes the rest in float32.
+// bfloat16 reaches fill, copy_ and every backend's GEMM; float16 only fill and copy_ (and CUDA's
+// GEMM): the ops layer computes the rest in float32.
 #pragma once
 
 #include <cstdint>

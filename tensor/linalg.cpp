@@ -101,6 +101,8 @@ void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alph
   if (out.numel()) backend_for(out.device()).gemm(out, a, b, g);
 }
 
+// float16 operands on the CPU, whose GEMM has no float16 kernel: float32, the result rounded back.
+bool half_on_cpu(const Tensor& a) { return a.dtype() == kFloat16 && a.device().is_cpu(); }
 
 }  // namespace
 
@@ -110,6 +112,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
   LOCKSTEP_CHECK(k1 == k2, "matmul: ", a.shape(), ta ? "^T" : "", " x ", b.shape(), tb ? "^T" : "",
                  ": inner dimensions differ");
+  if (half_on_cpu(a)) return to_dtype(matmul(to_dtype(a, kFloat32), to_dtype(b, kFloat32), ta, tb), kFloat16);
   // bfloat16 operands go to the GEMM as they are on every device: float32 accumulation and a bfloat16
   // result (tensor/cpu/gemm.h's kernel on the CPU, cublasGemmEx on CUDA).
   Tensor out({ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)}, a.dtype(), a.device());
@@ -126,9 +129,9 @@ void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, doub
                  ": inner dimensions differ");
   Shape want{ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)};
   LOCKSTEP_CHECK(out.defined() && out.shape() == want && out.dtype() == a.dtype() && out.device() == a.device() &&
-                     out.is_contiguous() && a.dtype() != kBFloat16,
+                     out.is_contiguous() && !is_reduced_floating_point(a.dtype()),
                  "gemm_: output ", out.defined() ? out.shape() : Shape{}, " does not match the product ", want, " ",
-                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16)");
+                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16/float16)");
   LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == want[1] && bias.dtype() == out.dtype() &&
                                      bias.device() == out.device()),
                  "gemm_: bias ", bias.shape(), " ", bias.dtype(), " on ", bias.device(), " does not match the product ",
@@ -144,6 +147,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   check_operands(a0, b0, "matmul");
   LOCKSTEP_CHECK(a0.dim() >= 1 && b0.dim() >= 1, "matmul: both operands need at least one dimension, got ",
                  a0.shape(), " and ", b0.shape());
+  if (half_on_cpu(a0)) return to_dtype(matmul(to_dtype(a0, kFloat32), to_dtype(b0, kFloat32)), kFloat16);
   Tensor a = a0.dim() == 1 ? unsqueeze(a0, 0) : a0;
   Tensor b = b0.dim() == 1 ? unsqueeze(b0, 1) : b0;
   const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];

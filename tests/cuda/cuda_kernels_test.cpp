@@ -33,7 +33,7 @@ Backend& cpu_backend() { return backend_for(DeviceType::CPU); }
 Backend& gpu_backend() { return backend_for(DeviceType::CUDA); }
 
 const Dtype kComputeDtypes[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8};
-const Dtype kEveryDtype[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8, kBFloat16};
+const Dtype kEveryDtype[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8, kBFloat16, kFloat16};
 
 const UnaryOp kUnaryOps[] = {
 #define LOCKSTEP_ROW(Name, str, kinds) UnaryOp::Name,
@@ -224,7 +224,7 @@ TEST_CASE("where: broadcast condition and operands, strided output, every comput
   }
 }
 
-TEST_CASE("copy_ between every pair of dtypes (bfloat16 included), strided both ways; fill on every dtype") {
+TEST_CASE("copy_ between every pair of dtypes (bfloat16 and float16 included), strided both ways; fill on every dtype") {
   REQUIRE_DEVICE();
   manual_seed(4);
   for (Dtype from : kEveryDtype)
@@ -417,7 +417,7 @@ TEST_CASE("index_select, index_add, gather, scatter_add over [outer, n, inner] w
     cpu_backend().gather(gat.cpu, a.cpu, positions.cpu, outer, n, inner);
     gpu_backend().gather(gat.gpu, a.gpu, positions.gpu, outer, n, inner);
     CHECK_MATCH(gat.gpu_base, gat.cpu_base);
-    if (dt == kBFloat16) continue;  // the adds compute in float32 (the ops layer converts)
+    if (is_reduced_floating_point(dt)) continue;  // the adds compute in float32 (the ops layer converts)
     Both src = both(random({outer, k, inner}, dt, 0, 50));
     Both added = both(random({outer, n, inner}, dt, 0, 50));
     cpu_backend().index_add(added.cpu, index.cpu, src.cpu, outer, n, inner);
