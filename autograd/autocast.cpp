@@ -84,8 +84,8 @@ Tensor cast(const Tensor& t, Dtype dtype) {
 }  // namespace
 
 autocast::autocast(DeviceType device, Dtype dtype, bool enabled) : device_(device) {
-  LOCKSTEP_CHECK(dtype == kBFloat16, "autocast: ", dtype, " is not an autocast dtype on ",
-                 device == kCPU ? "the CPU" : "CUDA", " (expected bfloat16)");
+  LOCKSTEP_CHECK(dtype == kBFloat16 || (dtype == kFloat16 && device == kCUDA), "autocast: ", dtype,
+                 " is not an autocast dtype on ", device == kCPU ? "the CPU (expected bfloat16)" : "CUDA (expected bfloat16 or float16)");
   DeviceState& s = of(device);
   prev_enabled_ = s.enabled;
   prev_dtype_ = s.dtype;

@@ -20,7 +20,7 @@ namespace lockstep {
 
 class autocast {
  public:
-  // dtype: kBFloat16 (CPU and CUDA) or kFloat16 where the build has it (CUDA); anything else is an
+  // dtype: kBFloat16 (CPU and CUDA) or kFloat16 (CUDA, with amp::GradScaler); anything else is an
   // error naming it. enabled = false turns autocast off for the region (as torch.autocast(enabled=False)).
   explicit autocast(DeviceType device, Dtype dtype = kBFloat16, bool enabled = true);
   ~autocast();

@@ -139,6 +139,12 @@ TEST_CASE("autocast casts a parameter once per region, and again after it change
 
 TEST_CASE("autocast rejects a dtype it can't run in") {
   expect_error("float32", [] { autocast guard(kCPU, kFloat32); }, {"autocast", "float32", "bfloat16"});
-  expect_error("int64 on CUDA", [] { autocast guard(kCUDA, kInt64); }, {"autocast", "int64", "CUDA"});
+  expect_error("int64 on CUDA", [] { autocast guard(kCUDA, kInt64); }, {"autocast", "int64", "CUDA", "float16"});
+  expect_error("float16 on the CPU", [] { autocast guard(kCPU, kFloat16); }, {"autocast", "float16", "CPU"});
+  {
+    autocast fp16(kCUDA, kFloat16);  // the state only: no GPU needed
+    CHECK(is_autocast_enabled(kCUDA));
+    CHECK(get_autocast_dtype(kCUDA) == kFloat16);
+  }
   CHECK(!is_autocast_enabled(kCPU));
 }
