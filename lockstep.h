@@ -3,6 +3,7 @@
 // save_checkpoint / load_checkpoint), data and distributed (process groups, DDP, SyncBatchNorm's reducer).
 #pragma once
 
+#include "amp/grad_scaler.h"
 #include "autograd/api.h"
 #include "data/api.h"
 #include "distributed/api.h"

@@ -1,6 +1,7 @@
-// The autograd layer in one include: grad mode, the engine and hooks, differentiable ops.
+// The autograd layer in one include: grad mode, autocast, the engine and hooks, differentiable ops.
 #pragma once
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"

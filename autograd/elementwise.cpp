@@ -1,5 +1,6 @@
 // Differentiable elementwise ops: each forward is a row of tensor/elementwise_ops.h run through the ops
 // layer, and its backward sits right below it, capturing only what the gradient needs.
+#include "autograd/autocast.h"
 #include "autograd/autograd_util.h"
 #include "autograd/functions.h"
 
@@ -9,6 +10,7 @@ using autograd::any_requires_grad;
 using autograd::Grads;
 using autograd::record;
 using autograd::reduce_grad;
+constexpr autograd::Output kSavesOutput = autograd::Output::Saved;
 namespace in = internal;
 
 namespace {
@@ -18,9 +20,9 @@ Tensor unary_with(UnaryOp op, const Tensor& a, BinaryOp backward, bool save_outp
   Tensor out = in::unary(op, a);
   if (!any_requires_grad(a)) return out;
   Tensor saved = save_output ? out.detach() : a.detach();
-  return record(op_name(op), out, {a}, [backward, saved](const Tensor& g) {
-    return Grads{in::binary(backward, g, saved)};
-  });
+  return record(
+      op_name(op), out, {a}, [backward, saved](const Tensor& g) { return Grads{in::binary(backward, g, saved)}; },
+      save_output ? kSavesOutput : autograd::Output::NotSaved);
 }
 
 Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b) { return in::binary(op, a, b); }
@@ -64,7 +66,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
                   Tensor gb;  // d(a/b)/db = -(a/b)/b
                   if (rb) gb = reduce_grad(in::neg(in::div(in::mul(g, out), b)), b.shape(), b.dtype());
                   return Grads{ra ? reduce_grad(in::div(g, b), sa, da) : Tensor(), gb};
-                });
+                },
+                kSavesOutput);
 }
 
 Tensor add(const Tensor& a, double s) {
@@ -90,10 +93,11 @@ Tensor rdiv(const Tensor& a, double s) {
   if (!any_requires_grad(a)) return out;
   return record("rdiv", out, {a}, [a = a.detach(), out = out.detach()](const Tensor& g) {
     return Grads{in::neg(in::div(in::mul(g, out), a))};
-  });
+  }, kSavesOutput);
 }
 
-Tensor pow(const Tensor& a, double e) {
+Tensor pow(const Tensor& a_in, double e) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Exp, a_in);
   Tensor out = in::binary_scalar(BinaryOp::Pow, a, e);
   if (!any_requires_grad(a)) return out;
   return record("pow_scalar", out, {a}, [a = a.detach(), e](const Tensor& g) {
@@ -111,7 +115,7 @@ Tensor pow(const Tensor& a, const Tensor& e) {
     if (ra) ga = reduce_grad(in::mul(g, in::mul(e, in::binary(BinaryOp::Pow, a, in::add(e, -1.0)))), a.shape(), a.dtype());
     if (re) ge = reduce_grad(in::mul(g, in::mul(out, in::log(a))), e.shape(), e.dtype());
     return Grads{ga, ge};
-  });
+  }, kSavesOutput);
 }
 
 // torch.maximum / minimum: the gradient goes to the larger (smaller) operand, split evenly on ties.
@@ -171,13 +175,16 @@ Tensor sign(const Tensor& a) {
   return record("sign", out, {a}, [](const Tensor& g) { return Grads{zeros_like(g)}; });
 }
 
-Tensor exp(const Tensor& a) {
+Tensor exp(const Tensor& a_in) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Exp, a_in);
   Tensor out = in::exp(a);
   if (!any_requires_grad(a)) return out;
-  return record("exp", out, {a}, [out = out.detach()](const Tensor& g) { return Grads{in::mul(g, out)}; });
+  return record("exp", out, {a}, [out = out.detach()](const Tensor& g) { return Grads{in::mul(g, out)}; },
+                kSavesOutput);
 }
 
-Tensor log(const Tensor& a) {
+Tensor log(const Tensor& a_in) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Exp, a_in);
   Tensor out = in::log(a);
   if (!any_requires_grad(a)) return out;
   return record("log", out, {a}, [a = a.detach()](const Tensor& g) { return Grads{in::div(g, a)}; });
@@ -188,15 +195,16 @@ Tensor sqrt(const Tensor& a) {
   if (!any_requires_grad(a)) return out;
   return record("sqrt", out, {a}, [out = out.detach()](const Tensor& g) {
     return Grads{in::div(in::mul(g, 0.5), out)};
-  });
+  }, kSavesOutput);
 }
 
-Tensor rsqrt(const Tensor& a) {
+Tensor rsqrt(const Tensor& a_in) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Exp, a_in);
   Tensor out = in::unary(UnaryOp::Rsqrt, a);
   if (!any_requires_grad(a)) return out;
   return record("rsqrt", out, {a}, [out = out.detach()](const Tensor& g) {  // -0.5 a^(-3/2)
     return Grads{in::mul(in::mul(g, in::mul(out, in::mul(out, out))), -0.5)};
-  });
+  }, kSavesOutput);
 }
 
 Tensor square(const Tensor& a) { return mul(a, a); }

@@ -70,15 +70,14 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 }
 
 // PyTorch's "one of the variables needed for gradient computation has been modified by an inplace
-// operation", checked on every input and the output of the node (Node::versions).
+// operation", checked on the versions the node took (Node::versions).
 static void check_versions(const Node& n) {
-  for (size_t i = 0; i < n.versions.size(); ++i) {
-    auto storage = n.versions[i].first.lock();
-    if (!storage || storage->version() == n.versions[i].second) continue;
-    const bool output = i + 1 == n.versions.size();
+  for (const Node::Version& v : n.versions) {
+    auto storage = v.storage.lock();
+    if (!storage || storage->version() == v.version) continue;
     fail("backward: one of the variables needed for gradient computation has been modified by an inplace "
-         "operation: ", output ? std::string("the output") : "input " + std::to_string(i), " of ", n.name(),
-         " is at version ", storage->version(), "; expected version ", n.versions[i].second,
+         "operation: ", v.input < 0 ? std::string("the output") : "input " + std::to_string(v.input), " of ",
+         n.name(), " is at version ", storage->version(), "; expected version ", v.version,
          " (the op was recorded before the in-place change; clone() it first, or change it after backward)");
   }
 }
@@ -90,27 +89,47 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward, Output output) {
   if (!needs_grad(inputs)) return out;
-  return record(std::make_shared<FunctionNode>(op, std::move(backward)), std::move(out), inputs);
+  return record(std::make_shared<FunctionNode>(op, std::move(backward)), std::move(out), inputs, output);
 }
 
-Tensor record(std::shared_ptr<Node> node, Tensor out, const std::vector<Tensor>& inputs) {
-  if (!needs_grad(inputs)) return out;
-  if (out.use_count() > 1) out = out.detach();  // never rewrite the history of a tensor someone else holds
-  node->next.reserve(inputs.size());
-  for (const Tensor& t : inputs) node->next.push_back(gradient_edge(t));
-  node->versions.reserve(inputs.size() + 1);
-  for (const Tensor& t : inputs)
-    node->versions.emplace_back(t.defined() ? t.storage() : nullptr, t.defined() ? t.version() : 0);
-  node->versions.emplace_back(out.storage(), out.version());
+namespace {
+
+// The edges and versions of `node`'s inputs, skipping the versions of `skip`'s storage.
+void connect(Node& node, const std::vector<Tensor>& inputs, const Storage* skip) {
+  node.next.reserve(inputs.size());
+  for (const Tensor& t : inputs) node.next.push_back(gradient_edge(t));
+  node.versions.reserve(inputs.size() + 1);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].storage().get() != skip)
+      node.versions.push_back({inputs[i].storage(), inputs[i].version(), static_cast<int>(i)});
+}
+
+void attach(const Tensor& out, std::shared_ptr<Node> node) {
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
   node->output_device = out.device();
-  AutogradMeta& meta = out.autograd_meta();
+  AutogradMeta& meta = const_cast<Tensor&>(out).autograd_meta();
   meta.requires_grad = true;
   meta.grad_fn = std::move(node);
+}
+
+}  // namespace
+
+Tensor record(std::shared_ptr<Node> node, Tensor out, const std::vector<Tensor>& inputs, Output output) {
+  if (!needs_grad(inputs)) return out;
+  if (out.use_count() > 1) out = out.detach();  // never rewrite the history of a tensor someone else holds
+  connect(*node, inputs, nullptr);
+  for (const Tensor& t : inputs) node->is_view |= t.defined() && t.storage() == out.storage();
+  if (output == Output::Saved) node->versions.push_back({out.storage(), out.version(), -1});
+  attach(out, std::move(node));
   return out;
+}
+
+void rebase_history(const Tensor& t, std::shared_ptr<Node> node, const std::vector<Tensor>& inputs) {
+  connect(*node, inputs, t.storage().get());
+  attach(t, std::move(node));
 }
 
 uint64_t register_post_accumulate_grad_hook(Tensor& leaf, std::function<void(Tensor&)> fn) {

@@ -80,6 +80,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
+// The slices along dim, each without that dimension (select(a, dim, i) for every i), as torch.unbind:
+// `auto qkv = unbind(x, 0);` for timm's `q, k, v = qkv.unbind(0)`.
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim = 0);
 // A view of a's elements (taken in row-major order) with the given shape, strides and offset; windows
 // may overlap, their gradients add up. The building block of unfold (and of im2col for convolutions).
 Tensor as_strided(const Tensor& a, const Shape& shape, const Strides& strides, int64_t storage_offset = 0);
@@ -168,7 +171,7 @@ Tensor dropout(const Tensor& a, double p = 0.5, bool train = true);
 // True when every element differs by at most atol + rtol * |b| (and NaNs match).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
-// In place (Tensor::add_ ...): not recorded; see tensor.h.
+// In place (Tensor::add_ ...): recorded by autograd as PyTorch's; see tensor.h.
 const Tensor& operator+=(const Tensor& a, const Tensor& b);
 const Tensor& operator-=(const Tensor& a, const Tensor& b);
 const Tensor& operator*=(const Tensor& a, const Tensor& b);

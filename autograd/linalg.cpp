@@ -1,4 +1,5 @@
 // Differentiable matrix products, the NLL loss and conversions.
+#include "autograd/autocast.h"
 #include "autograd/autograd_util.h"
 #include "autograd/functions.h"
 
@@ -8,8 +9,12 @@ using autograd::any_requires_grad;
 using autograd::Grads;
 using autograd::record;
 namespace in = internal;
+namespace amp = autograd::amp;
+using amp::AutocastOp;
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  std::vector<Tensor> ab = amp::cast_inputs(AutocastOp::Matmul, {a_in, b_in});
+  const Tensor &a = ab[0], &b = ab[1];
   Tensor out = in::matmul(a, b);
   if (!any_requires_grad(a, b)) return out;
   bool ra = a.requires_grad(), rb = b.requires_grad();
@@ -28,8 +33,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
-  LOCKSTEP_CHECK(x.defined() && w.defined(), "linear: got an undefined input or weight");
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
+  LOCKSTEP_CHECK(x_in.defined() && w_in.defined(), "linear: got an undefined input or weight");
+  std::vector<Tensor> xwb = amp::cast_inputs(AutocastOp::Linear, {x_in, w_in, bias_in});
+  const Tensor &x = xwb[0], &w = xwb[1], &bias = xwb[2];
   LOCKSTEP_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) == w.size(1), "linear: input ", x.shape(),
                  " does not match weight ", w.shape(), " (expected input [..., ", w.dim() == 2 ? w.size(1) : -1, "])");
   LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0)), "linear: bias ", bias.shape(),
@@ -41,7 +48,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   // x: [..., in] as [rows, in] (a view where the layout allows); w: [out, in]; one GEMM.
   Tensor x2 = in::reshape(x, {-1, w.size(1)});
   Tensor out2;
-  if (bias.defined() && bias.dtype() == x.dtype() && bias.device() == x.device() && x.dtype() != kBFloat16) {
+  if (bias.defined() && bias.dtype() == x.dtype() && bias.device() == x.device() && !is_reduced_floating_point(x.dtype())) {
     // The bias goes to the GEMM, which starts the rows from it (one pass over the output fewer than a
     // product followed by a bias add) or, for small products on a GPU, adds it in the same kernel.
     out2 = Tensor(Shape{x2.size(0), w.size(0)}, x.dtype(), x.device());

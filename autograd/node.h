@@ -28,9 +28,20 @@ struct Node {
   virtual bool add_into_input(Tensor& /*slot*/, const Tensor& /*grad_output*/) { return false; }
 
   std::vector<std::shared_ptr<Node>> next;
-  // The storage versions of each input, then of the output, when the op was recorded; backward refuses
-  // to run the node when one has changed since (an in-place op wrote into it; Tensor::version()).
-  std::vector<std::pair<std::weak_ptr<Storage>, uint64_t>> versions;
+  // Storage versions taken when the op was recorded; backward refuses to run the node when one has
+  // changed since (an in-place op wrote into it; Tensor::version()). Every input is checked, whether
+  // or not backward reads it (conservative: PyTorch checks only the saved ones); the output only when
+  // the node saves it (exp, softmax, ...), since an in-place op on the output rebases its history
+  // onto a new node and leaves this one's gradient right otherwise.
+  struct Version {
+    std::weak_ptr<Storage> storage;
+    uint64_t version = 0;
+    int input = -1;  // the input's position; -1: the output
+  };
+  std::vector<Version> versions;
+  // The output shares an input's storage (a view: reshape, transpose, select, ...): an in-place op on
+  // it would also change the input, whose history can't see it, so one is refused (inplace.cpp).
+  bool is_view = false;
   Shape output_shape;  // to check gradients flowing in
   Dtype output_dtype = kFloat32;
   Device output_device;
@@ -69,11 +80,21 @@ bool exclusive(const Tensor& t);
 // The edge an op's input contributes: its grad_fn, its leaf accumulator, or null.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
 
+// Whether an op's backward reads its own output (exp, sqrt, softmax, max, the recurrent layers): only
+// then is an in-place change of the output an error in backward (Node::versions).
+enum class Output : bool { NotSaved, Saved };
+
 // Returns `out` connected to the graph: when grad mode is on and any input requires a gradient, a
 // FunctionNode named `op` running `backward` becomes out's grad_fn. Otherwise `out` is returned as is.
-Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);
+Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
+              Output output = Output::NotSaved);
 // The same with a node of another type than FunctionNode (its edges and output are filled in here).
-Tensor record(std::shared_ptr<Node> node, Tensor out, const std::vector<Tensor>& inputs);
+Tensor record(std::shared_ptr<Node> node, Tensor out, const std::vector<Tensor>& inputs,
+              Output output = Output::NotSaved);
+// After an in-place op wrote into `t`: `node` (whose inputs are t as it was, first, then the op's
+// operands) becomes t's grad_fn, as PyTorch rebases a tensor's history. The node's backward must not
+// read t's storage (an op that needs t's old values keeps its own copy), so t is not version-checked.
+void rebase_history(const Tensor& t, std::shared_ptr<Node> node, const std::vector<Tensor>& inputs);
 // Whether an op on `inputs` must be recorded (lets ops skip saving tensors for backward).
 bool needs_grad(const std::vector<Tensor>& inputs);
 

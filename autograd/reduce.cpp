@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/autograd_util.h"
 #include "autograd/functions.h"
 
@@ -13,6 +14,7 @@ namespace lockstep {
 using autograd::any_requires_grad;
 using autograd::Grads;
 using autograd::record;
+constexpr autograd::Output kSavesOutput = autograd::Output::Saved;
 namespace in = internal;
 
 namespace {
@@ -48,7 +50,7 @@ Tensor extreme(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdi
     Tensor hit = in::to_dtype(in::eq(a, kept), g.dtype());
     Tensor count = in::sum(hit, dims, true);
     return Grads{in::mul(hit, in::div(in::reshape(g, kept.shape()), count))};
-  });
+  }, kSavesOutput);  // kept is the output before the reshape: the same storage
 }
 
 // max/min along one dimension: the gradient goes to the element the index points at.
@@ -88,7 +90,8 @@ Tensor prod_backward(const Tensor& g, const Tensor& a, const std::vector<int64_t
 
 }  // namespace
 
-Tensor prod(const Tensor& a) {
+Tensor prod(const Tensor& a_in) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Prod, a_in);
   LOCKSTEP_CHECK(a.defined(), "prod: got an undefined tensor");
   Tensor out = in::prod(a);
   if (!any_requires_grad(a)) return out;
@@ -96,7 +99,8 @@ Tensor prod(const Tensor& a) {
     return Grads{prod_backward(g, a, in::reduction_dims({}, a.dim(), "prod"))};
   });
 }
-Tensor prod(const Tensor& a, int64_t dim, bool keepdim) {
+Tensor prod(const Tensor& a_in, int64_t dim, bool keepdim) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Prod, a_in);
   LOCKSTEP_CHECK(a.defined(), "prod: got an undefined tensor");
   Tensor out = in::prod(a, dim, keepdim);
   if (!any_requires_grad(a)) return out;
@@ -106,7 +110,8 @@ Tensor prod(const Tensor& a, int64_t dim, bool keepdim) {
   });
 }
 
-Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
+Tensor sum(const Tensor& a_in, const std::vector<int64_t>& dims_in, bool keepdim) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Sum, a_in);
   LOCKSTEP_CHECK(a.defined(), "sum: got an undefined tensor");
   std::vector<int64_t> dims = in::reduction_dims(dims_in, a.dim(), "sum");
   Tensor out = in::sum(a, dims, keepdim);
@@ -198,20 +203,22 @@ Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool ke
   return pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
 }
 
-Tensor softmax(const Tensor& a, int64_t dim) {
+Tensor softmax(const Tensor& a_in, int64_t dim) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Softmax, a_in);
   Tensor out = in::softmax(a, dim, false);
   if (!any_requires_grad(a)) return out;
   return record("softmax", out, {a}, [out = out.detach(), dim](const Tensor& g) {
     return Grads{in::softmax_backward(g, out, dim, false)};
-  });
+  }, kSavesOutput);
 }
 
-Tensor log_softmax(const Tensor& a, int64_t dim) {
+Tensor log_softmax(const Tensor& a_in, int64_t dim) {
+  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Softmax, a_in);
   Tensor out = in::softmax(a, dim, true);
   if (!any_requires_grad(a)) return out;
   return record("log_softmax", out, {a}, [out = out.detach(), dim](const Tensor& g) {
     return Grads{in::softmax_backward(g, out, dim, true)};
-  });
+  }, kSavesOutput);
 }
 
 }  // namespace lockstep

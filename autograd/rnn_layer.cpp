@@ -19,7 +19,8 @@ Tensor lstm_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& c0, con
                 [hc = r.hc, gates = r.gates, w_hh = w_hh.detach(), reverse, want_w](const Tensor& grad) {
                   in::LSTMLayerGrads g = in::lstm_layer_backward(grad, hc, gates, w_hh, reverse, want_w);
                   return Grads{g.x_gates, g.h0, g.c0, g.w_hh};
-                });
+                },
+                autograd::Output::Saved);  // hc, the output
 }
 
 Tensor gru_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& w_hh, const Tensor& b_hh, bool reverse) {
@@ -32,7 +33,8 @@ Tensor gru_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& w_hh, co
                   in::GRULayerGrads g =
                       in::gru_layer_backward(grad, h, gates, h_gates, w_hh, reverse, want_w, want_b);
                   return Grads{g.x_gates, g.h0, g.w_hh, g.b_hh};
-                });
+                },
+                autograd::Output::Saved);  // h, the output
 }
 
 }  // namespace lockstep

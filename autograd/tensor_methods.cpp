@@ -36,6 +36,7 @@ Tensor Tensor::squeeze(int64_t d) const { return lockstep::squeeze(*this, d); }
 std::vector<Tensor> Tensor::split(int64_t n, int64_t d) const { return lockstep::split(*this, n, d); }
 std::vector<Tensor> Tensor::split(const std::vector<int64_t>& s, int64_t d) const { return lockstep::split(*this, s, d); }
 std::vector<Tensor> Tensor::chunk(int64_t n, int64_t d) const { return lockstep::chunk(*this, n, d); }
+std::vector<Tensor> Tensor::unbind(int64_t d) const { return lockstep::unbind(*this, d); }
 Tensor Tensor::unfold(int64_t d, int64_t n, int64_t s) const { return lockstep::unfold(*this, d, n, s); }
 Tensor Tensor::contiguous() const { return lockstep::contiguous(*this); }
 Tensor Tensor::clone() const { return lockstep::clone(*this); }

@@ -238,4 +238,14 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
   return split(a, std::max<int64_t>((n + chunks - 1) / chunks, 1), dim);
 }
 
+// Views through select, so the slices' gradients land in one buffer of a's shape (SubsetViewNode).
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
+  LOCKSTEP_CHECK(a.defined(), "unbind: got an undefined tensor");
+  LOCKSTEP_CHECK(a.dim() > 0, "unbind: expected a tensor with at least one dimension, got a scalar");
+  const int64_t d = in::wrap_dim(dim, a.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < a.shape()[d]; ++i) out.push_back(select(a, d, i));
+  return out;
+}
+
 }  // namespace lockstep

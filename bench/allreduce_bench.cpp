@@ -24,8 +24,9 @@
 // #wrong: after the timed loops, one more iteration of each kind on freshly filled buffers, compared
 // element by element with the exact expected result: rank r holds r + 1 + (i % 4) at element i, so
 // SUM = n(n+1)/2 + n(i % 4), MIN = 1 + (i % 4), MAX = n + (i % 4), AVG = SUM / n; for PROD rank r holds 2
-// where (i + r) % n == 0 and 1 elsewhere, so every product is exactly 2. All exact in every dtype; AVG on
-// floats is allowed the rounding of its final division.
+// where (i + r) % n == 0 and 1 elsewhere, so every product is exactly 2. All exact in every dtype (bfloat16
+// and float16 up to 64 ranks); AVG on floats is allowed the rounding of its final division. Sizes and
+// bandwidths are in bytes of the dtype: a bfloat16 row moves half the elements' bytes of a float row.
 #include <arpa/inet.h>
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
@@ -235,6 +236,8 @@ class RawMpiCollective : public Collective {
  public:
   RawMpiCollective() { std::tie(rank_, size_) = dist::ProcessGroupMPI::world_rank_and_size(); }
   void all_reduce(Tensor& t, Op op) override {
+    LOCKSTEP_CHECK(!is_reduced_floating_point(t.dtype()), "allreduce_bench: --raw-mpi has no ", t.dtype(),
+                   " (MPI has no 16-bit float type)");
     const MPI_Datatype type = t.dtype() == kFloat32 ? MPI_FLOAT : t.dtype() == kFloat64 ? MPI_DOUBLE : MPI_INT64_T;
     const MPI_Op mpi_op = op == Op::MIN ? MPI_MIN : op == Op::MAX ? MPI_MAX : op == Op::PRODUCT ? MPI_PROD : MPI_SUM;
     const int rc = MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), type, mpi_op, MPI_COMM_WORLD);
@@ -280,7 +283,7 @@ T expected_value(Op op, int n, int64_t i) {
 // Fills `t` (any device) with this rank's input.
 void fill_input(Tensor& t, Op op, int rank, int n) {
   Tensor host = t.device().is_cpu() ? t : empty(t.shape(), {t.dtype(), Device::cpu()});
-  dispatch_compute(t.dtype(), "allreduce_bench", [&](auto tag) {
+  dispatch(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(host.data_ptr());
     for (int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<T>(input_value(op, rank, n, i));
@@ -290,15 +293,20 @@ void fill_input(Tensor& t, Op op, int rank, int n) {
 
 int64_t count_wrong(const Tensor& t, Op op, int n) {
   Tensor host = lockstep::to(t, Device::cpu());
-  return dispatch_compute(t.dtype(), "allreduce_bench", [&](auto tag) -> int64_t {
+  return dispatch(t.dtype(), [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
+    // bfloat16 and float16 compare as float32; their epsilons are 2^-7 and 2^-10.
+    constexpr bool kHalf = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+    using V = std::conditional_t<kHalf, float, T>;
+    double eps = std::is_same_v<T, BFloat16> ? 0x1p-7 : 0x1p-10;
+    if constexpr (!kHalf && !std::is_integral_v<T>) eps = std::numeric_limits<T>::epsilon();
     const T* p = static_cast<const T*>(host.data_ptr());
     int64_t wrong = 0;
     for (int64_t i = 0; i < host.numel(); ++i) {
-      const T want = expected_value<T>(op, n, i);
-      bool ok = p[i] == want;
+      const V want = static_cast<V>(expected_value<T>(op, n, i)), got = static_cast<V>(p[i]);
+      bool ok = got == want;
       if constexpr (!std::is_integral_v<T>)
-        if (op == Op::AVG) ok = std::abs(p[i] - want) <= 2 * std::numeric_limits<T>::epsilon() * std::abs(want);
+        if (op == Op::AVG) ok = std::abs(got - want) <= 2 * eps * std::abs(want);
       wrong += !ok;
     }
     return wrong;
@@ -325,7 +333,9 @@ Dtype parse_dtype(const std::string& s) {
   if (s == "float" || s == "float32") return kFloat32;
   if (s == "double" || s == "float64") return kFloat64;
   if (s == "int64" || s == "long") return kInt64;
-  fail("allreduce_bench: unknown dtype '", s, "' (float, double or int64)");
+  if (s == "bfloat16" || s == "bf16") return kBFloat16;
+  if (s == "float16" || s == "half" || s == "fp16") return kFloat16;
+  fail("allreduce_bench: unknown dtype '", s, "' (float, double, int64, bfloat16 or float16)");
 }
 
 Op parse_op(const std::string& s) {
@@ -337,7 +347,15 @@ Op parse_op(const std::string& s) {
   fail("allreduce_bench: unknown op '", s, "' (sum, avg, min, max or prod)");
 }
 
-const char* type_name(Dtype d) { return d == kFloat32 ? "float" : d == kFloat64 ? "double" : "int64"; }
+const char* type_name(Dtype d) {
+  switch (d) {
+    case kFloat32: return "float";
+    case kFloat64: return "double";
+    case kBFloat16: return "bfloat16";
+    case kFloat16: return "half";
+    default: return "int64";
+  }
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -367,7 +385,7 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", iters, "timed iterations per size");
   app.add_option("-w,--warmup_iters", warmup, "untimed iterations per size");
   app.add_option("-c,--check", check, "check the results against the exact expected values (0 or 1)");
-  app.add_option("-d,--datatype", dtype_s, "float, double or int64");
+  app.add_option("-d,--datatype,--dtype", dtype_s, "float, double, int64, bfloat16 or float16");
   app.add_option("-o,--op", op_s, "sum, avg, min, max or prod");
   app.add_option("--backend", backend, "gloo, nccl, mpi (under mpirun) or auto (nccl when a GPU is visible)");
   app.add_flag("--csv", csv, "print comma-separated rows (for bench/bench_report.py)");

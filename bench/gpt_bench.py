@@ -9,6 +9,8 @@ resident set (getrusage's max RSS) of the launcher and its ranks. --model-args g
 the long-context step is `--model-args '--block-size 1024 --batch-size 4' --worlds 1`.
 
     tools/bazel build //examples:gpt //distributed/launch && python3 bench/gpt_bench.py --rounds 3
+    python3 bench/gpt_bench.py --worlds 1 --dtype bfloat16 \
+        --model-args '--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 8'   # autocast both sides
 """
 import os
 import subprocess
@@ -32,7 +34,12 @@ def step_ms(cmd, env):
 
 
 def main():
-    a = parse_args("gpt", "gpt_twin.py", default_steps=30)
+    def extra(p):
+        p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                       help="bfloat16: both sides under autocast (lockstep's autocast, torch.autocast)")
+
+    a = parse_args("gpt", "gpt_twin.py", default_steps=30, extra=extra)
+    shared = ["--dtype", a.dtype] + a.model_args
     init = tempfile.NamedTemporaryFile(suffix=".safetensors", delete=False).name
     subprocess.run([a.launch, "--nproc_per_node=1", a.binary, "--export-init", init] + a.model_args, env=a.env,
                    check=True, capture_output=True)
@@ -43,9 +50,9 @@ def main():
                 run = [a.launch, f"--nproc_per_node={w}"]
                 times.setdefault(("lockstep", w), []).append(step_ms(
                     run + [a.binary, "--init", init, "--steps", str(a.steps), "--eval-iters", "1", "--eval-interval",
-                           "1000000", "--sample-tokens", "0"] + a.model_args, a.env))
+                           "1000000", "--sample-tokens", "0"] + shared, a.env))
                 times.setdefault(("pytorch", w), []).append(step_ms(
-                    run + [a.python, a.twin, "--init", init, "--steps", str(a.steps), "--quiet"] + a.model_args, a.env))
+                    run + [a.python, a.twin, "--init", init, "--steps", str(a.steps), "--quiet"] + shared, a.env))
                 print(f"# world {w}: lockstep {times[('lockstep', w)][-1]} ms, "
                       f"PyTorch {times[('pytorch', w)][-1]} ms (wall, CPU)", flush=True)
     finally:

@@ -8,7 +8,7 @@ import os
 import statistics
 
 
-def parse_args(example, twin, default_steps):
+def parse_args(example, twin, default_steps, extra=None):
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
@@ -16,6 +16,8 @@ def parse_args(example, twin, default_steps):
     p.add_argument("--worlds", default="1,2")
     p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
     p.add_argument("--model-args", default="", help="flags both sides get, e.g. '--block-size 1024 --batch-size 4'")
+    if extra:
+        extra(p)
     a = p.parse_args()
     a.model_args = a.model_args.split()
     a.worlds = list(map(int, a.worlds.split(",")))

@@ -1,10 +1,13 @@
 // lockstep::dist in one include: rendezvous stores, process groups, the default group, DDP
-// (init_process_group & co) and SyncBatchNorm's reducer. ProcessGroupNCCL is included where lockstep
+// (init_process_group & co) with its communication hooks, SyncBatchNorm's reducer and the GradScaler's
+// found-inf all-reduce. ProcessGroupNCCL is included where lockstep
 // is built with NCCL (LOCKSTEP_WITH_NCCL), ProcessGroupMPI where it is built with Open MPI
 // (LOCKSTEP_WITH_MPI).
 #pragma once
 
+#include "distributed/comm_hooks.h"
 #include "distributed/ddp.h"
+#include "distributed/found_inf.h"
 #include "distributed/store/file_store.h"
 #include "distributed/init.h"
 #include "distributed/store/prefix_store.h"

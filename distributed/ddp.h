@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "distributed/comm_hooks.h"
 #include "distributed/process_group.h"
 #include "distributed/reducer.h"
 #include "nn/module.h"
@@ -77,6 +78,17 @@ class DistributedDataParallel : public nn::Module {
     bool prev_;
   };
   [[nodiscard]] NoSync no_sync() { return NoSync(*reducer_); }
+
+  // Replaces each bucket's average-and-all-reduce with hook(state, bucket), as PyTorch's
+  // ddp.register_comm_hook(state, hook) (comm_hooks.h): once, before the first backward, the same hook
+  // on every rank. State is copied into the hook (a process group for the default hooks; null: the
+  // default group).
+  //   ddp.register_comm_hook(pg, dist::default_hooks::bf16_compress_hook);
+  template <typename State, typename Hook>
+  void register_comm_hook(State state, Hook hook) {
+    reducer_->register_comm_hook(
+        [state = std::move(state), hook = std::move(hook)](GradBucket& bucket) mutable { return hook(state, bucket); });
+  }
 
  private:
   template <typename M>

@@ -5,7 +5,10 @@
 // CUDA tensors), which queues the operation and returns a Work at once (work.h).
 //
 // Tensors are handles (tensor/tensor.h): the collectives write into the caller's tensors in place,
-// and the Work keeps them alive until it has finished. Supported dtypes: float32, float64, int64.
+// and the Work keeps them alive until it has finished. Every dtype moves; bfloat16 and float16 reduce in
+// float32 inside the reduction and are rounded once per fold (every operand at once where a backend has
+// them together: shared memory, the CUDA emulator's NCCL; per hop around a ring, as NCCL and gloo).
+// The gloo and mpi backends reduce every dtype, NCCL float32, float64, int64, bfloat16 and float16.
 //
 // `async_op` is torch.distributed's flag: true (the default here, as for c10d's ProcessGroup methods)
 // returns a Work at once; false returns once the collective has finished, rethrowing its error, like

@@ -11,6 +11,10 @@
 
 namespace lockstep::dist {
 
+static Tensor slot_view(const Tensor& flat, int64_t offset, const Tensor& param) {
+  return internal::view_range(flat, offset, param.shape());
+}
+
 Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<ProcessGroup> pg,
                  ReducerOptions options)
     : params_(std::move(params)), pg_(std::move(pg)), options_(options) {
@@ -57,6 +61,24 @@ void Reducer::build_buckets() {
   }
 }
 
+void Reducer::register_comm_hook(CommHook hook) {
+  LOCKSTEP_CHECK(hook, "register_comm_hook: the hook is empty");
+  LOCKSTEP_CHECK(!comm_hook_, "register_comm_hook: a communication hook is already registered (DDP takes one, as "
+                 "PyTorch's)");
+  LOCKSTEP_CHECK(pass_ == 0, "register_comm_hook: register the hook before the first backward");
+  comm_hook_ = std::move(hook);
+}
+
+GradBucket Reducer::grad_bucket(size_t index) const {
+  const Bucket& b = buckets_[index];
+  std::vector<Tensor> grads, params;
+  for (size_t i : b.slots) {
+    grads.push_back(slot_view(b.flat, slots_[i].offset, params_[i].second));
+    params.push_back(params_[i].second);
+  }
+  return GradBucket(index, index + 1 == buckets_.size(), b.flat, std::move(grads), std::move(params));
+}
+
 std::vector<std::vector<size_t>> Reducer::bucket_indices() const {
   std::vector<std::vector<size_t>> out;
   for (const auto& b : buckets_) out.push_back(b.slots);
@@ -69,13 +91,10 @@ void Reducer::reset_for_backward() {
   for (auto& b : buckets_) {
     b.pending = b.slots.size();
     b.work.reset();
+    b.future.reset();
   }
   next_to_launch_ = 0;
   autograd::queue_callback([this] { finalize(); });
-}
-
-static Tensor slot_view(const Tensor& flat, int64_t offset, const Tensor& param) {
-  return internal::view_range(flat, offset, param.shape());
 }
 
 void Reducer::on_gradient_ready(size_t i) {
@@ -95,6 +114,13 @@ void Reducer::launch_ready_buckets() {
   // Strictly in bucket order, so every rank issues the same sequence of collectives.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     Bucket& b = buckets_[next_to_launch_++];
+    if (comm_hook_) {
+      GradBucket bucket = grad_bucket(next_to_launch_ - 1);
+      b.future = comm_hook_(bucket);
+      LOCKSTEP_CHECK(b.future, "DistributedDataParallel: the communication hook returned no future for bucket ",
+                     next_to_launch_ - 1);
+      continue;
+    }
     internal::mul_(b.flat, 1.0 / pg_->size());  // sum of gradients / world size = the average
     b.work = pg_->all_reduce(b.flat, ReduceOp::SUM);
   }
@@ -122,7 +148,17 @@ void Reducer::finalize() {
   last_wait_seconds_ = 0;
   for (auto& b : buckets_) {
     auto t0 = std::chrono::steady_clock::now();
-    b.work->wait();
+    if (b.future) {
+      const Tensor& reduced = b.future->value();
+      LOCKSTEP_CHECK(reduced.defined() && reduced.shape() == b.flat.shape() && reduced.dtype() == b.flat.dtype(),
+                     "DistributedDataParallel: the communication hook's result for bucket ", &b - buckets_.data(),
+                     " is ", reduced.defined() ? reduced.shape() : Shape{}, " ",
+                     reduced.defined() ? reduced.dtype() : b.flat.dtype(), ", not the bucket's ", b.flat.shape(), " ",
+                     b.flat.dtype());
+      if (reduced.data_ptr() != b.flat.data_ptr()) internal::copy_(b.flat, reduced);
+    } else {
+      b.work->wait();
+    }
     last_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i : b.slots) {
       Tensor& p = params_[i].second;

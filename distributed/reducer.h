@@ -4,13 +4,15 @@
 // bucket_cap_mb. A post-accumulate hook on each parameter copies its gradient into its bucket; when a
 // bucket is full and every earlier bucket has been launched, its all-reduce starts asynchronously,
 // so communication overlaps the rest of backward. A callback at the end of backward waits for every
-// bucket, in order, and writes the averaged gradients back.
+// bucket, in order, and writes the averaged gradients back. A communication hook (comm_hooks.h), where
+// registered, replaces the bucket's average-and-all-reduce.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "distributed/comm_hooks.h"
 #include "distributed/process_group.h"
 #include "tensor/tensor.h"
 
@@ -35,6 +37,10 @@ class Reducer {
   void set_require_sync(bool sync) { require_sync_ = sync; }
   bool require_sync() const { return require_sync_; }
 
+  // Replaces the all-reduce of each bucket with hook(bucket) (DistributedDataParallel::register_comm_hook).
+  // Once, before the first backward.
+  void register_comm_hook(CommHook hook);
+
   // Bucket layout: parameter indices (registration order) per bucket, in launch order.
   std::vector<std::vector<size_t>> bucket_indices() const;
 
@@ -53,9 +59,11 @@ class Reducer {
     std::vector<size_t> slots;    // indices into slots_
     size_t pending = 0;           // gradients not yet copied in during this backward
     std::shared_ptr<Work> work;   // the in-flight all-reduce
+    std::shared_ptr<Future> future;  // or the comm hook's result
   };
 
   void build_buckets();
+  GradBucket grad_bucket(size_t index) const;
   void on_gradient_ready(size_t slot);
   void launch_ready_buckets();
   void finalize();
@@ -67,6 +75,7 @@ class Reducer {
   std::vector<Slot> slots_;       // one per parameter
   std::vector<Bucket> buckets_;
   std::vector<uint64_t> hooks_;
+  CommHook comm_hook_;            // empty: average and all-reduce
   std::vector<bool> ready_;       // per parameter, during the current backward
   size_t next_to_launch_ = 0;
   uint64_t pass_ = 0;             // the backward pass the buckets are filling for

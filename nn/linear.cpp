@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "nn/init.h"
 #include "tensor/factory.h"
@@ -27,9 +28,11 @@ void LinearImpl::reset_parameters() {
 Tensor LinearImpl::forward(const Tensor& x) {
   LOCKSTEP_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear(", in_features, ", ",
                  out_features, "): expected input [..., ", in_features, "], got ", x.defined() ? x.shape() : Shape{});
-  if (x.dtype() != weight.dtype()) {
+  if (x.dtype() != weight.dtype() && !is_autocast_enabled(x.device().type)) {  // autocast casts both
     // The constant's name: kFloat32, kFloat64, kInt64.
-    auto k = [](Dtype d) { return std::string(d == kFloat32 ? "kFloat32" : d == kFloat64 ? "kFloat64" : "kInt64"); };
+    auto k = [](Dtype d) {
+      return std::string(d == kFloat32 ? "kFloat32" : d == kFloat64 ? "kFloat64" : d == kBFloat16 ? "kBFloat16" : "kInt64");
+    };
     fail("Linear(", in_features, ", ", out_features, "): expected a ", weight.dtype(), " input, got ", x.dtype(),
          " (convert the input with .to(", k(weight.dtype()), ")",
          is_floating_point(x.dtype()) ? ", or the layer with .to(" + k(x.dtype()) + ")" : std::string(), ")");

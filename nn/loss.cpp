@@ -3,6 +3,7 @@
 // targets and elementwise losses, by the element count.
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -10,6 +11,9 @@
 #include "tensor/factory.h"
 
 namespace lockstep::nn::functional {
+
+namespace amp = autograd::amp;
+using amp::AutocastOp;
 
 namespace {
 
@@ -94,7 +98,7 @@ Tensor nll(const char* fn, const Tensor& logp, const Tensor& target, const Tenso
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const CrossEntropyLossOptions& o) {
+static Tensor cross_entropy_no_autocast(const Tensor& input_in, const Tensor& target_in, const CrossEntropyLossOptions& o) {
   LOCKSTEP_CHECK(input_in.defined() && target_in.defined(), "cross_entropy: got an undefined tensor");
   LOCKSTEP_CHECK(is_floating_point(input_in.dtype()), "cross_entropy: expected floating-point logits, got ",
                  input_in.dtype());
@@ -137,7 +141,7 @@ Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const Cros
   return unbatched && o.reduction() == Reduction::None ? squeeze(out, 0) : out;
 }
 
-Tensor nll_loss(const Tensor& input_in, const Tensor& target_in, const NLLLossOptions& o) {
+static Tensor nll_loss_no_autocast(const Tensor& input_in, const Tensor& target_in, const NLLLossOptions& o) {
   LOCKSTEP_CHECK(input_in.defined() && target_in.defined(), "nll_loss: got an undefined tensor");
   LOCKSTEP_CHECK(input_in.dim() >= 1 && is_floating_point(input_in.dtype()),
                  "nll_loss: expected floating-point log-probabilities [N, C] or [N, C, d...], got ",
@@ -150,7 +154,7 @@ Tensor nll_loss(const Tensor& input_in, const Tensor& target_in, const NLLLossOp
   return unbatched && o.reduction() == Reduction::None ? squeeze(out, 0) : out;
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const BCEWithLogitsLossOptions& o) {
+static Tensor binary_cross_entropy_with_logits_no_autocast(const Tensor& x, const Tensor& y, const BCEWithLogitsLossOptions& o) {
   LOCKSTEP_CHECK(x.defined() && y.defined(), "binary_cross_entropy_with_logits: got an undefined tensor");
   LOCKSTEP_CHECK(x.shape() == y.shape(), "binary_cross_entropy_with_logits: target ", y.shape(),
                  " must have the input's shape ", x.shape());
@@ -170,7 +174,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const 
   return reduce(loss, o.reduction());
 }
 
-Tensor binary_cross_entropy(const Tensor& x, const Tensor& y, const BCELossOptions& o) {
+static Tensor binary_cross_entropy_no_autocast(const Tensor& x, const Tensor& y, const BCELossOptions& o) {
   LOCKSTEP_CHECK(x.defined() && y.defined(), "binary_cross_entropy: got an undefined tensor");
   LOCKSTEP_CHECK(x.shape() == y.shape(), "binary_cross_entropy: target ", y.shape(),
                  " must have the input's shape ", x.shape());
@@ -218,7 +222,7 @@ Tensor binary_cross_entropy(const Tensor& x, const Tensor& y, const BCELossOptio
   return reduce(loss, o.reduction());
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions& o) {
+static Tensor mse_loss_no_autocast(const Tensor& input, const Tensor& target, const MSELossOptions& o) {
   LOCKSTEP_CHECK(input.defined() && target.defined(), "mse_loss: got an undefined tensor");
   LOCKSTEP_CHECK(input.shape() == target.shape(), "mse_loss: input ", input.shape(), " and target ", target.shape(),
                  " differ in shape");
@@ -228,6 +232,27 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions&
                  ", target on ", target.device());
   Tensor d = input - target;
   return reduce(d * d, o.reduction());
+}
+
+// Under autocast the losses run in float32 (PyTorch's lists): the operands are cast here, once, and
+// the bodies above see the dtypes they would outside autocast.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyLossOptions& o) {
+  return cross_entropy_no_autocast(amp::cast_input(AutocastOp::Loss, input), target, o);
+}
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
+  return nll_loss_no_autocast(amp::cast_input(AutocastOp::Loss, input), target, o);
+}
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const BCEWithLogitsLossOptions& o) {
+  std::vector<Tensor> xy = amp::cast_inputs(AutocastOp::Loss, {input, target});
+  return binary_cross_entropy_with_logits_no_autocast(xy[0], xy[1], o);
+}
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCELossOptions& o) {
+  std::vector<Tensor> xy = amp::cast_inputs(AutocastOp::Loss, {input, target});
+  return binary_cross_entropy_no_autocast(xy[0], xy[1], o);
+}
+Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions& o) {
+  std::vector<Tensor> xy = amp::cast_inputs(AutocastOp::Loss, {input, target});
+  return mse_loss_no_autocast(xy[0], xy[1], o);
 }
 
 }  // namespace lockstep::nn::functional

@@ -2,6 +2,7 @@
 // modules over nn/batch_norm.h's function.
 #include "nn/normalization.h"
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "common/env.h"
 #include "autograd/grad_mode.h"
@@ -15,8 +16,10 @@ namespace lockstep::nn {
 
 namespace functional {
 
-Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const std::vector<int64_t>& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  std::vector<Tensor> xwb = autograd::amp::cast_inputs(autograd::amp::AutocastOp::LayerNorm, {x_in, weight_in, bias_in});
+  const Tensor &x = xwb[0], &weight = xwb[1], &bias = xwb[2];
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   bool ok = x.defined() && k > 0 && x.dim() >= k;
   for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == normalized_shape[i];

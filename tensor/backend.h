@@ -7,7 +7,8 @@
 // Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
 // strides (a StridedPlan per call); the others take contiguous tensors unless they say otherwise.
-// bfloat16 reaches only fill and copy_: the ops layer computes it in float32.
+// bfloat16 reaches fill, copy_ and every backend's GEMM; float16 only fill and copy_ (and CUDA's
+// GEMM): the ops layer computes the rest in float32.
 #pragma once
 
 #include <cstdint>
@@ -192,7 +193,8 @@ class Backend : public FusedKernels {
   virtual void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
 
   // --- contiguous kernels ---
-  // Matrix products (float32/float64); a, b, out may be any tensors the GemmArgs describe.
+  // Matrix products (float32/float64; on the CPU also bfloat16 a and b into a bfloat16 or float32 out,
+  // accumulated in float32); a, b, out may be any tensors the GemmArgs describe.
   virtual void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) = 0;
   // a viewed as [outer, n, inner], reduced over n (n > 0) into out [outer, inner] by the row's rule in
   // tensor/reduce_ops.h (its accumulator, its NaN rule). Index rows (argmax, argmin) write int64.

@@ -41,7 +41,7 @@ Tensor f32(const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; }
 
 Tensor batch_norm_stats(const Tensor& x_in) {
   const Dims d = check_input(x_in, "batch_norm_stats");
-  Tensor x = contiguous(x_in.dtype() == kBFloat16 ? f32(x_in) : x_in);
+  Tensor x = contiguous(is_reduced_floating_point(x_in.dtype()) ? f32(x_in) : x_in);
   Tensor sums(Shape{2, d.C}, kFloat64, x.device());
   backend_for(x.device()).batch_norm_stats(sums, x, d.N, d.C, d.inner);
   return sums;
@@ -61,8 +61,8 @@ Tensor batch_norm_elemt(const Tensor& x_in, const Tensor& mean, const Tensor& in
                         const Tensor& bias) {
   const char* op = "batch_norm";
   const Dims d = check_input(x_in, op);
-  if (x_in.dtype() == kBFloat16)
-    return to_dtype(batch_norm_elemt(f32(x_in), mean, invstd, f32(weight), f32(bias)), kBFloat16);
+  if (is_reduced_floating_point(x_in.dtype()))
+    return to_dtype(batch_norm_elemt(f32(x_in), mean, invstd, f32(weight), f32(bias)), x_in.dtype());
   Tensor x = contiguous(x_in);
   LOCKSTEP_CHECK(mean.defined() && invstd.defined(), op, ": mean and invstd are needed");
   Tensor m = per_channel(mean, x, kFloat64, op, "the mean"), is = per_channel(invstd, x, kFloat64, op, "invstd");
@@ -77,7 +77,7 @@ Tensor batch_norm_backward_reduce(const Tensor& grad_y, const Tensor& x_in, cons
   const Dims d = check_input(x_in, op);
   LOCKSTEP_CHECK(grad_y.defined() && grad_y.shape() == x_in.shape(), op, ": gradient ",
                  grad_y.defined() ? grad_y.shape() : Shape{}, " does not match input ", x_in.shape());
-  const Dtype dt = x_in.dtype() == kBFloat16 ? kFloat32 : x_in.dtype();
+  const Dtype dt = is_reduced_floating_point(x_in.dtype()) ? kFloat32 : x_in.dtype();
   Tensor x = contiguous(to_dtype(x_in, dt)), gy = contiguous(to_dtype(grad_y, dt));
   Tensor sums(Shape{2, d.C}, kFloat64, x.device());
   backend_for(x.device()).batch_norm_backward_reduce(sums, gy, x, per_channel(mean, x, kFloat64, op, "the mean"), d.N,
@@ -91,7 +91,7 @@ Tensor batch_norm_backward_elemt(const Tensor& grad_y, const Tensor& x_in, const
   const Dims d = check_input(x_in, op);
   LOCKSTEP_CHECK(grad_y.defined() && grad_y.shape() == x_in.shape(), op, ": gradient ",
                  grad_y.defined() ? grad_y.shape() : Shape{}, " does not match input ", x_in.shape());
-  const Dtype dt = x_in.dtype() == kBFloat16 ? kFloat32 : x_in.dtype();
+  const Dtype dt = is_reduced_floating_point(x_in.dtype()) ? kFloat32 : x_in.dtype();
   Tensor x = contiguous(to_dtype(x_in, dt)), gy = contiguous(to_dtype(grad_y, dt));
   Tensor gx(x_in.shape(), dt, x.device());
   backend_for(x.device()).batch_norm_backward_elemt(

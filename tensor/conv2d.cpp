@@ -179,10 +179,17 @@ bool use_onednn(const Tensor& t, const Tensor& weight, const Conv2dParams& p) {
   return applies && p.algo != Conv2dAlgo::Im2col;
 }
 
+// bfloat16 operands (autocast's conv2d) are computed in float32 and rounded once, as lockstep's other
+// ops on bf16 storage do; oneDNN's bf16 convolution reading them directly is the faster path to come.
+bool bf16(const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; }
+Tensor f32(const Tensor& t) { return bf16(t) ? to_dtype(t, kFloat32) : t; }
+Tensor to_bf16(const Tensor& t) { return t.defined() ? to_dtype(t, kBFloat16) : t; }
+
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   check_args("conv2d_forward", x.shape(), weight.shape(), p);
+  if (bf16(x) || bf16(weight)) return to_bf16(conv2d_forward(f32(x), f32(weight), f32(bias), p));
   if (use_onednn(x, weight, p)) return cpu::onednn_conv2d_forward(x, weight, bias, p);
   return im2col_forward(x, weight, bias, p);
 }
@@ -204,6 +211,10 @@ Conv2dWeightGrads conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, 
 Conv2dGrads conv2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, bool want_input,
                             bool want_weight, bool want_bias, const Conv2dParams& p) {
   check_args("conv2d_backward", x.shape(), weight.shape(), p);
+  if (bf16(x) || bf16(weight)) {
+    Conv2dGrads g = conv2d_backward(f32(grad_y), f32(x), f32(weight), want_input, want_weight, want_bias, p);
+    return {to_bf16(g.input), to_bf16(g.weight), to_bf16(g.bias)};
+  }
   if (use_onednn(x, weight, p)) return cpu::onednn_conv2d_backward(grad_y, x, weight, want_input, want_weight, want_bias, p);
   Conv2dGrads g;
   if (want_input) g.input = im2col_backward_data(grad_y, weight, x.shape(), p);

@@ -7,6 +7,8 @@
 namespace lockstep {
 
 enum class DeviceType : uint8_t { CPU, CUDA };
+constexpr DeviceType kCPU = DeviceType::CPU;  // LibTorch's torch::kCPU, torch::kCUDA
+constexpr DeviceType kCUDA = DeviceType::CUDA;
 
 struct Device {
   DeviceType type = DeviceType::CPU;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "common/check.h"
+#include "tensor/float16.h"
 #include "tensor/host_device.h"
 
 namespace lockstep {
@@ -35,8 +36,9 @@ struct BFloat16 {
 };
 
 // float64 exists for gradient checks; int64 holds labels and indices; bool is what comparisons return;
-// uint8 holds raw image bytes; bfloat16 halves the memory of float32 weights and activations.
-enum class Dtype : uint8_t { Float32, Float64, Int64, Bool, UInt8, BFloat16 };
+// uint8 holds raw image bytes; bfloat16 and float16 halve the memory of float32 weights, activations and
+// the gradients DDP sends.
+enum class Dtype : uint8_t { Float32, Float64, Int64, Bool, UInt8, BFloat16, Float16 };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
@@ -44,10 +46,12 @@ constexpr Dtype kInt64 = Dtype::Int64;
 constexpr Dtype kBool = Dtype::Bool;
 constexpr Dtype kUInt8 = Dtype::UInt8;
 constexpr Dtype kBFloat16 = Dtype::BFloat16;
+constexpr Dtype kFloat16 = Dtype::Float16;
 // PyTorch's aliases.
 constexpr Dtype kFloat = kFloat32;
 constexpr Dtype kDouble = kFloat64;
 constexpr Dtype kLong = kInt64;
+constexpr Dtype kHalf = kFloat16;
 
 inline size_t element_size(Dtype d) {
   switch (d) {
@@ -56,11 +60,14 @@ inline size_t element_size(Dtype d) {
     case Dtype::Int64: return 8;
     case Dtype::Bool:
     case Dtype::UInt8: return 1;
-    case Dtype::BFloat16: return 2;
+    case Dtype::BFloat16:
+    case Dtype::Float16: return 2;
   }
   return 0;
 }
-inline bool is_floating_point(Dtype d) { return d == kFloat32 || d == kFloat64 || d == kBFloat16; }
+// The 16-bit floating dtypes: stored as such, computed in float32 (PyTorch's isReducedFloatingType).
+inline bool is_reduced_floating_point(Dtype d) { return d == kBFloat16 || d == kFloat16; }
+inline bool is_floating_point(Dtype d) { return d == kFloat32 || d == kFloat64 || is_reduced_floating_point(d); }
 
 inline const char* dtype_name(Dtype d) {
   switch (d) {
@@ -70,20 +77,24 @@ inline const char* dtype_name(Dtype d) {
     case Dtype::Bool: return "bool";
     case Dtype::UInt8: return "uint8";
     case Dtype::BFloat16: return "bfloat16";
+    case Dtype::Float16: return "float16";
   }
   return "?";
 }
 inline std::ostream& operator<<(std::ostream& os, Dtype d) { return os << dtype_name(d); }
 
 // The dtype two operands are computed in, by PyTorch's promotion order for tensors:
-// bool < uint8 < int64 < bfloat16 < float32 < float64.
+// bool < uint8 < int64 < bfloat16, float16 < float32 < float64; bfloat16 with float16 is float32 (neither
+// holds the other's values).
 inline Dtype promote_types(Dtype a, Dtype b) {
+  if (is_reduced_floating_point(a) && is_reduced_floating_point(b) && a != b) return kFloat32;
   auto rank = [](Dtype d) {
     switch (d) {
       case Dtype::Bool: return 0;
       case Dtype::UInt8: return 1;
       case Dtype::Int64: return 2;
-      case Dtype::BFloat16: return 3;
+      case Dtype::BFloat16:
+      case Dtype::Float16: return 3;
       case Dtype::Float32: return 4;
       case Dtype::Float64: return 5;
     }
@@ -99,10 +110,11 @@ template <> struct dtype_of<int64_t> { static constexpr Dtype value = Dtype::Int
 template <> struct dtype_of<bool> { static constexpr Dtype value = Dtype::Bool; };
 template <> struct dtype_of<uint8_t> { static constexpr Dtype value = Dtype::UInt8; };
 template <> struct dtype_of<BFloat16> { static constexpr Dtype value = Dtype::BFloat16; };
+template <> struct dtype_of<Float16> { static constexpr Dtype value = Dtype::Float16; };
 
 template <typename T> struct type_tag { using type = T; };
 
-// Calls fn(type_tag<T>{}) with T the C++ type of `d` (every dtype, bfloat16 included):
+// Calls fn(type_tag<T>{}) with T the C++ type of `d` (every dtype, bfloat16 and float16 included):
 //   dispatch(t.dtype(), [&](auto tag) { using T = typename decltype(tag)::type; ... });
 template <typename Fn>
 decltype(auto) dispatch(Dtype d, Fn&& fn) {
@@ -113,12 +125,13 @@ decltype(auto) dispatch(Dtype d, Fn&& fn) {
     case Dtype::Bool: return fn(type_tag<bool>{});
     case Dtype::UInt8: return fn(type_tag<uint8_t>{});
     case Dtype::BFloat16: return fn(type_tag<BFloat16>{});
+    case Dtype::Float16: return fn(type_tag<Float16>{});
   }
   fail("dispatch: unknown dtype ", int(d));
 }
 
-// As dispatch, over the dtypes kernels compute in (bfloat16 is computed in float32 by the ops layer, so
-// kernels never see it); `op` names the caller in the error.
+// As dispatch, over the dtypes kernels compute in (bfloat16 and float16 are computed in float32 by the ops
+// layer, so kernels never see them); `op` names the caller in the error.
 template <typename Fn>
 decltype(auto) dispatch_compute(Dtype d, const char* op, Fn&& fn) {
   switch (d) {

@@ -18,7 +18,7 @@
 
 namespace lockstep {
 
-// Which dtypes a row accepts. bfloat16 never reaches a kernel: the ops layer computes it in float32.
+// Which dtypes a row accepts. bfloat16 and float16 never reach a kernel: the ops layer computes them in float32.
 enum class OpDtypes : uint8_t { kAll, kNumeric, kFloating };
 
 template <OpDtypes K, typename T>

@@ -16,8 +16,8 @@ void check_index(const Tensor& index, const Tensor& a, const char* op) {
   LOCKSTEP_CHECK(index.device() == a.device(), op, ": index on ", index.device(), " but tensor on ", a.device());
 }
 
-// bfloat16 tensors are indexed as float32 and rounded back (a lossless round trip).
-bool is_bf16(const Tensor& t) { return t.dtype() == kBFloat16; }
+// bfloat16 and float16 tensors are indexed as float32 and rounded back (a lossless round trip).
+bool is_reduced(const Tensor& t) { return is_reduced_floating_point(t.dtype()); }
 
 }  // namespace
 
@@ -26,7 +26,7 @@ Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index) {
   check_index(index, a_in, "index_select");
   LOCKSTEP_CHECK(index.dim() <= 1, "index_select: expected a 1-D index, got ", index.shape());
   LOCKSTEP_CHECK(a_in.dim() >= 1, "index_select: cannot index a 0-D tensor");
-  if (is_bf16(a_in)) return to_dtype(index_select(to_dtype(a_in, kFloat32), dim, index), kBFloat16);
+  if (is_reduced(a_in)) return to_dtype(index_select(to_dtype(a_in, kFloat32), dim, index), a_in.dtype());
   Tensor a = contiguous(a_in), idx = contiguous(index);
   const int64_t d = wrap_dim(dim, a.dim(), "index_select");
   int64_t outer, n, inner;
@@ -54,8 +54,8 @@ void index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src
   LOCKSTEP_CHECK(src_in.device() == out.device(), "index_add_: source on ", src_in.device(), " but tensor on ",
                  out.device());
   if (!src_in.numel()) return;
-  if (is_bf16(out) || !out.is_contiguous()) {
-    Tensor tmp = contiguous(to_dtype(out, is_bf16(out) ? kFloat32 : out.dtype()));
+  if (is_reduced(out) || !out.is_contiguous()) {
+    Tensor tmp = contiguous(to_dtype(out, is_reduced(out) ? kFloat32 : out.dtype()));
     if (tmp.is_same(out)) tmp = clone(out);
     index_add_(tmp, d, index, src_in);
     copy_(out, tmp);
@@ -87,7 +87,7 @@ static Tensor narrow_to(const Tensor& a, const Tensor& index, int64_t d, const c
 Tensor gather(const Tensor& a_in, int64_t dim, const Tensor& index) {
   check_defined(a_in, "gather");
   check_index(index, a_in, "gather");
-  if (is_bf16(a_in)) return to_dtype(gather(to_dtype(a_in, kFloat32), dim, index), kBFloat16);
+  if (is_reduced(a_in)) return to_dtype(gather(to_dtype(a_in, kFloat32), dim, index), a_in.dtype());
   const int64_t d = wrap_dim(dim, std::max<int64_t>(a_in.dim(), 1), "gather");
   Tensor a = contiguous(narrow_to(a_in, index, d, "gather"));
   Tensor idx = contiguous(index);
@@ -111,7 +111,7 @@ void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& s
   const int64_t d = wrap_dim(dim, std::max<int64_t>(out.dim(), 1), "scatter_add_");
   if (!index.numel()) return;
   // The kernel adds into a contiguous tensor of out's dtype, narrowed to index's sizes outside dim.
-  Tensor work = is_bf16(out) || !out.is_contiguous() ? contiguous(clone(to_dtype(out, is_bf16(out) ? kFloat32 : out.dtype())))
+  Tensor work = is_reduced(out) || !out.is_contiguous() ? contiguous(clone(to_dtype(out, is_reduced(out) ? kFloat32 : out.dtype())))
                                                       : out;
   Tensor target = narrow_to(work, index, d, "scatter_add_");
   Tensor src = to_dtype(src_in, work.dtype());
@@ -177,9 +177,9 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
 
 std::pair<Tensor, Tensor> sort(const Tensor& a_in, int64_t dim, bool descending) {
   check_defined(a_in, "sort");
-  if (is_bf16(a_in)) {
+  if (is_reduced(a_in)) {
     auto [v, i] = sort(to_dtype(a_in, kFloat32), dim, descending);
-    return {to_dtype(v, kBFloat16), i};
+    return {to_dtype(v, a_in.dtype()), i};
   }
   if (a_in.dim() == 0) return {clone(a_in), zeros({}, {kInt64, a_in.device()})};
   const int64_t d = wrap_dim(dim, a_in.dim(), "sort");

@@ -18,10 +18,10 @@ LayerNormResult layer_norm(const Tensor& x_in, int64_t n, const Tensor& weight, 
     LOCKSTEP_CHECK(t->numel() == n, "layer_norm: weight/bias ", t->shape(), " must hold ", n, " elements");
     check_same_device(x_in, *t, "layer_norm");
   }
-  if (x_in.dtype() == kBFloat16) {
+  if (is_reduced_floating_point(x_in.dtype())) {
     auto f32 = [](const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; };
     LayerNormResult r = layer_norm(f32(x_in), n, f32(weight), f32(bias), eps);
-    r.y = to_dtype(r.y, kBFloat16);
+    r.y = to_dtype(r.y, x_in.dtype());
     return r;
   }
   auto same = [&](const Tensor& t) { return t.defined() ? contiguous(to_dtype(t, x_in.dtype())) : t; };
@@ -37,12 +37,12 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x_in, con
                                    const Tensor& weight, int64_t n, bool want_x, bool want_weight, bool want_bias) {
   LOCKSTEP_CHECK(grad_y.shape() == x_in.shape(), "layer_norm_backward: gradient ", grad_y.shape(),
                  " does not match input ", x_in.shape());
-  if (x_in.dtype() == kBFloat16) {
+  if (is_reduced_floating_point(x_in.dtype())) {
     auto f32 = [](const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; };
     LayerNormGrads g = layer_norm_backward(f32(grad_y), f32(x_in), mean, rstd, f32(weight), n, want_x, want_weight,
                                            want_bias);
     for (Tensor* t : {&g.x, &g.weight, &g.bias})
-      if (t->defined()) *t = to_dtype(*t, kBFloat16);
+      if (t->defined()) *t = to_dtype(*t, x_in.dtype());
     return g;
   }
   Tensor x = contiguous(x_in), gy = contiguous(to_dtype(grad_y, x.dtype()));

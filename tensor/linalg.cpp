@@ -1,7 +1,6 @@
 // Matrix products in the ops layer: torch.matmul's rank rules, batch broadcasting, and strided operands
 // handed to the GEMM as transposes and leading dimensions instead of copies.
 #include <algorithm>
-#include <functional>
 #include <optional>
 
 #include "tensor/ops.h"
@@ -102,11 +101,8 @@ void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alph
   if (out.numel()) backend_for(out.device()).gemm(out, a, b, g);
 }
 
-// float32 for bfloat16 operands (the GEMM computes in float32), the result rounded back.
-Tensor with_bf16_as_float(const Tensor& a, const Tensor& b, const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
-  if (a.dtype() != kBFloat16) return f(a, b);
-  return to_dtype(f(to_dtype(a, kFloat32), to_dtype(b, kFloat32)), kBFloat16);
-}
+// float16 operands on the CPU, whose GEMM has no float16 kernel: float32, the result rounded back.
+bool half_on_cpu(const Tensor& a) { return a.dtype() == kFloat16 && a.device().is_cpu(); }
 
 }  // namespace
 
@@ -116,11 +112,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
   LOCKSTEP_CHECK(k1 == k2, "matmul: ", a.shape(), ta ? "^T" : "", " x ", b.shape(), tb ? "^T" : "",
                  ": inner dimensions differ");
-  return with_bf16_as_float(a, b, [&](const Tensor& x, const Tensor& y) {
-    Tensor out({ta ? x.size(1) : x.size(0), tb ? y.size(0) : y.size(1)}, x.dtype(), x.device());
-    batched_gemm(out, x, ta, y, tb, 1.0, 0.0);
-    return out;
-  });
+  if (half_on_cpu(a)) return to_dtype(matmul(to_dtype(a, kFloat32), to_dtype(b, kFloat32), ta, tb), kFloat16);
+  // bfloat16 operands go to the GEMM as they are on every device: float32 accumulation and a bfloat16
+  // result (tensor/cpu/gemm.h's kernel on the CPU, cublasGemmEx on CUDA).
+  Tensor out({ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)}, a.dtype(), a.device());
+  batched_gemm(out, a, ta, b, tb, 1.0, 0.0);
+  return out;
 }
 
 void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha, double beta,
@@ -132,9 +129,9 @@ void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, doub
                  ": inner dimensions differ");
   Shape want{ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)};
   LOCKSTEP_CHECK(out.defined() && out.shape() == want && out.dtype() == a.dtype() && out.device() == a.device() &&
-                     out.is_contiguous() && a.dtype() != kBFloat16,
+                     out.is_contiguous() && !is_reduced_floating_point(a.dtype()),
                  "gemm_: output ", out.defined() ? out.shape() : Shape{}, " does not match the product ", want, " ",
-                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16)");
+                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16/float16)");
   LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == want[1] && bias.dtype() == out.dtype() &&
                                      bias.device() == out.device()),
                  "gemm_: bias ", bias.shape(), " ", bias.dtype(), " on ", bias.device(), " does not match the product ",
@@ -146,45 +143,44 @@ void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, doub
 
 // torch.matmul's rules: a 1-D operand gains a dimension of 1 (removed from the result), the last two
 // dimensions multiply, and the leading (batch) dimensions broadcast.
-Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  check_operands(a_in, b_in, "matmul");
-  LOCKSTEP_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul: both operands need at least one dimension, got ",
-                 a_in.shape(), " and ", b_in.shape());
-  return with_bf16_as_float(a_in, b_in, [&](const Tensor& a0, const Tensor& b0) {
-    Tensor a = a0.dim() == 1 ? unsqueeze(a0, 0) : a0;
-    Tensor b = b0.dim() == 1 ? unsqueeze(b0, 1) : b0;
-    const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];
-    const int64_t k2 = b.shape()[b.dim() - 2], n = b.shape()[b.dim() - 1];
-    LOCKSTEP_CHECK(k == k2, "matmul: ", a0.shape(), " x ", b0.shape(), ": inner dimensions differ");
-    Shape batch;
-    try {
-      batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
-                               Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
-    } catch (const Error&) {
-      fail("matmul: ", a0.shape(), " x ", b0.shape(), ": the batch dimensions cannot be broadcast");
-    }
-    Tensor out;
-    if (b.dim() == 2 && a.dim() > 2) {
-      // [..., m, k] @ [k, n]: the batch folds into the rows, one GEMM (a view when a's layout allows).
-      Tensor a2 = reshape(a, {-1, k});
-      Tensor o2({a2.size(0), n}, a.dtype(), a.device());
-      batched_gemm(o2, a2, false, b, false, 1.0, 0.0);
-      Shape s = batch;
-      s.push_back(m);
-      s.push_back(n);
-      out = view(o2, s);
-    } else {
-      Shape sa = batch, sb = batch, so = batch;
-      sa.insert(sa.end(), {m, k});
-      sb.insert(sb.end(), {k, n});
-      so.insert(so.end(), {m, n});
-      out = Tensor(so, a.dtype(), a.device());
-      batched_gemm(out, expand(a, sa), false, expand(b, sb), false, 1.0, 0.0);
-    }
-    if (a0.dim() == 1) out = squeeze(out, -2);
-    if (b0.dim() == 1) out = squeeze(out, -1);
-    return out;
-  });
+Tensor matmul(const Tensor& a0, const Tensor& b0) {
+  check_operands(a0, b0, "matmul");
+  LOCKSTEP_CHECK(a0.dim() >= 1 && b0.dim() >= 1, "matmul: both operands need at least one dimension, got ",
+                 a0.shape(), " and ", b0.shape());
+  if (half_on_cpu(a0)) return to_dtype(matmul(to_dtype(a0, kFloat32), to_dtype(b0, kFloat32)), kFloat16);
+  Tensor a = a0.dim() == 1 ? unsqueeze(a0, 0) : a0;
+  Tensor b = b0.dim() == 1 ? unsqueeze(b0, 1) : b0;
+  const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];
+  const int64_t k2 = b.shape()[b.dim() - 2], n = b.shape()[b.dim() - 1];
+  LOCKSTEP_CHECK(k == k2, "matmul: ", a0.shape(), " x ", b0.shape(), ": inner dimensions differ");
+  Shape batch;
+  try {
+    batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                             Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  } catch (const Error&) {
+    fail("matmul: ", a0.shape(), " x ", b0.shape(), ": the batch dimensions cannot be broadcast");
+  }
+  Tensor out;
+  if (b.dim() == 2 && a.dim() > 2) {
+    // [..., m, k] @ [k, n]: the batch folds into the rows, one GEMM (a view when a's layout allows).
+    Tensor a2 = reshape(a, {-1, k});
+    Tensor o2({a2.size(0), n}, a.dtype(), a.device());
+    batched_gemm(o2, a2, false, b, false, 1.0, 0.0);
+    Shape s = batch;
+    s.push_back(m);
+    s.push_back(n);
+    out = view(o2, s);
+  } else {
+    Shape sa = batch, sb = batch, so = batch;
+    sa.insert(sa.end(), {m, k});
+    sb.insert(sb.end(), {k, n});
+    so.insert(so.end(), {m, n});
+    out = Tensor(so, a.dtype(), a.device());
+    batched_gemm(out, expand(a, sa), false, expand(b, sb), false, 1.0, 0.0);
+  }
+  if (a0.dim() == 1) out = squeeze(out, -2);
+  if (b0.dim() == 1) out = squeeze(out, -1);
+  return out;
 }
 
 }  // namespace lockstep::internal

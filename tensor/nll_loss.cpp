@@ -21,7 +21,8 @@ static void check_nll(const Tensor& logp, const Tensor& target, const char* op) 
 
 Tensor nll_loss(const Tensor& logp_in, const Tensor& target, bool mean) {
   check_nll(logp_in, target, "nll_loss");
-  if (logp_in.dtype() == kBFloat16) return to_dtype(nll_loss(to_dtype(logp_in, kFloat32), target, mean), kBFloat16);
+  if (is_reduced_floating_point(logp_in.dtype()))
+    return to_dtype(nll_loss(to_dtype(logp_in, kFloat32), target, mean), logp_in.dtype());
   Tensor logp = contiguous(logp_in), t = contiguous(target);
   Tensor out(Shape{}, logp.dtype(), logp.device());
   int64_t n = logp.size(0);
@@ -36,7 +37,7 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target, bool mean) {
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean) {
   check_nll(logp, target, "nll_loss_backward");
   LOCKSTEP_CHECK(grad_out.numel() == 1, "nll_loss_backward: expected a one-element gradient, got ", grad_out.shape());
-  const Dtype dt = logp.dtype() == kBFloat16 ? kFloat32 : logp.dtype();
+  const Dtype dt = is_reduced_floating_point(logp.dtype()) ? kFloat32 : logp.dtype();
   Tensor g = zeros(logp.shape(), {dt, logp.device()});
   int64_t n = logp.size(0);
   if (n)

@@ -18,9 +18,9 @@ Tensor reduce(Reduction op, const Tensor& a_in, int64_t dim, bool keepdim, const
   // A sum (product) of bools counts (ands) them in int64, as PyTorch.
   if (a_in.dtype() == kBool && info.dtypes == OpDtypes::kNumeric)
     return reduce(op, to_dtype(a_in, kInt64), dim, keepdim, name);
-  if (a_in.dtype() == kBFloat16) {
+  if (is_reduced_floating_point(a_in.dtype())) {
     Tensor r = reduce(op, to_dtype(a_in, kFloat32), dim, keepdim, name);
-    return info.index ? r : to_dtype(r, kBFloat16);
+    return info.index ? r : to_dtype(r, a_in.dtype());
   }
   // A 0-D tensor reduces over its one element along "dimension 0", as PyTorch allows.
   Tensor a = a_in.dim() == 0 ? view(a_in, {1}) : contiguous(a_in);

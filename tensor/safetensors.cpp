@@ -32,6 +32,7 @@ const char* st_dtype(Dtype d) {
     case Dtype::Bool: return "BOOL";
     case Dtype::UInt8: return "U8";
     case Dtype::BFloat16: return "BF16";
+    case Dtype::Float16: return "F16";
   }
   LOCKSTEP_CHECK(false, "save_safetensors: dtype ", d, " has no safetensors name");
   return "";
@@ -44,6 +45,7 @@ bool parse_dtype(const std::string& s, Dtype& d) {
   else if (s == "BOOL") d = kBool;
   else if (s == "U8") d = kUInt8;
   else if (s == "BF16") d = kBFloat16;
+  else if (s == "F16") d = kFloat16;
   else return false;
   return true;
 }

@@ -11,7 +11,7 @@ Tensor softmax(const Tensor& a_in, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   check_defined(a_in, name);
   check_floating(a_in, name);
-  if (a_in.dtype() == kBFloat16) return to_dtype(softmax(to_dtype(a_in, kFloat32), dim, log), kBFloat16);
+  if (is_reduced_floating_point(a_in.dtype())) return to_dtype(softmax(to_dtype(a_in, kFloat32), dim, log), a_in.dtype());
   Tensor a = contiguous(a_in.dim() == 0 ? view(a_in, {1}) : a_in);
   int64_t d = wrap_dim(dim, a.dim(), name), outer, n, inner;
   split_dim(a.shape(), d, outer, n, inner);
@@ -26,8 +26,9 @@ Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t di
   const char* name = log ? "log_softmax_backward" : "softmax_backward";
   LOCKSTEP_CHECK(grad_out.shape() == output.shape(), name, ": gradient ", grad_out.shape(), " does not match output ",
                  output.shape());
-  if (output.dtype() == kBFloat16)
-    return to_dtype(softmax_backward(to_dtype(grad_out, kFloat32), to_dtype(output, kFloat32), dim, log), kBFloat16);
+  if (is_reduced_floating_point(output.dtype()))
+    return to_dtype(softmax_backward(to_dtype(grad_out, kFloat32), to_dtype(output, kFloat32), dim, log),
+                    output.dtype());
   Tensor g = contiguous(to_dtype(grad_out, output.dtype())), y = contiguous(output);
   if (y.dim() == 0) g = view(g, {1}), y = view(y, {1});
   int64_t d = wrap_dim(dim, y.dim(), name), outer, n, inner;

@@ -2,7 +2,7 @@
 // the handle, not the data: both copies see the same elements and the same gradient.
 //
 // Views share storage and copy nothing: transpose, permute, expand, narrow/slice, select, index with
-// integers and slices, unsqueeze/squeeze, view, detach, split/chunk, and reshape where the strides
+// integers and slices, unsqueeze/squeeze, view, detach, split/chunk/unbind, and reshape where the strides
 // allow. These copy: clone, contiguous (only when not already contiguous), reshape of a layout no view
 // can express, to(dtype/device), and every op that computes new values.
 //
@@ -132,6 +132,7 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;  // select(dim, i) for each i
   Tensor unfold(int64_t dim, int64_t size, int64_t step) const;  // windows along dim, a new last dim
   Tensor contiguous() const;  // *this when already contiguous
   Tensor clone() const;
@@ -207,13 +208,16 @@ class Tensor {
   // In place (autograd/inplace.cpp), as PyTorch's trailing-underscore methods: they write through any
   // layout (views included, so every handle on the storage sees it), return *this, and bump the
   // storage's version(). Const, as LibTorch's: they change the data, not the handle, so
-  // `w.grad().zero_()` works. Not recorded by autograd: a tensor that requires grad, or an operand
-  // that does, is refused while grad mode is on, so manual weight updates go in a NoGradGuard block:
+  // `w.grad().zero_()` works. Recorded by autograd as PyTorch's: `out += identity` on an activation
+  // makes the add part of out's history. A leaf that requires grad is refused while grad mode is on, so
+  // manual weight updates go in a NoGradGuard block:
   //   { NoGradGuard no_grad; for (auto& p : model->parameters()) p.sub_(p.grad(), lr); }
-  // Backward through an op whose input or output was changed in place after the op was recorded is an
-  // error (PyTorch's "modified by an inplace operation"), conservatively: also where the op kept no
-  // copy. Operands broadcast to this shape; a result this dtype can't hold (floats into an integer
-  // tensor, any div_ of one) is an error. The operators +=, -=, *=, /= (functions.h) call these.
+  // Also refused, where PyTorch would rewrite another tensor's history: a view of a tensor that
+  // requires grad, and a tensor sharing its storage whose gradient comes only from the operand.
+  // Backward through an op that kept a tensor changed in place afterwards is an error (PyTorch's
+  // "modified by an inplace operation"), conservatively for inputs: also where the op kept no copy.
+  // Operands broadcast to this shape; a result this dtype can't hold (floats into an integer tensor,
+  // any div_ of one) is an error. The operators +=, -=, *=, /= (functions.h) call these.
   const Tensor& add_(const Tensor& other, double alpha = 1.0) const;  // this += alpha * other
   const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;  // this -= alpha * other
   const Tensor& mul_(const Tensor& other) const;

@@ -84,7 +84,7 @@ std::string GlooTransport::explain(const std::string& gloo_error) const {
 
 void GlooTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) {
   guarded([&] {
-    dispatch_compute(tensor.dtype(), "ProcessGroupGloo", [&](auto t) {
+    dispatch(tensor.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
       T* data = static_cast<T*>(tensor.data_ptr());
       const size_t n = static_cast<size_t>(tensor.numel());
@@ -102,7 +102,7 @@ void GlooTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) 
 
 void GlooTransport::broadcast(const Tensor& tensor, int root, uint32_t tag) {
   guarded([&] {
-    dispatch_compute(tensor.dtype(), "ProcessGroupGloo", [&](auto t) {
+    dispatch(tensor.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
       gloo::BroadcastOptions opts(context_);
       opts.setOutput<T>(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
@@ -121,7 +121,7 @@ void GlooTransport::all_gather(const std::vector<Tensor>& outputs, const Tensor&
     char* flat = static_cast<char*>(detail::contiguous_base(outputs));
     char* gathered = flat ? flat : static_cast<char*>(scratch_.get(nbytes * size_));
     char* mine = gathered + nbytes * rank_;
-    dispatch_compute(input.dtype(), "ProcessGroupGloo", [&](auto t) {
+    dispatch(input.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
       const size_t n = static_cast<size_t>(input.numel());
       gloo::AllgatherOptions opts(context_);
@@ -141,7 +141,7 @@ void GlooTransport::all_gather(const std::vector<Tensor>& outputs, const Tensor&
 void GlooTransport::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                    uint32_t tag) {
   guarded([&] {
-    dispatch_compute(output.dtype(), "ProcessGroupGloo", [&](auto t) {
+    dispatch(output.dtype(), [&](auto t) {
       using T = typename decltype(t)::type;
       const size_t n = static_cast<size_t>(output.numel());
       detail::ring_reduce_scatter<T>(context_, inputs, static_cast<T*>(output.data_ptr()), n, detail::reduce_fn<T>(op),

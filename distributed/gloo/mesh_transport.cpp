@@ -25,7 +25,7 @@ void MeshTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) 
   if (algorithm_ == AllReduceAlgorithm::kGlooRing || algorithm_ == AllReduceAlgorithm::kGlooBcube) {
     return gloo_.all_reduce(tensor, op, tag);
   }
-  dispatch_compute(tensor.dtype(), "ProcessGroupGloo", [&](auto t) {
+  dispatch(tensor.dtype(), [&](auto t) {
     using T = typename decltype(t)::type;
     T* data = static_cast<T*>(tensor.data_ptr());
     const size_t n = static_cast<size_t>(tensor.numel());

@@ -46,7 +46,7 @@ void TwoLevelTransport::between_leaders(F&& fn) {
 }
 
 void TwoLevelTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) {
-  dispatch_compute(tensor.dtype(), "ProcessGroupGloo", [&](auto t) {
+  dispatch(tensor.dtype(), [&](auto t) {
     using T = typename decltype(t)::type;
     all_reduce<T>(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()), op, tag);
   });

@@ -12,10 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "common/check.h"
 #include "common/deadline.h"
 #include "distributed/launch_env.h"
+#include "distributed/reduce_kernels.h"
 #include "tensor/parallel.h"
 
 namespace lockstep::dist {
@@ -119,9 +121,9 @@ void ensure_mpi_initialized() {
                  ": the mpi backend's worker thread needs it (an MPI built without thread support?)");
 }
 
-// The MPI type of a tensor's elements. `reducing`: for all_reduce and reduce_scatter, which need a type
-// MPI can compute on (bfloat16 only moves, as 16-bit words).
-MPI_Datatype mpi_type(Dtype d, const char* op, bool reducing) {
+// The MPI type of a tensor's elements. bfloat16 and float16, which MPI has no type for, travel as 16-bit
+// words and reduce through lockstep's own MPI ops (half_op).
+MPI_Datatype mpi_type(Dtype d, const char* op) {
   switch (d) {
     case Dtype::Float32: return MPI_FLOAT;
     case Dtype::Float64: return MPI_DOUBLE;
@@ -129,16 +131,46 @@ MPI_Datatype mpi_type(Dtype d, const char* op, bool reducing) {
     case Dtype::UInt8: return MPI_UINT8_T;
     case Dtype::Bool: return MPI_C_BOOL;
     case Dtype::BFloat16:
-      LOCKSTEP_CHECK(!reducing, op, ": the mpi backend cannot reduce bfloat16 tensors: MPI has no bfloat16 type (as "
-                     "PyTorch's ProcessGroupMPI); reduce a float32 copy (t.to(kFloat32))");
-      return MPI_UINT16_T;
+    case Dtype::Float16: return MPI_UINT16_T;
   }
   fail(op, ": the mpi backend has no MPI type for ", dtype_name(d));
+}
+
+// inout = in op inout for 16-bit floats (MPI_User_function): reduce_kernels.h's float32 sum, product,
+// min or max, rounded once per call, as the gloo backend's.
+template <typename T, ReduceOp kOp>
+void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  detail::reduce_fn<T>(kOp)(inout, in, inout, static_cast<size_t>(*len));
+}
+
+// The MPI ops for bfloat16 (table 0) and float16 (table 1), indexed by ReduceOp (AVG is SUM), created on
+// first use: on the worker thread, the only one that calls MPI (MPI_THREAD_SERIALIZED).
+MPI_Op half_op(ReduceOp op, Dtype d) {
+  static MPI_Op ops[2][5];
+  static std::once_flag created;
+  std::call_once(created, [] {
+    auto make = [](MPI_User_function* fn) {
+      MPI_Op o;
+      mpi_check(MPI_Op_create(fn, /*commute=*/1, &o), "MPI_Op_create");
+      return o;
+    };
+    auto table = [&](auto tag, MPI_Op* row) {
+      using T = typename decltype(tag)::type;
+      row[int(ReduceOp::SUM)] = row[int(ReduceOp::AVG)] = make(&half_reduce<T, ReduceOp::SUM>);
+      row[int(ReduceOp::PRODUCT)] = make(&half_reduce<T, ReduceOp::PRODUCT>);
+      row[int(ReduceOp::MIN)] = make(&half_reduce<T, ReduceOp::MIN>);
+      row[int(ReduceOp::MAX)] = make(&half_reduce<T, ReduceOp::MAX>);
+    };
+    table(type_tag<BFloat16>{}, ops[0]);
+    table(type_tag<Float16>{}, ops[1]);
+  });
+  return ops[d == Dtype::Float16 ? 1 : 0][int(op)];
 }
 
 // MPI defines only the logical ops on C_BOOL: a bool all-reduce gives what the gloo backend's does.
 MPI_Op mpi_op(ReduceOp op, Dtype d) {
   if (d == Dtype::Bool) return op == ReduceOp::MIN || op == ReduceOp::PRODUCT ? MPI_LAND : MPI_LOR;
+  if (is_reduced_floating_point(d)) return half_op(op, d);
   switch (op) {
     case ReduceOp::SUM:
     case ReduceOp::AVG: return MPI_SUM;  // then divided by the world size
@@ -163,13 +195,9 @@ void check_contiguous(const Tensor& t, const char* op, const char* what) {
 // AVG: the sum divided by the world size, truncating for integers (bools were or'ed, see mpi_op).
 void divide_by(const Tensor& t, int size) {
   if (t.dtype() == Dtype::Bool) return;
-  dispatch_compute(t.dtype(), "ProcessGroupMPI", [&](auto tag) {
+  dispatch(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (!std::is_same_v<T, bool>) {
-      T* p = static_cast<T*>(t.data_ptr());
-      const T d = static_cast<T>(size);
-      for (int64_t i = 0; i < t.numel(); ++i) p[i] /= d;
-    }
+    if constexpr (!std::is_same_v<T, bool>) detail::divide(static_cast<T*>(t.data_ptr()), t.numel(), size);
   });
 }
 
@@ -282,7 +310,7 @@ void* ProcessGroupMPI::scratch(size_t nbytes) {
 
 std::shared_ptr<Work> ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
   if (tensor.numel() == 0) return completed_work("all_reduce");
-  const MPI_Datatype type = mpi_type(tensor.dtype(), "all_reduce", true);
+  const MPI_Datatype type = mpi_type(tensor.dtype(), "all_reduce");
   const int count = mpi_count(tensor.numel(), "all_reduce");
   return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op, type, count](uint32_t) {
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, type, mpi_op(op, tensor.dtype()), comm_->comm),
@@ -293,7 +321,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp op
 
 std::shared_ptr<Work> ProcessGroupMPI::do_broadcast(Tensor& tensor, int root, bool async_op) {
   if (tensor.numel() == 0) return completed_work("broadcast");
-  const MPI_Datatype type = mpi_type(tensor.dtype(), "broadcast", false);
+  const MPI_Datatype type = mpi_type(tensor.dtype(), "broadcast");
   const int count = mpi_count(tensor.numel(), "broadcast");
   return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root, type, count](uint32_t) {
     mpi_check(MPI_Bcast(tensor.data_ptr(), count, type, root, comm_->comm), "MPI_Bcast");
@@ -304,7 +332,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_gather(std::vector<Tensor>& output
                                                      bool async_op) {
   if (input.numel() == 0) return completed_work("all_gather");
   for (const Tensor& t : outputs) check_contiguous(t, "all_gather", "an output");
-  const MPI_Datatype type = mpi_type(input.dtype(), "all_gather", false);
+  const MPI_Datatype type = mpi_type(input.dtype(), "all_gather");
   const int count = mpi_count(input.numel(), "all_gather");
   mpi_count(input.numel() * size(), "all_gather");  // the gathered run, as MPI indexes it
   return enqueue({"all_gather", input.dtype(), input.numel()}, [this, outputs, input, type, count](uint32_t) {
@@ -330,7 +358,7 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const s
                                                          ReduceOp op, bool async_op) {
   if (output.numel() == 0) return completed_work("reduce_scatter");
   for (const Tensor& t : inputs) check_contiguous(t, "reduce_scatter", "an input");
-  const MPI_Datatype type = mpi_type(output.dtype(), "reduce_scatter", true);
+  const MPI_Datatype type = mpi_type(output.dtype(), "reduce_scatter");
   const int count = mpi_count(output.numel(), "reduce_scatter");
   mpi_count(output.numel() * size(), "reduce_scatter");
   const CollectiveInfo what{"reduce_scatter", output.dtype(), output.numel(), reduce_op_name(op)};

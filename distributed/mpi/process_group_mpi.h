@@ -34,9 +34,9 @@
 // Tensors: CPU only. float32, float64, int64 and uint8 map to MPI_FLOAT, MPI_DOUBLE, MPI_INT64_T and
 // MPI_UINT8_T; bool to MPI_C_BOOL, reduced as the gloo backend does (SUM, MAX and AVG are logical or,
 // MIN and PRODUCT logical and: MPI defines only logical ops on C_BOOL). AVG is the sum divided by the
-// world size (truncating for integers). bfloat16 moves (broadcast, all_gather) but does not reduce: MPI
-// has no bfloat16 type (as PyTorch's ProcessGroupMPI). A collective moves at most INT_MAX elements
-// (MPI's int counts).
+// world size (truncating for integers). bfloat16 and float16, which MPI has no type for, move as
+// MPI_UINT16_T and reduce through lockstep's own MPI ops, in float32 and rounded once per fold (where
+// PyTorch's ProcessGroupMPI refuses them). A collective moves at most INT_MAX elements (MPI's int counts).
 #pragma once
 
 #include <chrono>

@@ -15,11 +15,12 @@ inline ncclDataType_t nccl_dtype(Dtype d) {
     case Dtype::Float32: return ncclFloat32;
     case Dtype::Float64: return ncclFloat64;
     case Dtype::Int64: return ncclInt64;
+    case Dtype::BFloat16: return ncclBfloat16;  // reduced in float32 inside NCCL's kernels
+    case Dtype::Float16: return ncclFloat16;
     case Dtype::Bool:
-    case Dtype::UInt8:
-    case Dtype::BFloat16: break;  // not yet reduced by the CUDA emulator's NCCL, so not offered
+    case Dtype::UInt8: break;
   }
-  fail("NCCL: unsupported dtype ", dtype_name(d), " (float32, float64 and int64 are supported)");
+  fail("NCCL: unsupported dtype ", dtype_name(d), " (float32, float64, int64, bfloat16 and float16 are supported)");
 }
 
 inline ncclRedOp_t nccl_op(ReduceOp op) {

@@ -40,6 +40,8 @@ constexpr size_t kControlBytes = 128;
 constexpr milliseconds kPollPeriod{20};
 // Elements folded per block: the partial result stays in L1.
 constexpr size_t kFoldBlock = 2048;
+// The most ranks a 16-bit float fold takes at once (their block pointers live on the stack).
+constexpr size_t kMaxFoldRanks = 256;
 
 // The collectives' codes in a step's `what`.
 enum Code : uint64_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier };
@@ -78,14 +80,25 @@ std::string hex(uint64_t v) {
 // out[0..n) = src[0] op src[1] op ... op src[W-1], in that order, block by block, divided by
 // `divisor` where it is non-zero (AVG). `tmp` (kFoldBlock elements) holds a block's partial result
 // when `out` is one of the sources; `copy`, where given, receives the result too, while the block is
-// still in L1.
+// still in L1. bfloat16 and float16 fold in float32 and round once (detail::fold_f32).
 template <typename T>
-void fold(T* out, const std::vector<const T*>& src, size_t n, detail::ReduceFn fn, T* tmp, int divisor = 0,
+void fold(T* out, const std::vector<const T*>& src, size_t n, ReduceOp op, T* tmp, int divisor = 0,
           T* copy = nullptr) {
   const size_t W = src.size();
+  const detail::ReduceFn fn = detail::reduce_fn<T>(op);
   for (size_t at = 0; at < n; at += kFoldBlock) {
     const size_t len = std::min(kFoldBlock, n - at);
     T* acc = tmp ? tmp : out + at;
+    if constexpr (detail::kReducedFloat<T>) {
+      const T* block[kMaxFoldRanks];
+      LOCKSTEP_CHECK(W <= kMaxFoldRanks, "shared memory: ", W, " ranks on one host fold 16-bit floats; at most ",
+                     kMaxFoldRanks);
+      for (size_t k = 0; k < W; ++k) block[k] = src[k] + at;
+      detail::fold_f32(acc, block, W, len, op, divisor);
+      if (tmp) std::memcpy(out + at, tmp, len * sizeof(T));
+      if (copy) std::memcpy(copy + at, acc, len * sizeof(T));
+      continue;
+    }
     fn(acc, src[0] + at, src[1] + at, len);
     for (size_t k = 2; k < W; ++k) fn(acc, acc, src[k] + at, len);
     if (divisor) detail::divide(acc, len, divisor);
@@ -254,10 +267,9 @@ void ShmGroup::wait_for(int k, uint32_t target, const char* op) {
 void ShmGroup::all_reduce(void* data, size_t n, Dtype dtype, ReduceOp op, int avg_divisor) {
   deadline_ = deadline_after(options_.timeout);
   const int W = size();
-  dispatch_compute(dtype, "shared memory collective", [&](auto tag) {
+  dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* x = static_cast<T*>(data);
-    const detail::ReduceFn fn = detail::reduce_fn<T>(op);
     const size_t bytes = n * sizeof(T);
     std::vector<const T*> src(W);
     const size_t per_step = options_.slot_bytes / sizeof(T);
@@ -269,7 +281,7 @@ void ShmGroup::all_reduce(void* data, size_t n, Dtype dtype, ReduceOp op, int av
         std::memcpy(slot(local_, b), x + off, m * sizeof(T));
         sync("all_reduce", what(kAllReduce, bytes));
         for (int k = 0; k < W; ++k) src[k] = reinterpret_cast<const T*>(slot(k, b));
-        fold<T>(x + off, src, m, fn, nullptr, op == ReduceOp::AVG ? avg_divisor : 0);
+        fold<T>(x + off, src, m, op, nullptr, op == ReduceOp::AVG ? avg_divisor : 0);
       }
       return;
     }
@@ -292,7 +304,7 @@ void ShmGroup::all_reduce(void* data, size_t n, Dtype dtype, ReduceOp op, int av
       std::memcpy(mine + hi, x + off + hi, (m - hi) * sizeof(T));
       sync("all_reduce", what(kAllReduce, bytes));
       for (int k = 0; k < W; ++k) src[k] = k == local_ ? x + off + lo : reinterpret_cast<const T*>(slot(k, b)) + lo;
-      fold<T>(x + off + lo, src, hi - lo, fn, reinterpret_cast<T*>(fold_tmp_.data()),
+      fold<T>(x + off + lo, src, hi - lo, op, reinterpret_cast<T*>(fold_tmp_.data()),
               op == ReduceOp::AVG ? avg_divisor : 0, mine + lo);
       sync("all_reduce", what(kAllReduce, bytes));
       for (int k = 0; k < W; ++k) {
@@ -338,10 +350,9 @@ void ShmGroup::reduce_scatter(const std::vector<const void*>& inputs, void* outp
   const int W = size();
   LOCKSTEP_CHECK(static_cast<int>(inputs.size()) == W, "shared memory: reduce_scatter needs ", W, " inputs");
   deadline_ = deadline_after(options_.timeout);
-  dispatch_compute(dtype, "shared memory collective", [&](auto tag) {
+  dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = static_cast<T*>(output);
-    const detail::ReduceFn fn = detail::reduce_fn<T>(op);
     // Each step stages `per_step` elements of every one of this rank's W inputs.
     const size_t per_step = std::max<size_t>(1, options_.slot_bytes / (W * sizeof(T)));
     std::vector<const T*> src(W);
@@ -352,8 +363,7 @@ void ShmGroup::reduce_scatter(const std::vector<const void*>& inputs, void* outp
       for (int k = 0; k < W; ++k) std::memcpy(mine + k * per_step, static_cast<const T*>(inputs[k]) + off, m * sizeof(T));
       sync("reduce_scatter", what(kReduceScatter, n * sizeof(T)));
       for (int k = 0; k < W; ++k) src[k] = reinterpret_cast<const T*>(slot(k, b)) + local_ * per_step;
-      fold<T>(out + off, src, m, fn, nullptr);
-      if (op == ReduceOp::AVG) detail::divide(out + off, m, avg_divisor);
+      fold<T>(out + off, src, m, op, nullptr, op == ReduceOp::AVG ? avg_divisor : 0);
     }
   });
 }

@@ -136,6 +136,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     double sum = 0;
     for (int64_t k = 0; k < o.eval_iters; ++k) {
       auto [x, y] = text.get_batch(Split::kVal, o.seed, step, batch_rows(k, rank, world, B), B, T, device);
+      autocast guard(device.type, kBFloat16, o.dtype == "bfloat16");
       sum += model(x, y).second.item<double>();
     }
     model->train();
@@ -166,7 +167,11 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
       auto [x, y] = text.get_batch(Split::kTrain, o.seed, step, batch_rows(m, rank, world, B), B, T, device);
       auto micro_step = [&] {
         auto tf = Clock::now();
-        Tensor loss = ddp.forward<GPTImpl>(x, y).second * (1.0 / o.grad_accum);
+        Tensor loss;
+        {
+          autocast guard(device.type, kBFloat16, o.dtype == "bfloat16");
+          loss = ddp.forward<GPTImpl>(x, y).second * (1.0 / o.grad_accum);
+        }
         auto tb = Clock::now();
         fwd_s += std::chrono::duration<double>(tb - tf).count();
         loss.backward();

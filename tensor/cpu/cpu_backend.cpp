@@ -68,16 +68,26 @@ void CpuBackend::where(const StridedPlan& p, Tensor& out, const Tensor& cond, co
   LOCKSTEP_CPU_ISA_CALL(where, p, out.data_ptr(), a.dtype(), cond.data<bool>(), a.data_ptr(), b.data_ptr());
 }
 
+// One row per operand dtype: float32 and float64 products in their own type; bfloat16 operands
+// accumulated in float32 into a bfloat16 C (matmul's result) or a float32 one (autocast's outputs).
 void CpuBackend::gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) {
   const GemmArgs g = args.bias ? gemm_bias_first(out, args) : args;
+  auto run = [&](auto scalar, auto* pa, auto* pb, auto* pc) {
+    using S = decltype(scalar);
+    for (int64_t i = 0; i < g.batch; ++i)
+      cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<S>(g.alpha), pa + i * g.batch_stride_a, g.lda,
+                pb + i * g.batch_stride_b, g.ldb, static_cast<S>(g.beta), pc + i * g.batch_stride_c, g.ldc);
+  };
+  if (a.dtype() == kBFloat16) {
+    LOCKSTEP_CHECK(b.dtype() == kBFloat16 && (out.dtype() == kBFloat16 || out.dtype() == kFloat32),
+                   "matmul: bfloat16 products take bfloat16 operands into a bfloat16 or float32 result, got ",
+                   a.dtype(), " x ", b.dtype(), " -> ", out.dtype());
+    if (out.dtype() == kBFloat16) return run(0.f, a.data<BFloat16>(), b.data<BFloat16>(), out.data<BFloat16>());
+    return run(0.f, a.data<BFloat16>(), b.data<BFloat16>(), out.data<float>());
+  }
   dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* pc = out.data<T>();
-    for (int64_t i = 0; i < g.batch; ++i)
-      cpu::gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, static_cast<T>(g.alpha), pa + i * g.batch_stride_a, g.lda,
-                pb + i * g.batch_stride_b, g.ldb, static_cast<T>(g.beta), pc + i * g.batch_stride_c, g.ldc);
+    run(T(0), a.data<T>(), b.data<T>(), out.data<T>());
   });
 }
 

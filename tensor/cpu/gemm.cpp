@@ -1,5 +1,5 @@
-// GEMM's checks, its split over the intra-op threads, and the runtime choice between the AVX-512
-// and AVX2 kernels.
+// GEMM's checks, its split over the intra-op threads, and the runtime choice of kernel: AVX-512 or
+// AVX2 for float32 and float64, AVX512-BF16 or the float32 fallback for bfloat16 (tensor/cpu/isa.h).
 #include "tensor/cpu/gemm.h"
 
 #include <algorithm>
@@ -7,7 +7,9 @@
 #include "common/check.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/blocked_gemm.h"
+#include "tensor/cpu/gemm_bf16.h"
 #include "tensor/cpu/small_gemm.h"
+#include "tensor/dtype.h"
 #include "tensor/parallel.h"
 
 namespace lockstep::cpu {
@@ -25,8 +27,9 @@ LOCKSTEP_GEMM_DECL(avx512)
 
 namespace {
 
-template <typename T>
-using Kernel = void (*)(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, T*,
+// A one-thread product: op(A), op(B) of TA, C of TC, alpha and beta of S.
+template <typename TA, typename TC = TA, typename S = TC>
+using Kernel = void (*)(bool, bool, int64_t, int64_t, int64_t, S, const TA*, int64_t, const TA*, int64_t, S, TC*,
                         int64_t);
 
 // float32 products of the shapes a transformer's layers make (C at most a few hundred columns wide,
@@ -39,6 +42,13 @@ Kernel<float> kernel_for(float*, int64_t m, int64_t n) {
   return use_avx512() ? avx512::gemm_f32 : avx2::gemm_f32;
 }
 Kernel<double> kernel_for(double*, int64_t, int64_t) { return use_avx512() ? avx512::gemm_f64 : avx2::gemm_f64; }
+// bfloat16 operands, one row per instruction set (tensor/cpu/gemm_bf16.h); an AMX kernel would be
+// chosen first here, where has_amx_bf16().
+template <typename TC>
+Kernel<BFloat16, TC, float> kernel_for_bf16() {
+  return use_avx512_bf16() ? Kernel<BFloat16, TC, float>(avx512_bf16::gemm_bf16)
+                           : Kernel<BFloat16, TC, float>(bf16_fallback::gemm_bf16);
+}
 
 // Products with fewer multiply-adds than this per thread stay on one thread. 2^21 multiply-adds
 // take ~45 us on one AVX-512 core (gemm_bench: ~95 GFLOP/s for the MLP's large products), several
@@ -55,9 +65,9 @@ constexpr int64_t kSmallGemmWork = int64_t(1) << 18;
 // 31.1 -> 22.8 us, 1.4x).
 constexpr int64_t kSmallGemmRows = 32;
 
-template <typename T>
-void gemm_checked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-                  int64_t ldb, T beta, T* c, int64_t ldc) {
+template <typename TA, typename TC, typename S>
+void gemm_checked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, S alpha, const TA* a, int64_t lda, const TA* b,
+                  int64_t ldb, S beta, TC* c, int64_t ldc) {
   LOCKSTEP_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size m=", m, " n=", n, " k=", k);
   LOCKSTEP_CHECK(lda >= std::max<int64_t>(1, ta ? m : k), "gemm: lda=", lda, " is below the row length ",
                  ta ? m : k, " of A (", ta ? "[k, m]" : "[m, k]", ", m=", m, " k=", k, ")");
@@ -65,19 +75,24 @@ void gemm_checked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, co
                  tb ? k : n, " of B (", tb ? "[n, k]" : "[k, n]", ", k=", k, " n=", n, ")");
   LOCKSTEP_CHECK(ldc >= std::max<int64_t>(1, n), "gemm: ldc=", ldc, " is below the row length n=", n, " of C");
   if (m == 0 || n == 0) return;
-  if (k == 0 || alpha == T(0)) {  // C = beta * C; the kernel wants k > 0
+  if (k == 0 || alpha == S(0)) {  // C = beta * C; the kernel wants k > 0
     for (int64_t i = 0; i < m; ++i) {
-      T* row = c + i * ldc;
-      if (beta == T(0)) std::fill(row, row + n, T(0));
-      else if (beta != T(1)) std::transform(row, row + n, row, [&](T v) { return beta * v; });
+      TC* row = c + i * ldc;
+      if (beta == S(0)) std::fill(row, row + n, TC(S(0)));
+      else if (beta != S(1)) std::transform(row, row + n, row, [&](TC v) { return TC(beta * S(v)); });
     }
     return;
   }
   const int64_t work = m * n * k;
-  if ((work <= kSmallGemmWork || (m <= kSmallGemmRows && !tb && work <= kMinWorkPerThread)) &&
-      LOCKSTEP_CPU_ISA_CALL(small_gemm<T>, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
-    return;
-  Kernel<T> kernel = kernel_for(static_cast<T*>(nullptr), m, n);
+  Kernel<TA, TC, S> kernel;
+  if constexpr (std::is_same_v<TA, BFloat16>) {
+    kernel = kernel_for_bf16<TC>();
+  } else {
+    if ((work <= kSmallGemmWork || (m <= kSmallGemmRows && !tb && work <= kMinWorkPerThread)) &&
+        LOCKSTEP_CPU_ISA_CALL(small_gemm<TA>, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+      return;
+    kernel = kernel_for(static_cast<TA*>(nullptr), m, n);
+  }
   // Split C into blocks of whole rows when op(A) has at least as many rows as op(B) has columns,
   // else into blocks of columns, so each thread runs one ordinary (smaller) product on the longer
   // side. Row blocks (multiples of 8 rows) share B and read their own rows of A; column blocks
@@ -104,6 +119,16 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm_checked(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a, int64_t lda,
+          const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_checked(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a, int64_t lda,
+          const BFloat16* b, int64_t ldb, float beta, BFloat16* c, int64_t ldc) {
   gemm_checked(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -1,9 +1,14 @@
 // CPU GEMM: Eigen's kernels compiled for x86-64-v3 and for x86-64-v4 (AVX-512, ~1.5x faster products
-// where the processor has it; tensor/cpu/isa.h). Large products are split over the intra-op threads
-// (tensor/parallel.h).
+// where the processor has it; tensor/cpu/isa.h), and bfloat16 products with float32 accumulation
+// (tensor/cpu/gemm_bf16.h: AVX512-BF16 where the processor has it). Large products are split over the
+// intra-op threads (tensor/parallel.h).
 #pragma once
 
 #include <cstdint>
+
+namespace lockstep {
+struct BFloat16;
+}
 
 namespace lockstep::cpu {
 
@@ -15,5 +20,12 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+// bfloat16 A and B, products accumulated in float32; alpha, beta and the sum with beta * C in float32.
+// C float32 (a weight gradient, autocast's float32 outputs) or bfloat16, rounded once at the end
+// (nearest even), as PyTorch's bfloat16 matmul.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a, int64_t lda,
+          const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a, int64_t lda,
+          const BFloat16* b, int64_t ldb, float beta, BFloat16* c, int64_t ldc);
 
 }  // namespace lockstep::cpu

@@ -17,4 +17,17 @@ bool use_avx512() {
 
 const char* isa_name() { return use_avx512() ? "avx512" : "avx2"; }
 
+bool use_avx512_bf16() {
+  static const bool yes = [] {
+    if (!use_avx512() || env_string("LOCKSTEP_CPU_ISA") == "avx512") return false;
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return yes;
+}
+
+bool has_amx_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("amx-bf16") != 0;
+}
+
 }  // namespace lockstep::cpu

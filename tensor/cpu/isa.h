@@ -4,6 +4,11 @@
 // call runs the widest the processor supports (PyTorch's CPU kernels choose the same way). Binaries
 // stay portable. LOCKSTEP_CPU_ISA=avx2 forces the baseline (for comparisons).
 //
+// The bfloat16 GEMM (tensor/cpu/gemm_bf16.h) has a third level: AVX512-BF16 (vdpbf16ps, Zen 4, Cooper
+// Lake, Sapphire Rapids), its own file compiled with that target. LOCKSTEP_CPU_ISA=avx512 keeps the
+// AVX-512 kernels but leaves AVX512-BF16 out, so the bfloat16 GEMM takes its float32 fallback (what
+// its tests force); avx2 leaves out both.
+//
 // A file compiled for both has its kernels between LOCKSTEP_ISA_BEGIN and LOCKSTEP_ISA_END: in
 // namespace lockstep::cpu::avx2, or, built with -DLOCKSTEP_ISA_AVX512, in lockstep::cpu::avx512 with
 // AVX-512 enabled for that code alone (a target pragma, not -march). Whatever such a file
@@ -31,6 +36,11 @@ namespace lockstep::cpu {
 bool use_avx512();
 // "avx512" or "avx2": the kernels that run.
 const char* isa_name();
+// True when use_avx512() and the processor has AVX512-BF16, unless LOCKSTEP_CPU_ISA is "avx512".
+bool use_avx512_bf16();
+// True when the processor has AMX-BF16 tiles (TDPBF16PS). Detection only: no kernel uses AMX yet (none
+// of this project's machines has it to test one on); the bfloat16 GEMM's table says where it would go.
+bool has_amx_bf16();
 
 }  // namespace lockstep::cpu
 

@@ -58,7 +58,7 @@ __global__ void fill_kernel(T* out, T value, StridedPlan p) {
   }
 }
 
-// O and I may be any two dtypes; bfloat16 converts through float32 (BFloat16's conversions).
+// O and I may be any two dtypes; bfloat16 and float16 convert through float32 (their structs' conversions).
 template <typename O, typename I, bool kFlat>
 __global__ void copy_kernel(O* out, const I* a, StridedPlan p) {
   LOCKSTEP_GRID_STRIDE(i, p.numel) {

@@ -127,8 +127,22 @@ void CudaBackend::gemm(Tensor& out, const Tensor& a, const Tensor& b, const Gemm
     else
       LOCKSTEP_CUBLAS_CHECK(cublasDgemmStridedBatched(h.handle, op_b, op_a, m, n, k, &g.alpha, pb, ldb, sb, pa, lda,
                                                       sa, &g.beta, pc, ldc, sc, batch));
+  } else if (a.dtype() == kBFloat16 || a.dtype() == kFloat16) {
+    // 16-bit operands on the tensor cores with float32 accumulation (autocast's products); the result
+    // is rounded once into C.
+    const cudaDataType t = a.dtype() == kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+    const float al = static_cast<float>(g.alpha), be = static_cast<float>(g.beta);
+    const void *pa = a.data_ptr(), *pb = b.data_ptr();
+    void* pc = out.data_ptr();
+    if (batch == 1)
+      LOCKSTEP_CUBLAS_CHECK(cublasGemmEx(h.handle, op_b, op_a, m, n, k, &al, pb, t, ldb, pa, t, lda, &be, pc, t, ldc,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+      LOCKSTEP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h.handle, op_b, op_a, m, n, k, &al, pb, t, ldb, sb, pa, t, lda,
+                                                       sa, &be, pc, t, ldc, sc, batch, CUBLAS_COMPUTE_32F,
+                                                       CUBLAS_GEMM_DEFAULT));
   } else {
-    fail("matmul: expected float32 or float64 operands, got ", a.dtype());
+    fail("matmul: expected float32, float64, bfloat16 or float16 operands, got ", a.dtype());
   }
 }
 

@@ -13,6 +13,7 @@
 // peers is bounded by LOCKSTEP_CUDA_EMU_NCCL_TIMEOUT_S (default 600; then ncclRemoteError) and cut
 // short by ncclCommAbort. A failed collective sets the asynchronous error, as in NCCL, and the
 // communicator's later collectives do nothing.
+#include <Eigen/Core>
 #include <nccl.h>
 #include <unistd.h>
 
@@ -65,7 +66,8 @@ size_t dtype_size(ncclDataType_t t) {
   switch (t) {
     case ncclInt8:
     case ncclUint8: return 1;
-    case ncclFloat16: return 2;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
     case ncclInt32:
     case ncclUint32:
     case ncclFloat32: return 4;
@@ -77,9 +79,9 @@ size_t dtype_size(ncclDataType_t t) {
 }
 
 std::string dtype_name(int t) {
-  static const char* const names[] = {"ncclInt8",  "ncclUint8",   "ncclInt32",   "ncclUint32", "ncclInt64",
-                                      "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64"};
-  return t >= 0 && t < 9 ? names[t] : "datatype " + std::to_string(t);
+  static const char* const names[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
+                                      "ncclUint64",  "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16"};
+  return t >= 0 && t < 10 ? names[t] : "datatype " + std::to_string(t);
 }
 
 std::string op_name(int op) {
@@ -284,6 +286,25 @@ void reduce_typed(void* out, const std::vector<const char*>& parts, size_t n, nc
     for (size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] / static_cast<T>(parts.size()));
 }
 
+// 16-bit floats (H: Eigen::half or Eigen::bfloat16, both rounding to nearest even): every part converted to
+// float32, folded there in rank order and rounded once, as NCCL's kernels reduce them in float. `out` may
+// be one of the parts.
+template <typename H>
+void reduce_half(void* out, const std::vector<const char*>& parts, size_t n, ncclRedOp_t op) {
+  std::vector<float> acc(n), x(n);
+  auto load = [n](const char* p, std::vector<float>& to) {
+    for (size_t i = 0; i < n; ++i) to[i] = static_cast<float>(reinterpret_cast<const H*>(p)[i]);
+  };
+  load(parts[0], acc);
+  for (size_t r = 1; r < parts.size(); ++r) {
+    load(parts[r], x);
+    fold(acc.data(), x.data(), n, op);
+  }
+  if (op == ncclAvg)
+    for (float& a : acc) a /= static_cast<float>(parts.size());
+  for (size_t i = 0; i < n; ++i) static_cast<H*>(out)[i] = H(acc[i]);
+}
+
 // out = op over parts (rank order), n elements of `type`.
 bool reduce(void* out, const std::vector<const char*>& parts, size_t n, ncclDataType_t type, ncclRedOp_t op) {
   switch (type) {
@@ -295,7 +316,8 @@ bool reduce(void* out, const std::vector<const char*>& parts, size_t n, ncclData
     case ncclUint64: reduce_typed<uint64_t>(out, parts, n, op); return true;
     case ncclFloat32: reduce_typed<float>(out, parts, n, op); return true;
     case ncclFloat64: reduce_typed<double>(out, parts, n, op); return true;
-    case ncclFloat16: return false;
+    case ncclFloat16: reduce_half<Eigen::half>(out, parts, n, op); return true;
+    case ncclBfloat16: reduce_half<Eigen::bfloat16>(out, parts, n, op); return true;
   }
   return false;
 }
@@ -369,7 +391,7 @@ ncclResult_t collective(const Call& call, ncclComm_t comm, cudaStream_t stream,
                                               cudaGetErrorName(e) + "): nothing more can be queued");
   std::shared_ptr<CommState> c = *reinterpret_cast<std::shared_ptr<CommState>*>(comm);
   if (c->aborted) return refuse(ncclInvalidUsage, name + ": the communicator was aborted");
-  if (dtype_size(call.type) == 0 || call.type == ncclFloat16)
+  if (dtype_size(call.type) == 0)
     return refuse(ncclInvalidArgument, name + ": datatype not emulated");
   for (auto [p, bytes] : device_buffers)
     if (bytes > 0 && device_of(p, bytes) != c->device)

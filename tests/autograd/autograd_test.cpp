@@ -4,6 +4,7 @@
 
 #include "autograd/api.h"
 #include "tests/util/gradcheck.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using lockstep::testing::gradcheck;
@@ -125,6 +126,33 @@ TEST_CASE("the parts of a split add their gradients into one buffer, in any orde
     auto q = t[0].split(3, -1);
     return q[0] * q[1] + q[2].narrow(0, 1, 1);
   }, {r({2, 9})});
+}
+
+TEST_CASE("unbind gives views without the dimension, whose gradients land in one buffer (timm's q, k, v)") {
+  using V = std::vector<double>;
+  // x: [2, 3] (0 1 2 / 3 4 5); unbind(1) -> three [2] columns sharing x's storage.
+  Tensor x = arange(6, TensorOptions(kFloat64)).view({2, 3}).set_requires_grad();
+  std::vector<Tensor> cols = x.unbind(1);
+  REQUIRE(cols.size() == 3);
+  CHECK(cols[2].shape() == Shape{2});
+  CHECK(cols[2].to_vector<double>() == V{2, 5});
+  CHECK(cols[0].data_ptr() == x.data_ptr());  // views of x's storage
+  CHECK(cols[1].storage_offset() == 1);
+  (cols[0] + cols[2] * 3.0).sum().backward();
+  CHECK(x.grad().to_vector<double>() == V{1, 0, 3, 1, 0, 3});
+  // Negative dims, the free function, and [3, B, H, T, D] -> three [B, H, T, D] as ViT's attention does.
+  Tensor qkv = arange(24, TensorOptions(kFloat64)).view({3, 2, 1, 2, 2});
+  std::vector<Tensor> parts = unbind(qkv, 0);
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[1].shape() == Shape{2, 1, 2, 2});
+  CHECK(parts[1].to_vector<double>() == V{8, 9, 10, 11, 12, 13, 14, 15});
+  CHECK(qkv.unbind(-1)[1].to_vector<double>() == qkv.select(4, 1).to_vector<double>());
+  gradcheck([](const std::vector<Tensor>& t) {
+    auto p = t[0].unbind(0);
+    return p[0] * p[1] - p[2].exp();
+  }, {r({3, 2, 2})});
+  CHECK(testing::contains(testing::error_of([] { zeros({}).unbind(0); }), "unbind: expected a tensor with at least"));
+  CHECK(testing::contains(testing::error_of([] { zeros({2, 3}).unbind(2); }), "unbind"));
 }
 
 TEST_CASE("an explicit output gradient; errors for bad backward calls") {

@@ -33,7 +33,7 @@ Backend& cpu_backend() { return backend_for(DeviceType::CPU); }
 Backend& gpu_backend() { return backend_for(DeviceType::CUDA); }
 
 const Dtype kComputeDtypes[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8};
-const Dtype kEveryDtype[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8, kBFloat16};
+const Dtype kEveryDtype[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8, kBFloat16, kFloat16};
 
 const UnaryOp kUnaryOps[] = {
 #define LOCKSTEP_ROW(Name, str, kinds) UnaryOp::Name,
@@ -224,7 +224,7 @@ TEST_CASE("where: broadcast condition and operands, strided output, every comput
   }
 }
 
-TEST_CASE("copy_ between every pair of dtypes (bfloat16 included), strided both ways; fill on every dtype") {
+TEST_CASE("copy_ between every pair of dtypes (bfloat16 and float16 included), strided both ways; fill on every dtype") {
   REQUIRE_DEVICE();
   manual_seed(4);
   for (Dtype from : kEveryDtype)
@@ -305,6 +305,34 @@ TEST_CASE("gemm: batched with a shared operand (batch stride 0), transposes, C w
   GemmArgs g;
   g.batch = 2, g.m = g.n = g.k = 2, g.lda = g.ldb = g.ldc = 2;
   CHECK(contains(error_of([&] { gpu_backend().gemm(c, a, a, g); }), "matmul: output matrices overlap"));
+}
+
+TEST_CASE("gemm in bfloat16 (cublasGemmEx, float32 accumulation): the float32 product of the same values, rounded once") {
+  REQUIRE_DEVICE();
+  manual_seed(9);
+  const int64_t batch = 2, m = 5, n = 7, k = 33;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      Tensor a = internal::to_dtype(random({batch, ta ? k : m, ta ? m : k}, kFloat32), kBFloat16);
+      Tensor b = internal::to_dtype(random({batch, tb ? n : k, tb ? k : n}, kFloat32), kBFloat16);
+      Tensor c = internal::to_dtype(random({batch, m, n}, kFloat32), kBFloat16);
+      GemmArgs g;
+      g.batch = batch, g.m = m, g.n = n, g.k = k, g.trans_a = ta, g.trans_b = tb;
+      g.lda = ta ? m : k, g.ldb = tb ? k : n, g.ldc = n;
+      g.batch_stride_a = m * k, g.batch_stride_b = k * n, g.batch_stride_c = m * n;
+      g.alpha = 1.5, g.beta = 0.5;
+      // The reference: float32 on the bf16 values, rounded to bf16 at the end.
+      Tensor want = internal::to_dtype(c, kFloat32);
+      cpu_backend().gemm(want, internal::to_dtype(a, kFloat32), internal::to_dtype(b, kFloat32), g);
+      want = internal::to_dtype(want, kBFloat16);
+      Tensor got = internal::to_device(c, kGpu);
+      gpu_backend().gemm(got, internal::to_device(a, kGpu), internal::to_device(b, kGpu), g);
+      // Float32 sums in another order may round to the neighbouring bf16 value: one ulp is 2^-8 relative.
+      CHECK_MATCH(internal::to_dtype(internal::to_device(got, Device::cpu()), kFloat32),
+                  internal::to_dtype(want, kFloat32), 8e-3, 1e-2);
+    }
 }
 
 // --- reductions, softmax ---------------------------------------------------------------------------
@@ -389,7 +417,7 @@ TEST_CASE("index_select, index_add, gather, scatter_add over [outer, n, inner] w
     cpu_backend().gather(gat.cpu, a.cpu, positions.cpu, outer, n, inner);
     gpu_backend().gather(gat.gpu, a.gpu, positions.gpu, outer, n, inner);
     CHECK_MATCH(gat.gpu_base, gat.cpu_base);
-    if (dt == kBFloat16) continue;  // the adds compute in float32 (the ops layer converts)
+    if (is_reduced_floating_point(dt)) continue;  // the adds compute in float32 (the ops layer converts)
     Both src = both(random({outer, k, inner}, dt, 0, 50));
     Both added = both(random({outer, n, inner}, dt, 0, 50));
     cpu_backend().index_add(added.cpu, index.cpu, src.cpu, outer, n, inner);

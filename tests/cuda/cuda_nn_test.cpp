@@ -1,6 +1,7 @@
-// The nn/optim stack on the GPU: a whole MLP training step on cuda:0 equals the CPU step, and a model
-// moved to the GPU and back keeps its state_dict. Without a visible device every case skips, and the
-// binary prints "SKIPPED: no CUDA device" (CI counts it as skipped).
+// The nn/optim stack on the GPU: a whole MLP training step on cuda:0 equals the CPU step, the layers (the
+// Transformer ones too) equal the CPU's, and a model moved to the GPU and back keeps its state_dict.
+// Without a visible device every case skips, and the binary prints "SKIPPED: no CUDA device" (CI counts
+// it as skipped).
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -215,4 +216,44 @@ TEST_CASE("dropout on the GPU: its mask drawn on the device keeps about 1 - p, s
   manual_seed(11);
   std::vector<double> again = nn::functional::dropout(x.detach(), 0.25, true).to(Device::cpu()).to_vector<double>();
   CHECK(again == v);
+}
+
+TEST_CASE("MultiheadAttention and the Transformer layers on the GPU equal the CPU: outputs, weights and gradients") {
+  REQUIRE_DEVICE();
+  manual_seed(5);
+  nn::TransformerDecoder dec(nn::TransformerDecoderLayer(nn::TransformerDecoderLayerOptions(8, 2)
+                                                             .dim_feedforward(16)
+                                                             .dropout(0.0)
+                                                             .activation("gelu")
+                                                             .batch_first(true)
+                                                             .norm_first(true)),
+                             2, nn::LayerNorm(nn::LayerNormOptions(8)));
+  nn::MultiheadAttention attn(nn::MultiheadAttentionOptions(8, 2).kdim(6).add_bias_kv(true));
+  const Tensor tgt = randn({3, 4, 8}), memory = randn({3, 5, 8});
+  const Tensor q = randn({4, 3, 8}), k = randn({5, 3, 6}), v = randn({5, 3, 8});
+  const Tensor causal = nn::generate_square_subsequent_mask(4);
+  const Tensor pad = arange(15).view({3, 5}) >= 13.0;  // the last batch ignores its last two keys
+  // Outputs, attention weights, then the gradients of the inputs and of every parameter, on the CPU.
+  auto run = [&](Device d) {
+    dec->to(d);
+    attn->to(d);
+    dec->zero_grad();
+    attn->zero_grad();
+    std::vector<Tensor> in;
+    for (const Tensor& t : {tgt, memory, q, k, v}) in.push_back(t.detach().to(d).set_requires_grad());
+    Tensor y = dec(in[0], in[1], causal.to(d), Tensor(), Tensor(), pad.to(d));
+    auto [o, w] = attn(in[2], in[3], in[4], pad.to(d), true, Tensor(), false);
+    (sum(y * y) + sum(o * o) + sum(w * w)).backward();
+    std::vector<Tensor> out{y.cpu(), o.cpu(), w.cpu()};
+    for (const Tensor& t : in) out.push_back(t.grad().cpu());
+    for (const Tensor& p : dec->parameters()) out.push_back(p.grad().cpu());
+    for (const Tensor& p : attn->parameters()) out.push_back(p.grad().cpu());
+    return out;
+  };
+  const std::vector<Tensor> cpu = run(Device::cpu()), gpu = run(Device::cuda(0));
+  REQUIRE(cpu.size() == gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    INFO("tensor ", i, " ", cpu[i].shape());
+    CHECK(internal::allclose(gpu[i], cpu[i], 1e-3, 1e-4));
+  }
 }

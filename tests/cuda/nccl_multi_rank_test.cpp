@@ -6,6 +6,8 @@
 // The parent process never calls CUDA (forked children cannot use a CUDA context made before the
 // fork); it asks a short-lived child how many devices there are.
 #include <doctest/doctest.h>
+
+#include <limits>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +110,78 @@ TEST_CASE("nccl, 2 ranks on 2 GPUs: every collective, dtype and reduce op gives 
     work->wait();
     check_all(a, 3.0, "async all_reduce");
     dist::barrier();
+    dist::destroy_process_group();
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("nccl, 2 ranks: bfloat16 and float16 all-reduce in float32, rounded once; reduce_scatter, broadcast") {
+  REQUIRE_TWO_DEVICES();
+  const uint16_t port = testing::free_port();
+  auto results = run_ranks(kWorld, [&](int rank) {
+    init_nccl(rank, port);
+    const Device gpu = Device::cuda(rank);
+    const double inf = std::numeric_limits<double>::infinity();
+    auto half = [&](Dtype dtype, std::vector<double> v) {
+      return tensor(v, {static_cast<int64_t>(v.size())}).to(dtype).to(gpu);
+    };
+    for (Dtype dtype : {kBFloat16, kFloat16}) {
+      // 256 + 1 ties to 256 in bfloat16, is exact in float16; 2048 + 1 ties to 2048 in both; 40000 is 39936
+      // in bfloat16, and twice it 79872; twice 40000 overflows float16.
+      Tensor t = half(dtype, rank == 0 ? std::vector<double>{1, 256, 2048, 40000} : std::vector<double>{2, 1, 1, 40000});
+      dist::all_reduce(t, dist::ReduceOp::SUM);
+      const std::vector<double> want = dtype == kBFloat16 ? std::vector<double>{3, 256, 2048, 79872}
+                                                          : std::vector<double>{3, 257, 2048, inf};
+      const auto got = t.to(Device::cpu()).to(kFloat64).to_vector<double>();
+      RANK_CHECK(t.dtype() == dtype && got == want, dtype_name(dtype), " SUM: got ", got[0], ", ", got[1], ", ", got[2],
+                 ", ", got[3]);
+      Tensor m = half(dtype, {rank + 1.0, 3.0});
+      dist::all_reduce(m, dist::ReduceOp::AVG);
+      check_all(internal::select(m, 0, 0).to(Device::cpu()).to(kFloat64), 1.5, "AVG");
+      Tensor out = half(dtype, {0, 0});
+      dist::reduce_scatter(out, {half(dtype, {rank + 1.0, 0.5}), half(dtype, {10.0 * (rank + 1), 0.25})},
+                           dist::ReduceOp::SUM);
+      const auto rs = out.to(Device::cpu()).to(kFloat64).to_vector<double>();
+      RANK_CHECK(rs == (rank == 0 ? std::vector<double>{3, 1} : std::vector<double>{30, 0.5}), "reduce_scatter");
+      Tensor b = half(dtype, {rank == 1 ? 0.1 : 0.0});
+      dist::broadcast(b, 1);
+      RANK_CHECK(b.to(Device::cpu()).to(kFloat32).item<float>() == half(dtype, {0.1}).to(Device::cpu()).to(kFloat32).item<float>(),
+                 "broadcast");
+    }
+    dist::destroy_process_group();
+  });
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("DDP over nccl with bf16_compress_hook: the gradients within bfloat16's rounding of float32's") {
+  REQUIRE_TWO_DEVICES();
+  const testing::Data d = testing::make_data();
+  const uint16_t port = testing::free_port();
+  auto results = run_ranks(kWorld, [&](int rank) {
+    init_nccl(rank, port);
+    const Device dev = Device::cuda(rank);
+    const int64_t per = testing::kBatch / kWorld;
+    nn::CrossEntropyLoss ce;
+    auto grads = [&](bool hook) {
+      auto model = testing::make_model(0);
+      model->to(dev);
+      dist::DistributedDataParallel ddp(model);
+      if (hook) ddp.register_comm_hook(dist::default_pg(), dist::default_hooks::bf16_compress_hook);
+      Tensor x = testing::rows(d.x[0], rank * per, (rank + 1) * per).to(dev);
+      Tensor y = testing::rows(d.y[0], rank * per, (rank + 1) * per).to(dev);
+      ce(ddp(x), y).backward();
+      std::vector<std::vector<float>> out;
+      for (auto& p : model->parameters()) out.push_back(p.grad().to(Device::cpu()).to_vector<float>());
+      return out;
+    };
+    const auto plain = grads(false), bf16 = grads(true);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      float scale = 0;
+      for (float v : plain[i]) scale = std::max(scale, std::abs(v));
+      for (size_t k = 0; k < plain[i].size(); ++k)
+        RANK_CHECK(std::abs(bf16[i][k] - plain[i][k]) <= 0x1p-6 * scale + 1e-7, "parameter ", i, "[", k, "]: ",
+                   bf16[i][k], " vs ", plain[i][k]);
+    }
     dist::destroy_process_group();
   });
   CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));

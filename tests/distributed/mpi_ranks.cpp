@@ -112,13 +112,37 @@ TEST_CASE("all_reduce: every op and dtype, blocking and async") {
   }
 }
 
-TEST_CASE("all_reduce: bfloat16 is refused by name; a CUDA-free refusal of non-contiguous tensors") {
-  Tensor b = ones({4}).to(kBFloat16);
-  try {
-    dist::default_pg()->all_reduce(b);
-    FAIL("bfloat16 all_reduce did not throw");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("all_reduce: the mpi backend cannot reduce bfloat16") != std::string::npos);
+TEST_CASE("all_reduce and reduce_scatter of bfloat16 and float16 through lockstep's MPI ops; non-contiguous refused") {
+  for (Dtype d : {kBFloat16, kFloat16}) {
+    const double n = W();
+    // Rank r: [r + 1, (r + 1) / 2, -r]; exact in both formats, whatever order MPI folds in.
+    Tensor t = tensor({R() + 1.0, 0.5 * (R() + 1), -1.0 * R()}).to(d);
+    dist::default_pg()->all_reduce(t, Op::SUM)->wait();
+    const std::vector<double> sum = {n * (n + 1) / 2, n * (n + 1) / 4, -n * (n - 1) / 2};
+    CHECK_MESSAGE(values(t) == sum, dtype_name(d));
+    CHECK(t.dtype() == d);
+    Tensor m = tensor({R() + 1.0, -0.5 * (R() + 1)}).to(d);
+    dist::default_pg()->all_reduce(m, Op::MAX)->wait();
+    const std::vector<double> max = {n, -0.5};
+    CHECK(values(m) == max);
+    Tensor a = tensor({R() + 1.0, 4.0}).to(d);
+    dist::default_pg()->all_reduce(a, Op::AVG)->wait();
+    const std::vector<double> avg = {(n + 1) / 2, 4};  // 1.5 or 2: exact
+    CHECK_MESSAGE(values(a) == avg, dtype_name(d));
+    if (W() == 2) {
+      // 256 + 1 is a tie in bfloat16 (even: 256), exact in float16; 2048 + 1 a tie in both (2048).
+      Tensor r = tensor({R() == 0 ? 256.0 : 1.0, R() == 0 ? 2048.0 : 1.0}).to(d);
+      dist::default_pg()->all_reduce(r, Op::SUM)->wait();
+      const std::vector<double> rounded = {d == kBFloat16 ? 256.0 : 257.0, 2048};
+      CHECK_MESSAGE(values(r) == rounded, dtype_name(d));
+    }
+    // reduce_scatter: input k of rank r holds 10 k + r; output = 10 R() W + W (W - 1) / 2.
+    std::vector<Tensor> inputs;
+    for (int k = 0; k < W(); ++k) inputs.push_back(tensor({10.0 * k + R()}).to(d));
+    Tensor out = zeros({1}).to(d);
+    dist::default_pg()->reduce_scatter(out, inputs, Op::SUM)->wait();
+    const std::vector<double> scattered = {10.0 * R() * n + n * (n - 1) / 2};
+    CHECK_MESSAGE(values(out) == scattered, dtype_name(d));
   }
   Tensor m = zeros({3, 2}).t();
   try {
@@ -126,6 +150,56 @@ TEST_CASE("all_reduce: bfloat16 is refused by name; a CUDA-free refusal of non-c
     FAIL("non-contiguous all_reduce did not throw");
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("all_reduce: the mpi backend needs contiguous tensors") != std::string::npos);
+  }
+}
+
+TEST_CASE("DDP over mpi with bf16_compress_hook and fp16_compress_hook: within the formats' rounding of float32") {
+  using namespace lockstep::testing;
+  Data d = make_data();
+  nn::CrossEntropyLoss ce;
+  const int64_t per = kBatch / W();
+  auto batch_x = [&](int r) { return rows(d.x[0], r * per, (r + 1) * per); };
+  auto batch_y = [&](int r) { return rows(d.y[0], r * per, (r + 1) * per); };
+  // Every rank's local gradients, for the bound.
+  std::vector<std::vector<float>> sum_abs;
+  for (int r = 0; r < W(); ++r) {
+    auto local = make_model(0);
+    ce((*local)(batch_x(r)), batch_y(r)).backward();
+    auto ps = local->parameters();
+    sum_abs.resize(ps.size());
+    for (size_t i = 0; i < ps.size(); ++i) {
+      auto g = ps[i].grad().to_vector<float>();
+      sum_abs[i].resize(g.size());
+      for (size_t k = 0; k < g.size(); ++k) sum_abs[i][k] += std::abs(g[k]);
+    }
+  }
+  auto grads = [&](auto hook) {
+    auto model = make_model(0);
+    dist::DistributedDataParallel ddp(model);
+    if (hook) ddp.register_comm_hook(std::shared_ptr<dist::ProcessGroup>(), hook);
+    ce(ddp(batch_x(R())), batch_y(R())).backward();
+    std::vector<std::vector<float>> out;
+    for (auto& p : model->parameters()) out.push_back(p.grad().to_vector<float>());
+    return out;
+  };
+  using Hook = std::shared_ptr<dist::Future> (*)(const std::shared_ptr<dist::ProcessGroup>&, dist::GradBucket&);
+  const auto plain = grads(Hook(nullptr));
+  struct Case {
+    Hook hook;
+    const char* name;
+    double u;  // unit roundoff
+  };
+  for (Case c : {Case{dist::default_hooks::bf16_compress_hook, "bf16", 0x1p-8},
+                 Case{dist::default_hooks::fp16_compress_hook, "fp16", 0x1p-11}}) {
+    const auto got = grads(c.hook);
+    for (size_t i = 0; i < got.size(); ++i) {
+      for (size_t k = 0; k < got[i].size(); ++k) {
+        // A cast, a halving and W - 1 rounded sums: at most (W + 1) u of the mean of |g|.
+        const double bound = (W() + 1.01) * c.u * sum_abs[i][k] / W() + 1e-7;
+        CHECK_MESSAGE(std::abs(got[i][k] - plain[i][k]) <= bound, c.name, " parameter ", i, "[", k, "] ", got[i][k],
+                      " vs ", plain[i][k], " on rank ", R());
+      }
+    }
   }
 }
 

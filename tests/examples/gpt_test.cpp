@@ -4,10 +4,12 @@
 //    1e-4 relative, on 1 rank at batch 4, on 2 ranks at batch 2, and on 2 ranks at batch 1 with 2
 //    micro-batches under no_sync: the same global batch every time;
 //  - resume: a run stopped after its checkpoint and resumed continues with the losses of a run never
-//    stopped, bit for bit, dropout included (batches and masks are functions of seed, rank and step).
+//    stopped, bit for bit, dropout included (batches and masks are functions of seed, rank and step);
+//  - bfloat16: under autocast the losses stay within bf16 rounding of the float32 fixture.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -141,5 +143,25 @@ TEST_CASE("a gpt run stopped after a checkpoint and resumed continues with the u
     dist::destroy_process_group();
   }, std::chrono::seconds(120));
   ::unlink(path);
+  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+}
+
+TEST_CASE("gpt --dtype bfloat16 (autocast) on 2 ranks follows PyTorch's float32 losses within bf16's rounding") {
+  Fixture fx = load_fixture();
+  uint16_t port = testing::free_port();
+  auto results = testing::run_ranks(2, [&](int rank) {
+    init(2, rank, port);
+    GPTTrainOptions o = fx.options;
+    o.train.batch_size = fx.options.train.batch_size / 2;
+    o.dtype = "bfloat16";
+    GPTTrainResult r = train_gpt(o);
+    RANK_CHECK(r.losses.size() == fx.losses.size(), "ran ", r.losses.size(), " steps");
+    double worst = 0;
+    for (size_t s = 0; s < fx.losses.size(); ++s) worst = std::max(worst, std::abs(r.losses[s] - fx.losses[s]));
+    // bf16 keeps 8 bits of mantissa: the products' rounding moves each loss by a few thousandths.
+    RANK_CHECK(worst <= 0.03, "largest difference from the float32 losses: ", worst);
+    RANK_CHECK(worst > 0, "bfloat16 gave float32's losses exactly: autocast did not run");
+    dist::destroy_process_group();
+  }, std::chrono::seconds(180));
   CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
 }

@@ -170,3 +170,25 @@ TEST_CASE("batch_norm's errors name the op and the shapes") {
   nn::BatchNorm1d bn(3);
   CHECK(error_of([&] { bn(zeros({2, 3, 4, 5})); }) == "BatchNorm1d(3): expected input [N, 3] or [N, C, L], got [2, 3, 4, 5]");
 }
+
+TEST_CASE("a residual block written as torchvision's (out += identity after BatchNorm) gives out + identity's gradients") {
+  manual_seed(11);
+  nn::Conv2d conv(nn::Conv2dOptions(3, 3, 3).padding(1).bias(false));
+  nn::BatchNorm2d bn(3);
+  conv->to(kFloat64);
+  bn->to(kFloat64);
+  Tensor x = randn({2, 3, 4, 4}, kFloat64).requires_grad_();
+  auto run = [&](bool in_place) {
+    conv->zero_grad();
+    bn->zero_grad();
+    x.set_grad(Tensor());
+    Tensor out = bn(conv(x));
+    if (in_place) out += x;
+    else out = out + x;
+    Tensor loss = (F::relu(out) * F::relu(out)).sum();
+    loss.backward();
+    return std::vector<Tensor>{loss.detach(), x.grad(), conv->weight.grad(), bn->weight.grad(), bn->bias.grad()};
+  };
+  std::vector<Tensor> a = run(true), b = run(false);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(allclose(a[i], b[i], 1e-12, 1e-12));
+}

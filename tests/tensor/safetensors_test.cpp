@@ -37,7 +37,8 @@ TEST_CASE("round trip keeps names, order, dtypes, shapes, values and metadata") 
                 {"scalar", scalar_tensor(2.5)}, {"empty", zeros({0, 3})},
                 {"flag", internal::to_dtype(tensor({1.0, 0.0, 1.0}, {3}), kBool)},
                 {"bytes", internal::to_dtype(tensor({0.0, 7.0, 255.0}, {3}), kUInt8)},
-                {"half", internal::to_dtype(tensor({1.5, -2.0}, {2}), kBFloat16)}};
+                {"half", internal::to_dtype(tensor({1.5, -2.0}, {2}), kBFloat16)},
+                {"fp16", internal::to_dtype(tensor({65504.0, -6.103515625e-05, 5.960464477539063e-08}, {3}), kFloat16)}};
   std::string path = temp_path("round.safetensors");
   save_safetensors(path, in, {{"epoch", "7"}});
   SafetensorsFile f = load_safetensors(path);

@@ -179,6 +179,8 @@ def main():
     p.add_argument("--quiet", action="store_true", help="no per-step lines")
     p.add_argument("--device", default="cpu", help="cpu or cuda (each batch is copied there, as gpt does)")
     p.add_argument("--losses-json", default="", help="write the config and per-step losses here (rank 0)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                   help="bfloat16: forward and loss under torch.autocast, as gpt --dtype bfloat16")
     a = p.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -205,13 +207,15 @@ def main():
     opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, a.beta2))
 
     losses, step_ms, step_cpu_ms, val_losses = [], [], [], []
+    autocast = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.dtype == "bfloat16")
     B, T = a.batch_size, a.block_size
 
     def val_loss(step):  # gpt's estimate: eval_iters val batches per rank, averaged over ranks
         model.eval()
         with torch.no_grad():
-            s = sum(model(*(t.to(dev) for t in text.get_batch(1, a.seed, step, batch_rows(k, rank, world, B), B, T)))[1].item()
-                    for k in range(a.eval_iters)) / a.eval_iters
+            with autocast():
+                s = sum(model(*(t.to(dev) for t in text.get_batch(1, a.seed, step, batch_rows(k, rank, world, B), B, T)))[1].item()
+                        for k in range(a.eval_iters)) / a.eval_iters
         model.train()
         if world > 1:
             t = torch.tensor([s], dtype=torch.float64)
@@ -235,8 +239,9 @@ def main():
             sync = m + 1 == a.grad_accum or world == 1
             ctx = ddp.no_sync() if not sync else torch.enable_grad()
             with ctx:
-                _, loss = ddp(x, y)
-                loss = loss / a.grad_accum
+                with autocast():
+                    _, loss = ddp(x, y)
+                    loss = loss / a.grad_accum
                 loss.backward()
             local += loss.item()
         if a.grad_clip > 0:

@@ -32,6 +32,7 @@ typedef enum {
   ncclFloat16 = 6,
   ncclFloat32 = 7,
   ncclFloat64 = 8,
+  ncclBfloat16 = 9,
 } ncclDataType_t;
 #define ncclChar ncclInt8
 #define ncclInt ncclInt32

@@ -1,0 +1,54 @@
+// Autocast: torch.autocast as an RAII guard. Inside it, on the guarded device, the ops PyTorch runs in
+// lower precision (matmul, linear, conv2d, scaled_dot_product_attention, and so the products inside
+// the recurrent layers) cast their float32 operands to the autocast dtype and return that dtype; the
+// losses and prod, and on CUDA also softmax, layer_norm, sum, exp, log, pow and rsqrt, cast to float32. Everything else runs in the dtype of
+// its inputs. Casts are recorded, so gradients reach float32 parameters in float32 (master weights);
+// the casts of a leaf that requires grad (a parameter) are made once per outermost autocast region and
+// reused by every op that takes it. float64 operands are never cast, as PyTorch's.
+//
+//   { autocast guard(kCPU, kBFloat16); Tensor loss = F::cross_entropy(model(x), y); }  // bf16 GEMMs
+//   loss.backward();  // outside the region, as PyTorch recommends
+#pragma once
+
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace lockstep {
+
+class autocast {
+ public:
+  // dtype: kBFloat16 (CPU and CUDA) or kFloat16 (CUDA, with amp::GradScaler); anything else is an
+  // error naming it. enabled = false turns autocast off for the region (as torch.autocast(enabled=False)).
+  explicit autocast(DeviceType device, Dtype dtype = kBFloat16, bool enabled = true);
+  ~autocast();
+  autocast(const autocast&) = delete;
+  autocast& operator=(const autocast&) = delete;
+
+ private:
+  DeviceType device_;
+  bool prev_enabled_;
+  Dtype prev_dtype_;
+};
+
+bool is_autocast_enabled(DeviceType device);
+Dtype get_autocast_dtype(DeviceType device);
+
+namespace autograd::amp {
+
+// The ops autocast knows, by the policy PyTorch's lists give them (autocast.cpp has the table).
+enum class AutocastOp { Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod };
+
+extern thread_local bool any_enabled;  // on some device type, on this thread
+
+// The op's tensor operands as autocast wants them (undefined ones stay so); `ts` itself when autocast
+// is off on this thread (the common case costs one thread-local read).
+std::vector<Tensor> cast_inputs(AutocastOp op, std::vector<Tensor> ts);
+inline Tensor cast_input(AutocastOp op, const Tensor& t) { return any_enabled ? cast_inputs(op, {t})[0] : t; }
+// The number of casts held for reuse in the current region (tests).
+size_t cached_casts();
+
+}  // namespace autograd::amp
+}  // namespace lockstep

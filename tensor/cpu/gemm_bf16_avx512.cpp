@@ -1,0 +1,268 @@
+// bfloat16 GEMM with float32 accumulation on AVX512-BF16 (tensor/cpu/gemm_bf16.h), BLIS-style:
+// for each block of kKC rows of op(B) (the depth) and kNC columns, op(B) is packed into micro-panels of
+// kNR columns whose k-pairs are interleaved ([kc / 2][kNR][2]: VNNI order, what vdpbf16ps reads, one
+// vector = 16 columns x one pair of depths); then, for each block of kMC rows, op(A) is packed into
+// micro-panels of kMR rows ([kc / 2][kMR] pairs), and every kMR x kNR tile of C is accumulated in
+// registers: per pair of depths kNV vector loads of B, kMR 32-bit broadcasts of A and kMR * kNV
+// vdpbf16ps (64 multiply-adds each). Packing A as well as B keeps both streams contiguous and pads the
+// odd depth and the edges with zeros, so the micro-kernel has no edge cases but the store.
+//
+// float32 C takes the result directly (beta on the first depth block, then added to). bfloat16 C of
+// a product deeper than kKC (2048) accumulates in a float32 scratch block and is rounded once at the end, so
+// the result is rounded once, as PyTorch's. Rounding is round-to-nearest-even with denormals kept
+// (BFloat16::round), not vcvtneps2bf16, which flushes them.
+//
+// Compiled for AVX-512 with BF16 by a target pragma (not -march), so nothing built here can be
+// merged into code that runs on a processor without it; every header comes first (tensor/cpu/isa.h).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "tensor/cpu/gemm_bf16.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
+
+namespace lockstep::cpu::avx512_bf16 {
+namespace {
+
+// The tile: kMR rows x kNV vectors of 16 float32 accumulators (24 of the 32 registers), kNV registers
+// of B and one broadcast of A (7 x 4 spilled two accumulators: 4% slower; 14 x 2 and 8 x 3 ran slower).
+constexpr int kMR = 6, kNV = 4;
+constexpr int kNR = kNV * 16;
+// The blocking, measured on the GPT's products (2048 x 384 x {384, 1152, 1536}, 2048 x 1536 x 384 and
+// the weight gradients' k = 2048; one Zen 4 core): the whole depth in one block up to kKC = 2048 (768
+// ran their k = 1152-2048 products 5-10% slower, 192 15%), B's micro-panel streaming from L2 and
+// prefetched kPrefetch pairs ahead; rows of A in blocks of kMC, and all of a 1536-wide B in one block
+// of columns (1024 ran n = 1152 and 1536 5% slower).
+constexpr int64_t kKC = 2048;
+constexpr int64_t kMC = kMR * 16;
+constexpr int64_t kNC = kNR * 24;
+constexpr int kPrefetch = 8;
+
+inline uint32_t pair_at(const uint16_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// dst[j] = the pair (r0[j], r1[j]) for j < cols (r1 null: the depth past k, zero), 0 up to width
+// (a multiple of 32): two rows interleaved 16 bits by 16 bits, 32 columns per two vpermt2w.
+void interleave_rows(const uint16_t* r0, const uint16_t* r1, int64_t cols, int64_t width, uint32_t* dst) {
+  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                      37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  for (int64_t j = 0; j < width; j += 32) {
+    const int64_t left = std::clamp<int64_t>(cols - j, 0, 32);
+    const __mmask32 m = left == 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
+    const __m512i x0 = _mm512_maskz_loadu_epi16(m, r0 + j);
+    const __m512i x1 = r1 ? _mm512_maskz_loadu_epi16(m, r1 + j) : _mm512_setzero_si512();
+    _mm512_storeu_si512(dst + j, _mm512_permutex2var_epi16(x0, lo, x1));
+    _mm512_storeu_si512(dst + j + 16, _mm512_permutex2var_epi16(x0, hi, x1));
+  }
+}
+
+// packed[jp][q][kNR] (32-bit pairs) = op(B)[p0 + 2q .. +1, jp * kNR + j] for the n columns at b;
+// zeros past n and k.
+void pack_b(bool tb, const uint16_t* b, int64_t ldb, int64_t n, int64_t k, int64_t p0, int64_t kc, uint32_t* packed) {
+  const int64_t kp = (kc + 1) / 2;
+  const int64_t panels = (n + kNR - 1) / kNR;
+  if (!tb) {  // B [k, n]: rows 2q and 2q + 1 interleaved
+    for (int64_t q = 0; q < kp; ++q) {
+      const uint16_t* r0 = b + (p0 + 2 * q) * ldb;
+      const uint16_t* r1 = p0 + 2 * q + 1 < k ? r0 + ldb : nullptr;
+      for (int64_t jp = 0; jp < panels; ++jp)
+        interleave_rows(r0 + jp * kNR, r1 ? r1 + jp * kNR : nullptr, n - jp * kNR, kNR, packed + (jp * kp + q) * kNR);
+    }
+    return;
+  }
+  // B [n, k]: a pair is one 32-bit word of a row of B; the panel is the transpose of [kNR][kp] words.
+  const int64_t whole = kc / 2;
+  for (int64_t jp = 0; jp < panels; ++jp) {
+    uint32_t* dst = packed + jp * kp * kNR;
+    for (int64_t j = 0; j < kNR; ++j) {
+      const int64_t col = jp * kNR + j;
+      if (col >= n) {
+        for (int64_t q = 0; q < kp; ++q) dst[q * kNR + j] = 0;
+        continue;
+      }
+      const uint16_t* row = b + col * ldb + p0;
+      for (int64_t q = 0; q < whole; ++q) dst[q * kNR + j] = pair_at(row + 2 * q);
+      if (whole < kp) dst[whole * kNR + j] = row[kc - 1];
+    }
+  }
+}
+
+// Where the micro-kernel reads op(A)'s pairs: pair (r, q) of a micro-panel is the 32-bit word at
+// base + r * rs + q * qs (bfloat16 units) for the panel's base.
+struct APanels {
+  const uint16_t* a;  // the block's row 0, depth 0
+  int64_t rs, qs;     // one row down, one pair deeper
+  int64_t ps;         // one micro-panel (kMR rows) down
+};
+
+// op(A)'s block of mc rows from i0 and kc depths from p0, as the micro-kernel reads it:
+// - A [m, k], kc even, whole micro-panels: in place (a row's pairs are adjacent);
+// - A [k, m]: rows 2q and 2q + 1 interleaved into buf as [kp][width] pairs (width >= mc rounded up to
+//   kMR, zeros past mc and k);
+// - otherwise (an odd last depth, the last rows): copied into buf as [kp][width] pairs.
+APanels pack_a(bool ta, const uint16_t* a, int64_t lda, int64_t k, int64_t i0, int64_t mc, int64_t p0,
+               int64_t kc, std::vector<uint32_t>& buf) {
+  const int64_t kp = (kc + 1) / 2;
+  if (!ta && kc % 2 == 0 && mc % kMR == 0) return {a + i0 * lda + p0, lda, 2, kMR * lda};
+  const int64_t width = ((mc + kMR - 1) / kMR * kMR + 31) / 32 * 32;
+  buf.resize(size_t(kp * width));
+  if (ta) {
+    for (int64_t q = 0; q < kp; ++q) {
+      const uint16_t* r0 = a + (p0 + 2 * q) * lda + i0;
+      interleave_rows(r0, p0 + 2 * q + 1 < k ? r0 + lda : nullptr, mc, width, buf.data() + q * width);
+    }
+  } else {
+    std::fill(buf.begin(), buf.end(), 0u);
+    for (int64_t r = 0; r < mc; ++r) {
+      const uint16_t* row = a + (i0 + r) * lda + p0;
+      for (int64_t q = 0; q < kc / 2; ++q) buf[q * width + r] = pair_at(row + 2 * q);
+      if (kc % 2) buf[kc / 2 * width + r] = row[kc - 1];
+    }
+  }
+  return {reinterpret_cast<const uint16_t*>(buf.data()), 2, 2 * width, 2 * kMR};
+}
+
+// 16 floats rounded to bfloat16 as BFloat16::round: nearest even, NaN kept quiet, denormals kept.
+inline __m256i round_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+// C tile [rows, cols] = alpha * acc + beta * C (beta == 0 never reads C).
+inline void store(__m512 acc, float* c, __mmask16 m, float alpha, float beta) {
+  __m512 out = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
+  if (beta != 0.f) out = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), _mm512_set1_ps(beta), out);
+  _mm512_mask_storeu_ps(c, m, out);
+}
+inline void store(__m512 acc, uint16_t* c, __mmask16 m, float alpha, float beta) {
+  __m512 out = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
+  if (beta != 0.f) out = _mm512_fmadd_ps(load_bf16(c, m), _mm512_set1_ps(beta), out);
+  _mm256_mask_storeu_epi16(c, m, round_bf16(out));
+}
+
+// NV (<= kNV) vectors of the panel: the last panel of C is as narrow as its columns need (the GPT's
+// 65-token head would otherwise compute 128 columns for 65).
+template <int NV, typename TC>
+void micro_kernel(int64_t kp, const uint16_t* pa, int64_t rs, int64_t qs, const uint32_t* pb, TC* c, int64_t ldc,
+                  int64_t rows, int64_t cols, float alpha, float beta) {
+  __m512 acc[kMR][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < kp; ++q, pa += qs, pb += kNR) {
+    __m512bh bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(pb + v * 16);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetch * kNR + v * 16), _MM_HINT_T0);
+#pragma GCC unroll 32
+    for (int r = 0; r < kMR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(pair_at(pa + r * rs)));
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+    }
+  }
+  __mmask16 mask[NV];
+  for (int v = 0; v < NV; ++v) {
+    const int64_t left = std::clamp<int64_t>(cols - v * 16, 0, 16);
+    mask[v] = left == 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+  }
+  for (int r = 0; r < kMR; ++r) {
+    if (r >= rows) break;
+    for (int v = 0; v < NV; ++v) store(acc[r][v], c + r * ldc + v * 16, mask[v], alpha, beta);
+  }
+}
+
+template <typename TC>
+void micro_kernel_cols(int64_t kp, const uint16_t* pa, int64_t rs, int64_t qs, const uint32_t* pb, TC* c,
+                       int64_t ldc, int64_t rows, int64_t cols, float alpha, float beta) {
+  static_assert(kNV == 4);
+  if (cols > 48) micro_kernel<4>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
+  else if (cols > 32) micro_kernel<3>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
+  else if (cols > 16) micro_kernel<2>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
+  else micro_kernel<1>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
+}
+
+// One thread's product. TC is float (C float32) or uint16_t (C bfloat16).
+template <typename TC>
+void run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
+         const uint16_t* b, int64_t ldb, float beta, TC* c, int64_t ldc) {
+  thread_local std::vector<uint32_t> pb_buf, pa_buf;
+  thread_local std::vector<float> scratch;
+  constexpr bool kBf16Out = sizeof(TC) == 2;
+  const bool use_scratch = kBf16Out && k > kKC;
+  const int64_t nc_max = std::min(n, kNC);
+  pb_buf.resize(size_t((std::min(k, kKC) + 1) / 2 * ((nc_max + kNR - 1) / kNR) * kNR));
+  if (use_scratch) scratch.resize(size_t(m * nc_max));
+  for (int64_t j0 = 0; j0 < n; j0 += kNC) {
+    const int64_t nc = std::min(kNC, n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+      const int64_t kc = std::min(kKC, k - p0), kp = (kc + 1) / 2;
+      const bool first = p0 == 0, last = p0 + kc == k;
+      pack_b(tb, tb ? b + j0 * ldb : b + j0, ldb, nc, k, p0, kc, pb_buf.data());
+      for (int64_t i0 = 0; i0 < m; i0 += kMC) {
+        const int64_t mc = std::min(kMC, m - i0);
+        const APanels ap = pack_a(ta, a, lda, k, i0, mc, p0, kc, pa_buf);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const uint32_t* panel = pb_buf.data() + jr / kNR * kp * kNR;
+          const int64_t cols = std::min<int64_t>(kNR, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const uint16_t* pa = ap.a + ir / kMR * ap.ps;
+            const int64_t rows = std::min<int64_t>(kMR, mc - ir);
+            if (!use_scratch) {
+              micro_kernel_cols(kp, pa, ap.rs, ap.qs, panel, c + (i0 + ir) * ldc + j0 + jr, ldc, rows, cols, alpha, first ? beta : 1.f);
+            } else {
+              float* s = scratch.data() + (i0 + ir) * nc + jr;
+              micro_kernel_cols(kp, pa, ap.rs, ap.qs, panel, s, nc, rows, cols, 1.f, first ? 0.f : 1.f);
+            }
+          }
+        }
+      }
+      if (use_scratch && last) {
+        // C [m, nc] = round(alpha * scratch + beta * C).
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < nc; j += 16) {
+            const int64_t left = std::min<int64_t>(16, nc - j);
+            const __mmask16 mk = left == 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+            store(_mm512_maskz_loadu_ps(mk, scratch.data() + i * nc + j), c + i * ldc + j0 + j, mk, alpha, beta);
+          }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a, int64_t lda,
+               const BFloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  run(ta, tb, m, n, k, alpha, reinterpret_cast<const uint16_t*>(a), lda, reinterpret_cast<const uint16_t*>(b), ldb,
+      beta, c, ldc);
+}
+
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a, int64_t lda,
+               const BFloat16* b, int64_t ldb, float beta, BFloat16* c, int64_t ldc) {
+  run(ta, tb, m, n, k, alpha, reinterpret_cast<const uint16_t*>(a), lda, reinterpret_cast<const uint16_t*>(b), ldb,
+      beta, reinterpret_cast<uint16_t*>(c), ldc);
+}
+
+}  // namespace lockstep::cpu::avx512_bf16
+
+#pragma GCC pop_options
