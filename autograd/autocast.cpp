@@ -110,20 +110,17 @@ namespace autograd::amp {
 
 thread_local bool any_enabled = false;
 
-std::vector<Tensor> cast_inputs(AutocastOp op, std::vector<Tensor> ts) {
-  if (!any_enabled) return ts;
-  for (DeviceType device : {kCPU, kCUDA}) {
-    const DeviceState& s = of(device);
-    if (!s.enabled) continue;
-    const Policy p = policy(op, device);
-    if (p == Policy::Keep) continue;
-    for (Tensor& t : ts) {
-      if (!eligible(t, device)) continue;
-      if (p == Policy::Lower) t = cast(t, s.dtype);
-      if (p == Policy::Float32 && t.dtype() != kFloat32) t = cast(t, kFloat32);
-    }
+Tensor cast_when_enabled(AutocastOp op, const Tensor& t) {
+  if (!t.defined()) return t;
+  const DeviceType device = t.device().type;
+  const DeviceState& s = of(device);
+  if (!s.enabled || !eligible(t, device)) return t;
+  switch (policy(op, device)) {
+    case Policy::Keep: return t;
+    case Policy::Lower: return cast(t, s.dtype);
+    case Policy::Float32: return cast(t, kFloat32);
   }
-  return ts;
+  return t;
 }
 
 size_t cached_casts() { return state.cache.size(); }

@@ -10,7 +10,7 @@
 //   loss.backward();  // outside the region, as PyTorch recommends
 #pragma once
 
-#include <vector>
+#include <array>
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -43,10 +43,16 @@ enum class AutocastOp { Matmul, Linear, Conv2d, ScaledDotProductAttention, Softm
 
 extern thread_local bool any_enabled;  // on some device type, on this thread
 
-// The op's tensor operands as autocast wants them (undefined ones stay so); `ts` itself when autocast
-// is off on this thread (the common case costs one thread-local read).
-std::vector<Tensor> cast_inputs(AutocastOp op, std::vector<Tensor> ts);
-inline Tensor cast_input(AutocastOp op, const Tensor& t) { return any_enabled ? cast_inputs(op, {t})[0] : t; }
+// One operand of `op` as autocast wants it (an undefined one stays so).
+Tensor cast_when_enabled(AutocastOp op, const Tensor& t);
+inline Tensor cast_input(AutocastOp op, const Tensor& t) { return any_enabled ? cast_when_enabled(op, t) : t; }
+// The op's operands as autocast wants them: with autocast off on this thread (the common case) one
+// thread-local read and handles on the operands themselves, no allocation.
+template <typename... Ts>
+std::array<Tensor, sizeof...(Ts)> cast_inputs(AutocastOp op, const Ts&... ts) {
+  if (!any_enabled) return {ts...};
+  return {cast_when_enabled(op, ts)...};
+}
 // The number of casts held for reuse in the current region (tests).
 size_t cached_casts();
 

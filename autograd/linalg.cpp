@@ -13,7 +13,7 @@ namespace amp = autograd::amp;
 using amp::AutocastOp;
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  std::vector<Tensor> ab = amp::cast_inputs(AutocastOp::Matmul, {a_in, b_in});
+  const auto ab = amp::cast_inputs(AutocastOp::Matmul, a_in, b_in);
   const Tensor &a = ab[0], &b = ab[1];
   Tensor out = in::matmul(a, b);
   if (!any_requires_grad(a, b)) return out;
@@ -35,7 +35,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
   LOCKSTEP_CHECK(x_in.defined() && w_in.defined(), "linear: got an undefined input or weight");
-  std::vector<Tensor> xwb = amp::cast_inputs(AutocastOp::Linear, {x_in, w_in, bias_in});
+  const auto xwb = amp::cast_inputs(AutocastOp::Linear, x_in, w_in, bias_in);
   const Tensor &x = xwb[0], &w = xwb[1], &bias = xwb[2];
   LOCKSTEP_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) == w.size(1), "linear: input ", x.shape(),
                  " does not match weight ", w.shape(), " (expected input [..., ", w.dim() == 2 ? w.size(1) : -1, "])");

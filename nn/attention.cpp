@@ -107,8 +107,8 @@ Tensor fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const T
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& mask_in,
                                     double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
   // Under autocast: q, k, v (and an additive mask) in the autocast dtype, PyTorch's lower-precision list.
-  const std::vector<Tensor> in = autograd::amp::cast_inputs(autograd::amp::AutocastOp::ScaledDotProductAttention,
-                                                            {q_in, k_in, v_in, mask_in});
+  const auto in =
+      autograd::amp::cast_inputs(autograd::amp::AutocastOp::ScaledDotProductAttention, q_in, k_in, v_in, mask_in);
   const Tensor &q = in[0], &k = in[1], &v = in[2], &attn_mask = in[3];
   const Checked c = check(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   if (fused_applies(q, k, v, attn_mask, enable_gqa)) return fused(q, k, v, attn_mask, dropout_p, is_causal, c.scale);

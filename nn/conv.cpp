@@ -55,7 +55,7 @@ Tensor pad2d(const Tensor& x, int64_t left, int64_t right, int64_t top, int64_t 
 Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, ExpandingArray<2> stride,
               ExpandingArray<2> padding, ExpandingArray<2> dilation, int64_t groups) {
   LOCKSTEP_CHECK(input_in.defined() && weight_in.defined(), "conv2d: got an undefined tensor");
-  std::vector<Tensor> xwb = autograd::amp::cast_inputs(autograd::amp::AutocastOp::Conv2d, {input_in, weight_in, bias_in});
+  const auto xwb = autograd::amp::cast_inputs(autograd::amp::AutocastOp::Conv2d, input_in, weight_in, bias_in);
   const Tensor &input = xwb[0], &weight = xwb[1], &bias = xwb[2];
   LOCKSTEP_CHECK(weight.dim() == 4, "conv2d: expected weight [C_out, C_in / groups, kH, kW], got ", weight.shape());
   LOCKSTEP_CHECK(input.dim() == 3 || input.dim() == 4, "conv2d: expected input [N, C, H, W] or [C, H, W], got ",

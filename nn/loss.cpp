@@ -243,15 +243,15 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
   return nll_loss_no_autocast(amp::cast_input(AutocastOp::Loss, input), target, o);
 }
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const BCEWithLogitsLossOptions& o) {
-  std::vector<Tensor> xy = amp::cast_inputs(AutocastOp::Loss, {input, target});
+  const auto xy = amp::cast_inputs(AutocastOp::Loss, input, target);
   return binary_cross_entropy_with_logits_no_autocast(xy[0], xy[1], o);
 }
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCELossOptions& o) {
-  std::vector<Tensor> xy = amp::cast_inputs(AutocastOp::Loss, {input, target});
+  const auto xy = amp::cast_inputs(AutocastOp::Loss, input, target);
   return binary_cross_entropy_no_autocast(xy[0], xy[1], o);
 }
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions& o) {
-  std::vector<Tensor> xy = amp::cast_inputs(AutocastOp::Loss, {input, target});
+  const auto xy = amp::cast_inputs(AutocastOp::Loss, input, target);
   return mse_loss_no_autocast(xy[0], xy[1], o);
 }
 

@@ -18,7 +18,7 @@ namespace functional {
 
 Tensor layer_norm(const Tensor& x_in, const std::vector<int64_t>& normalized_shape, const Tensor& weight_in,
                   const Tensor& bias_in, double eps) {
-  std::vector<Tensor> xwb = autograd::amp::cast_inputs(autograd::amp::AutocastOp::LayerNorm, {x_in, weight_in, bias_in});
+  const auto xwb = autograd::amp::cast_inputs(autograd::amp::AutocastOp::LayerNorm, x_in, weight_in, bias_in);
   const Tensor &x = xwb[0], &weight = xwb[1], &bias = xwb[2];
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   bool ok = x.defined() && k > 0 && x.dim() >= k;
