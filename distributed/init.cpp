@@ -306,6 +306,14 @@ void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp 
   checked_pg("reduce_scatter")->reduce_scatter(output, inputs, op, /*async_op=*/false);
 }
 
+void all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  checked_pg("all_gather_into_tensor")->all_gather_into_tensor(output, input, /*async_op=*/false);
+}
+
+void reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
+  checked_pg("reduce_scatter_tensor")->reduce_scatter_tensor(output, input, op, /*async_op=*/false);
+}
+
 void barrier() { checked_pg("barrier")->barrier(/*async_op=*/false); }
 
 }  // namespace lockstep::dist

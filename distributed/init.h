@@ -67,6 +67,8 @@ void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM);
 void broadcast(Tensor& tensor, int root = 0);
 void all_gather(std::vector<Tensor>& outputs, const Tensor& input);
 void reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM);
+void all_gather_into_tensor(Tensor& output, const Tensor& input);
+void reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM);
 void barrier();
 
 }  // namespace lockstep::dist

@@ -3,6 +3,7 @@
 
 #include "distributed/debug.h"
 #include "common/check.h"
+#include "tensor/ops.h"
 
 namespace lockstep::dist {
 
@@ -78,6 +79,38 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::ve
   for (size_t i = 0; i < inputs.size(); ++i) check_like(inputs[i], output, "reduce_scatter", "inputs", i, "the output");
   if (checker_) checker_->check(detail::fingerprint("reduce_scatter", &output, reduce_op_name(op)));
   return settle(do_reduce_scatter(output, inputs, op, async_op), async_op);
+}
+
+// The flat forms as chunks of one allocation: the backends' all_gather and reduce_scatter move
+// consecutive slices of one buffer without staging copies (detail::contiguous_base).
+namespace {
+std::vector<Tensor> flat_chunks(const Tensor& flat, const Tensor& like, int size, const char* op, const char* what) {
+  check_defined(flat, op, what);
+  check_defined(like, op, "the per-rank tensor");
+  LOCKSTEP_CHECK(flat.is_contiguous(), op, ": ", what, " must be contiguous, got shape ", flat.shape(), " with strides ",
+                 flat.strides());
+  LOCKSTEP_CHECK(flat.numel() == like.numel() * size, op, ": ", what, " has ", flat.numel(), " elements (shape ",
+                 flat.shape(), "); expected world size ", size, " x ", like.numel(), " (shape ", like.shape(), ")");
+  LOCKSTEP_CHECK(flat.dtype() == like.dtype() && flat.device() == like.device(), op, ": ", what, " is ", flat.dtype(),
+                 " on ", flat.device(), " but the per-rank tensor is ", like.dtype(), " on ", like.device());
+  std::vector<Tensor> chunks;
+  for (int r = 0; r < size; ++r) chunks.push_back(internal::view_range(flat, r * like.numel(), {like.numel()}));
+  return chunks;
+}
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) {
+  auto outputs = flat_chunks(output, input, size_, "all_gather_into_tensor", "the output");
+  return all_gather(outputs, internal::reshape(input, {input.numel()}), async_op);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                          bool async_op) {
+  auto inputs = flat_chunks(input, output, size_, "reduce_scatter_tensor", "the input");
+  LOCKSTEP_CHECK(output.is_contiguous(), "reduce_scatter_tensor: the output must be contiguous, got shape ",
+                 output.shape(), " with strides ", output.strides());
+  Tensor flat_out = internal::view(output, {output.numel()});
+  return reduce_scatter(flat_out, inputs, op, async_op);
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(bool async_op) {

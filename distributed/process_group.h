@@ -59,6 +59,12 @@ class ProcessGroup {
   std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool async_op = true);
   // output = op over ranks of inputs[rank()]: `inputs` holds size() tensors shaped like `output`.
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM, bool async_op = true);
+  // The flat forms sharding is built on (torch.distributed's names): `output` (size() * n elements,
+  // contiguous) = every rank's `input` (n elements) in rank order; `output` (n elements) = op over ranks
+  // of chunk rank() of `input` (size() * n elements, contiguous). Any shapes with those element counts.
+  std::shared_ptr<Work> all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op = true);
+  std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM,
+                                              bool async_op = true);
   // Completes once every rank has entered the barrier.
   std::shared_ptr<Work> barrier(bool async_op = true);
 

@@ -311,6 +311,41 @@ TEST_CASE("reduce_scatter: every op and dtype") {
   }
 }
 
+TEST_CASE("all_gather_into_tensor and reduce_scatter_tensor: flat buffers of any shape, world sizes 1 to 3") {
+  for (int W = 1; W <= 3; ++W) {
+    run_group_both(W, [&](ProcessGroupGloo& pg, int rank) {
+      for (Dtype dtype : {kFloat32, kFloat64, kBFloat16}) {
+        // Rank r's shard is [2, 3] holding r * 10 + i; the gathered buffer is [W * 6] in rank order.
+        Tensor shard = filled(dtype, 6, [&](int64_t i) { return rank * 10.0 + i; });
+        shard = internal::view(shard, {2, 3});
+        Tensor gathered = full({W * 6}, -1, dtype);
+        pg.all_gather_into_tensor(gathered, shard)->wait();
+        expect_values(gathered, [&](int64_t i) { return (i / 6) * 10.0 + i % 6; }, "all_gather_into_tensor");
+
+        // Rank r's input [W, 2, 2] holds (r + 1) * (i + 1); rank j receives the sum over ranks of chunk j.
+        Tensor input = filled(dtype, W * 4, [&](int64_t i) { return (rank + 1) * (i + 1.0); });
+        input = internal::view(input, {W, 2, 2});
+        Tensor out = full({4}, -1, dtype);
+        pg.reduce_scatter_tensor(out, input)->wait();
+        const double ranks = W * (W + 1) / 2.0;
+        expect_values(out, [&](int64_t i) { return ranks * (rank * 4 + i + 1.0); }, "reduce_scatter_tensor");
+      }
+      if (W == 2) {
+        Tensor t = zeros({3});
+        Tensor wrong = zeros({5});
+        expect_error([&] { pg.all_gather_into_tensor(wrong, t); },
+                     "all_gather_into_tensor: the output has 5 elements (shape [5]); expected world size 2 x 3");
+        expect_error([&] { pg.reduce_scatter_tensor(t, wrong); },
+                     "reduce_scatter_tensor: the input has 5 elements (shape [5]); expected world size 2 x 3");
+        Tensor strided = internal::transpose(zeros({3, 2}));
+        expect_error([&] { pg.all_gather_into_tensor(strided, t); }, "all_gather_into_tensor: the output must be contiguous");
+        Tensor ints = zeros({6}, kInt64);
+        expect_error([&] { pg.all_gather_into_tensor(ints, t); }, "the output is int64 on cpu but the per-rank tensor is float32");
+      }
+    });
+  }
+}
+
 TEST_CASE("asynchronous all_reduces complete in issue order") {
   check_group(3, [&](ProcessGroupGloo& pg, int rank) {
     constexpr int kInFlight = 64;
