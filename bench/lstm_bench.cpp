@@ -4,46 +4,23 @@
 //   lstm_bench [--mode lstm|gru] [--threads N] [--steps S] [--rounds R]
 // Last line: "BENCH lstm2x128_fwd_bwd <median ms per step> ms" (gru2x128_... for GRU; the forward
 // alone before it).
-#include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <functional>
 #include <string>
-#include <vector>
 
+#include "bench/ms_per_call.h"
 #include "nn/api.h"
 #include "tensor/parallel.h"
 
 using namespace lockstep;
 
-namespace {
-
-// The median over rounds of ms per call of fn (steps calls per round, after 3 warm-up calls).
-double ms_per_call(int steps, int rounds, const std::function<void()>& fn) {
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> ms;
-  for (int r = 0; r < rounds; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"lockstep 2-layer LSTM or GRU forward + backward"};
-  int threads = 1, steps = 10, rounds = 7;
+  bench::TimingFlags timing;
   std::string mode = "lstm";
   app.add_option("--mode", mode, "lstm or gru")->check(CLI::IsMember({"lstm", "gru"}));
-  app.add_option("--threads", threads, "intra-op CPU threads");
-  app.add_option("--steps", steps, "steps per timed round");
-  app.add_option("--rounds", rounds, "timed rounds; the median is reported");
+  timing.add_to(app);
   CLI11_PARSE(app, argc, argv);
-  set_num_threads(threads);
+  set_num_threads(timing.threads);
   manual_seed(0);
   const int64_t T = 35, B = 20, in = 128, hidden = 128;
   nn::LSTM lstm(nn::LSTMOptions(in, hidden).num_layers(2));
@@ -54,9 +31,9 @@ int main(int argc, char** argv) {
   double fwd;
   {
     NoGradGuard no_grad;
-    fwd = ms_per_call(steps, rounds, [&] { output(); });
+    fwd = bench::ms_per_call(timing, [&] { output(); });
   }
-  double step = ms_per_call(steps, rounds, [&] {
+  double step = bench::ms_per_call(timing, [&] {
     module.zero_grad();
     sum(output()).backward();
   });

@@ -8,30 +8,16 @@ Prints "BENCH torch_lstm2x128_fwd <ms>" and "BENCH torch_lstm2x128_fwd_bwd <ms>"
 GRU; medians over rounds).
 """
 import argparse
-import statistics
-import time
 
 import torch
 
-
-def ms_per_call(steps, rounds, fn):
-    for _ in range(3):
-        fn()
-    ms = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        ms.append((time.perf_counter() - t0) / steps * 1e3)
-    return statistics.median(ms)
+from ms_per_call import add_timing_flags, ms_per_call
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["lstm", "gru"], default="lstm")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=7)
+    add_timing_flags(ap)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -39,7 +25,7 @@ def main():
     lstm = (torch.nn.LSTM if a.mode == "lstm" else torch.nn.GRU)(IN, H, num_layers=2)
     x = torch.randn(T, B, IN)
     with torch.no_grad():
-        fwd = ms_per_call(a.steps, a.rounds, lambda: lstm(x))
+        fwd = ms_per_call(a, lambda: lstm(x))
 
     def step():
         lstm.zero_grad()
@@ -48,7 +34,7 @@ def main():
 
     print(f"torch {torch.__version__} threads={torch.get_num_threads()} {a.mode} layers=2 in={IN} hidden={H} T={T} B={B}")
     print(f"BENCH torch_{a.mode}2x128_fwd {fwd:10.3f} ms")
-    print(f"BENCH torch_{a.mode}2x128_fwd_bwd {ms_per_call(a.steps, a.rounds, step):10.3f} ms")
+    print(f"BENCH torch_{a.mode}2x128_fwd_bwd {ms_per_call(a, step):10.3f} ms")
 
 
 if __name__ == "__main__":

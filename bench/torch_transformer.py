@@ -10,29 +10,15 @@ The forward runs under no_grad in training mode, so PyTorch takes its composite 
 inference fast path (which needs eval()).
 """
 import argparse
-import statistics
-import time
 
 import torch
 
-
-def ms_per_call(steps, rounds, fn):
-    for _ in range(3):
-        fn()
-    ms = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        ms.append((time.perf_counter() - t0) / steps * 1e3)
-    return statistics.median(ms)
+from ms_per_call import add_timing_flags, ms_per_call
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=7)
+    add_timing_flags(ap)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -40,7 +26,7 @@ def main():
     layer = torch.nn.TransformerEncoderLayer(D, H, FF, 0.0, activation="gelu", batch_first=True, norm_first=True)
     x = torch.randn(B, T, D, requires_grad=True)
     with torch.no_grad():
-        fwd = ms_per_call(a.steps, a.rounds, lambda: layer(x))
+        fwd = ms_per_call(a, lambda: layer(x))
 
     def step():
         layer.zero_grad()
@@ -54,8 +40,8 @@ def main():
 
     print(f"torch {torch.__version__} threads={torch.get_num_threads()} d_model={D} nhead={H} ff={FF} T={T} B={B}")
     print(f"BENCH torch_vit_layer_fwd {fwd:10.3f} ms")
-    print(f"BENCH torch_vit_layer_fwd_bwd {ms_per_call(a.steps, a.rounds, step):10.3f} ms")
-    print(f"BENCH torch_mha_fwd_bwd {ms_per_call(a.steps, a.rounds, mha):10.3f} ms")
+    print(f"BENCH torch_vit_layer_fwd_bwd {ms_per_call(a, step):10.3f} ms")
+    print(f"BENCH torch_mha_fwd_bwd {ms_per_call(a, mha):10.3f} ms")
 
 
 if __name__ == "__main__":

@@ -4,43 +4,20 @@
 // bench/torch_transformer.py times the same in PyTorch.
 //   transformer_bench [--threads N] [--steps S] [--rounds R]
 // Lines "BENCH <name> <median ms per call> ms": vit_layer_fwd, vit_layer_fwd_bwd, mha_fwd_bwd.
-#include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <functional>
-#include <vector>
 
+#include "bench/ms_per_call.h"
 #include "nn/api.h"
 #include "tensor/parallel.h"
 
 using namespace lockstep;
 
-namespace {
-
-// The median over rounds of ms per call of fn (steps calls per round, after 3 warm-up calls).
-double ms_per_call(int steps, int rounds, const std::function<void()>& fn) {
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> ms;
-  for (int r = 0; r < rounds; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"lockstep ViT-Tiny encoder layer forward + backward"};
-  int threads = 1, steps = 10, rounds = 7;
-  app.add_option("--threads", threads, "intra-op CPU threads");
-  app.add_option("--steps", steps, "calls per timed round");
-  app.add_option("--rounds", rounds, "timed rounds; the median is reported");
+  bench::TimingFlags timing;
+  timing.add_to(app);
   CLI11_PARSE(app, argc, argv);
-  set_num_threads(threads);
+  set_num_threads(timing.threads);
   manual_seed(0);
   const int64_t B = 16, T = 65, D = 192, H = 3, FF = 768;
   nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(D, H)
@@ -53,15 +30,15 @@ int main(int argc, char** argv) {
   double fwd;
   {
     NoGradGuard no_grad;
-    fwd = ms_per_call(steps, rounds, [&] { layer(x); });
+    fwd = bench::ms_per_call(timing, [&] { layer(x); });
   }
-  const double step = ms_per_call(steps, rounds, [&] {
+  const double step = bench::ms_per_call(timing, [&] {
     layer->zero_grad();
     x.set_grad(Tensor());
     sum(layer(x)).backward();
   });
   nn::MultiheadAttention& attn = layer->self_attn;
-  const double mha = ms_per_call(steps, rounds, [&] {
+  const double mha = bench::ms_per_call(timing, [&] {
     attn->zero_grad();
     x.set_grad(Tensor());
     sum(std::get<0>(attn(x, x, x, Tensor(), false))).backward();
