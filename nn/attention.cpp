@@ -77,7 +77,6 @@ std::pair<uint64_t, uint64_t> draw_dropout(int64_t n) {
 // holds a row in registers: heads up to 128 wide.
 bool fused_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool enable_gqa) {
   if (!is_floating_point(q.dtype())) return false;
-  if (is_reduced_floating_point(q.dtype()) && q.device().is_cuda()) return false;
   if (mask.defined() && mask.requires_grad()) return false;
   if (!(q.dim() == k.dim() && q.dim() == v.dim() && (q.dim() == 3 || q.dim() == 4))) return false;
   if (k.size(0) != q.size(0) || v.size(0) != q.size(0)) return false;
