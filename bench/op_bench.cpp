@@ -3,7 +3,7 @@
 // forward and backward on the same shapes, the workload of bench/op_bench.py (PyTorch, same ops and
 // shapes). One line per op: `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward
 // only, no graph, except the conv2d_*, batch_norm_* and sdpa_fwd_bwd_* rows; sdpa_* rows: causal
-// attention at T = 256 and 1024 (batch 4, 4 heads of 32).
+// attention at T = 256 and 1024 (batch 4, 4 heads of 32), in float32 and (_bf16) bfloat16.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -181,6 +181,23 @@ int main(int argc, char** argv) {
                        }});
         if (T == 1024) slow.insert(slow.end(), {"sdpa_fwd" + suffix, "sdpa_fwd_bwd" + suffix});
       }
+      // The same in bfloat16: the fused kernels read and write bfloat16 (vdpbf16ps tile products).
+      Tensor bq = sq.detach().to(kBFloat16), bk = sk.detach().to(kBFloat16), bv = sv.detach().to(kBFloat16),
+             bg = sg.to(kBFloat16);
+      for (Tensor* t : {&bq, &bk, &bv}) t->set_requires_grad(true);
+      const std::string b_name = t_name + "_bf16";
+      ops.push_back({"sdpa_fwd" + b_name, [=] {
+                       return nn::functional::scaled_dot_product_attention(bq.detach(), bk.detach(), bv.detach(),
+                                                                           Tensor(), 0.0, true);
+                     }});
+      ops.push_back({"sdpa_fwd_bwd" + b_name, [=]() mutable {
+                       EnableGradGuard grad;
+                       Tensor y = nn::functional::scaled_dot_product_attention(bq, bk, bv, Tensor(), 0.0, true);
+                       y.backward(bg);
+                       for (Tensor* t : {&bq, &bk, &bv}) t->set_grad(Tensor());
+                       return y;
+                     }});
+      if (T == 1024) slow.insert(slow.end(), {"sdpa_fwd" + b_name, "sdpa_fwd_bwd" + b_name});
     }
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
     for (auto& [name, op] : ops) {

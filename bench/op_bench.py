@@ -5,7 +5,7 @@ conv2d forward + backward on ResNet-20's and cnn_fashion's layers.
 
 Prints `op <name> <median_us> <best_us>` lines, as op_bench does; the batch_norm_* rows time
 BatchNorm2d's training forward and backward (ResNet-20's and cnn_fashion's shapes), sdpa_fwd_bwd_* causal
-attention's forward and backward (batch 4, 4 heads of 32, T = 256 and 1024), the rest forward only.
+attention's forward and backward (batch 4, 4 heads of 32, T = 256 and 1024; _bf16: in bfloat16), the rest forward only.
 """
 import argparse
 import time
@@ -136,8 +136,14 @@ def main():
             return y
 
         ops += [(f"sdpa_fwd_causal_T{T}", fwd), (f"sdpa_fwd_bwd_causal_T{T}", fwd_bwd)]
+        # The same in bfloat16.
+        bq, bk, bv = (t.detach().to(torch.bfloat16).requires_grad_() for t in (sq, sk, sv))
+        bg = sg.to(torch.bfloat16)
+        ops += [(f"sdpa_fwd_causal_T{T}_bf16", lambda q=bq, k=bk, v=bv: fwd(q, k, v)),
+                (f"sdpa_fwd_bwd_causal_T{T}_bf16", lambda q=bq, k=bk, v=bv, g=bg: fwd_bwd(q, k, v, g))]
         if T == 1024:
-            slow |= {f"sdpa_fwd_causal_T{T}", f"sdpa_fwd_bwd_causal_T{T}"}
+            slow |= {f"sdpa_fwd_causal_T{T}", f"sdpa_fwd_bwd_causal_T{T}", f"sdpa_fwd_causal_T{T}_bf16",
+                     f"sdpa_fwd_bwd_causal_T{T}_bf16"}
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")
     with torch.no_grad():
         for name, op in ops:

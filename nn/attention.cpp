@@ -1,5 +1,5 @@
 // F::scaled_dot_product_attention, as torch.nn.functional's. Where the kernels apply (3-D or 4-D
-// q, k, v of float32 or float64 with one batch, a mask that needs no gradient) it is one autograd node
+// q, k, v of any floating dtype with one batch, a mask that needs no gradient) it is one autograd node
 // over the fused FlashAttention-2 kernels of tensor/attention.h: no [L, S] weights are stored, and
 // backward recomputes them tile by tile. Everything else, and the reference the fused path is tested
 // against, is the composed path: matmul, mask, softmax, dropout, matmul (nanoGPT's manual path).
@@ -72,10 +72,11 @@ std::pair<uint64_t, uint64_t> draw_dropout(int64_t n) {
 }
 
 // Whether the fused kernels take these operands: one batch and heads dimension each (3-D: one head),
-// q's heads a multiple of k's (equal without enable_gqa), float32 or float64, and a mask without a
-// gradient (the kernels do not produce one). CUDA holds a row in registers: heads up to 128 wide.
+// q's heads a multiple of k's (equal without enable_gqa), and a mask without a gradient (the kernels
+// do not produce one). bfloat16 and float16 are read and written as such (computed in float32). CUDA
+// holds a row in registers: heads up to 128 wide.
 bool fused_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool enable_gqa) {
-  if (q.dtype() != kFloat32 && q.dtype() != kFloat64) return false;
+  if (!is_floating_point(q.dtype())) return false;
   if (mask.defined() && mask.requires_grad()) return false;
   if (!(q.dim() == k.dim() && q.dim() == v.dim() && (q.dim() == 3 || q.dim() == 4))) return false;
   if (k.size(0) != q.size(0) || v.size(0) != q.size(0)) return false;

@@ -94,9 +94,9 @@ inline Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(
 // excludes attn_mask). dropout_p > 0 drops attention weights, as PyTorch's function does whatever the
 // module's mode (pass 0 in evaluation). enable_gqa: k and v may have fewer heads (dimension -3) than q,
 // each serving Hq / Hkv consecutive query heads.
-// 3-D or 4-D float32/float64 operands with one batch run the fused kernels (tensor/attention.h:
-// FlashAttention-2, the [L, S] weights never stored; a row that may attend nowhere gives 0); others
-// the composed path below. Dropout's mask is the same Philox draw on both paths.
+// 3-D or 4-D operands with one batch run the fused kernels (tensor/attention.h: FlashAttention-2, the
+// [L, S] weights never stored; a row that may attend nowhere gives 0; bfloat16 and float16 read and
+// written as such, computed in float32); others the composed path below. Dropout's mask is the same Philox draw on both paths.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt,

@@ -131,10 +131,12 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
     mask = additive(attn_mask, q, op, "attn_mask");
     if (fits3) mask = mask.reshape({N, H, L, S});
   }
-  // is_causal with its mask is a hint, as in PyTorch: scaled_dot_product_attention may take it alone.
+  // is_causal is a hint that attn_mask is the causal mask, as in PyTorch, which raises without the mask
+  // (its eval-mode fast path aside): scaled_dot_product_attention may then take the hint alone.
+  LOCKSTEP_CHECK(!is_causal || attn_mask.defined(), op,
+                 ": is_causal is a hint that attn_mask is the causal mask and needs attn_mask, as PyTorch's; pass "
+                 "nn::generate_square_subsequent_mask(", L, ") as attn_mask");
   const bool sdpa_causal = is_causal && !need_weights && !key_padding_mask.defined();
-  if (is_causal && !sdpa_causal && !mask.defined())
-    mask = zeros({L, S}, {q.dtype(), q.device()}).masked_fill(triu(ones({L, S}, {kBool, q.device()}), 1), -kInf);
   if (sdpa_causal) mask = Tensor();
   if (key_padding_mask.defined()) {
     const Shape want = batched ? Shape{N, S} : Shape{S};

@@ -10,8 +10,8 @@
 //
 // Masks, as PyTorch's: key_padding_mask [N, S] ([S] unbatched) and attn_mask [L, S] or [N * num_heads, L, S];
 // a bool mask marks the positions that may NOT be attended (the opposite of scaled_dot_product_attention's
-// bool mask), a floating one is added to the scores. One difference: is_causal without attn_mask applies
-// the causal mask (PyTorch requires the mask as well and takes is_causal as a hint that it is causal).
+// bool mask), a floating one is added to the scores. is_causal is PyTorch's hint that attn_mask is the causal
+// mask: it needs attn_mask (an error without it, as PyTorch's).
 #pragma once
 
 #include <string>

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "autograd/functions.h"
+#include "nn/init.h"
 
 namespace lockstep::nn {
 
@@ -183,6 +184,51 @@ Tensor TransformerDecoderImpl::forward(const Tensor& tgt, const Tensor& memory, 
     x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
                        memory_is_causal);
   return norm ? norm(x) : x;
+}
+
+TransformerImpl::TransformerImpl(const TransformerOptions& o) : Module("Transformer"), options(o) {
+  auto layer = [&](auto layer_options) {
+    return layer_options.dim_feedforward(o.dim_feedforward())
+        .dropout(o.dropout())
+        .activation(o.activation())
+        .layer_norm_eps(o.layer_norm_eps())
+        .batch_first(o.batch_first())
+        .norm_first(o.norm_first())
+        .bias(o.bias());
+  };
+  auto norm = [&] { return LayerNorm(LayerNormOptions(o.d_model()).eps(o.layer_norm_eps()).bias(o.bias())); };
+  encoder = register_module(
+      "encoder", o.custom_encoder() ? o.custom_encoder()
+                                    : TransformerEncoder(TransformerEncoderLayer(layer(TransformerEncoderLayerOptions(
+                                                             o.d_model(), o.nhead()))),
+                                                         o.num_encoder_layers(), norm()));
+  decoder = register_module(
+      "decoder", o.custom_decoder() ? o.custom_decoder()
+                                    : TransformerDecoder(TransformerDecoderLayer(layer(TransformerDecoderLayerOptions(
+                                                             o.d_model(), o.nhead()))),
+                                                         o.num_decoder_layers(), norm()));
+  for (Tensor& p : parameters())
+    if (p.dim() > 1) init::xavier_uniform_(p);
+}
+
+Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,
+                                const Tensor& memory_mask, const Tensor& src_key_padding_mask,
+                                const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask,
+                                bool src_is_causal, bool tgt_is_causal, bool memory_is_causal) {
+  LOCKSTEP_CHECK(src.defined() && tgt.defined(), "Transformer: src and tgt must be defined");
+  LOCKSTEP_CHECK(src.dim() == tgt.dim() && (src.dim() == 2 || src.dim() == 3), "Transformer: expected src and tgt ",
+                 "both [S, N, E] ([N, S, E] with batch_first) or both [S, E] (unbatched), got ", src.shape(), " and ",
+                 tgt.shape());
+  const int batch_dim = options.batch_first() ? 0 : 1;
+  LOCKSTEP_CHECK(src.dim() == 2 || src.size(batch_dim) == tgt.size(batch_dim),
+                 "Transformer: the batch number of src ", src.shape(), " and tgt ", tgt.shape(), " must be equal",
+                 options.batch_first() ? " (batch_first: dimension 0)" : " (dimension 1)");
+  LOCKSTEP_CHECK(src.size(-1) == options.d_model() && tgt.size(-1) == options.d_model(),
+                 "Transformer: the feature number of src ", src.shape(), " and tgt ", tgt.shape(),
+                 " must be equal to d_model ", options.d_model());
+  const Tensor memory = encoder(src, src_mask, src_key_padding_mask, src_is_causal);
+  return decoder(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask, tgt_is_causal,
+                 memory_is_causal);
 }
 
 Tensor generate_square_subsequent_mask(int64_t sz, TensorOptions options) {

@@ -1,5 +1,5 @@
-// TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer and TransformerDecoder, as
-// torch.nn's, with LibTorch's options and PyTorch's submodule names (self_attn, multihead_attn,
+// TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder and the
+// encoder-decoder Transformer, as torch.nn's, with LibTorch's options and PyTorch's submodule names (self_attn, multihead_attn,
 // linear1, linear2, norm1..norm3; layers.0..., norm), so state dicts move both ways:
 //   nn::TransformerEncoder encoder(nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(256, 8)
 //                                      .dim_feedforward(1024).activation("gelu").batch_first(true)
@@ -163,5 +163,56 @@ LOCKSTEP_MODULE(TransformerDecoder);
 // [sz, sz] of `options`' dtype (float32 by default): 0 on and below the diagonal, -inf above, as
 // nn.Transformer.generate_square_subsequent_mask (the causal mask, in additive form).
 Tensor generate_square_subsequent_mask(int64_t sz, TensorOptions options = {});
+
+// nn.Transformer's arguments: the layers' (TransformerEncoderLayerOptions') and the two stacks' depths;
+// custom_encoder and custom_decoder replace the stacks built from them.
+struct TransformerOptions {
+  TransformerOptions(int64_t d_model = 512, int64_t nhead = 8) : d_model_(d_model), nhead_(nhead) {}
+  TransformerOptions(int64_t d_model, int64_t nhead, int64_t num_encoder_layers, int64_t num_decoder_layers)
+      : d_model_(d_model), nhead_(nhead), num_encoder_layers_(num_encoder_layers),
+        num_decoder_layers_(num_decoder_layers) {}
+  LOCKSTEP_ARG(int64_t, d_model, 512);
+  LOCKSTEP_ARG(int64_t, nhead, 8);
+  LOCKSTEP_ARG(int64_t, num_encoder_layers, 6);
+  LOCKSTEP_ARG(int64_t, num_decoder_layers, 6);
+  LOCKSTEP_ARG(int64_t, dim_feedforward, 2048);
+  LOCKSTEP_ARG(double, dropout, 0.1);
+  LOCKSTEP_ARG(TransformerActivation, activation, "relu");
+  LOCKSTEP_ARG(TransformerEncoder, custom_encoder, nullptr);
+  LOCKSTEP_ARG(TransformerDecoder, custom_decoder, nullptr);
+  LOCKSTEP_ARG(double, layer_norm_eps, 1e-5);
+  LOCKSTEP_ARG(bool, batch_first, false);
+  LOCKSTEP_ARG(bool, norm_first, false);
+  LOCKSTEP_ARG(bool, bias, true);
+};
+
+// The encoder-decoder model of "Attention Is All You Need", as torch.nn.Transformer: encoder, a
+// TransformerEncoder of num_encoder_layers layers and a final LayerNorm, and decoder, a
+// TransformerDecoder of num_decoder_layers and a LayerNorm (state-dict names encoder.layers.0...,
+// encoder.norm, decoder.layers.0..., decoder.norm). Every parameter of two or more dimensions is
+// initialised xavier_uniform_, as PyTorch's _reset_parameters (custom stacks included).
+//   nn::Transformer model(nn::TransformerOptions(256, 8, 3, 3).batch_first(true));
+//   Tensor y = model(src, tgt, {}, nn::Transformer::generate_square_subsequent_mask(T));  // y [N, T, 256]
+class TransformerImpl : public Module {
+ public:
+  explicit TransformerImpl(const TransformerOptions& options = {});
+  // src [S, N, E], tgt [T, N, E] ([N, S, E], [N, T, E] with batch_first; [S, E], [T, E] unbatched) ->
+  // [T, N, E] (tgt's layout). The encoder reads src with src_mask [S, S] and src_key_padding_mask [N, S];
+  // the decoder tgt with tgt_mask [T, T] and tgt_key_padding_mask [N, T], and the encoder's output
+  // (memory) with memory_mask [T, S] and memory_key_padding_mask [N, S]. The is_causal flags are
+  // MultiheadAttention's hints (their masks must be given).
+  Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {}, const Tensor& tgt_mask = {},
+                 const Tensor& memory_mask = {}, const Tensor& src_key_padding_mask = {},
+                 const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {},
+                 bool src_is_causal = false, bool tgt_is_causal = false, bool memory_is_causal = false);
+  static Tensor generate_square_subsequent_mask(int64_t sz, TensorOptions options = {}) {
+    return nn::generate_square_subsequent_mask(sz, options);
+  }
+
+  TransformerOptions options;
+  TransformerEncoder encoder{nullptr};
+  TransformerDecoder decoder{nullptr};
+};
+LOCKSTEP_MODULE(Transformer);
 
 }  // namespace lockstep::nn

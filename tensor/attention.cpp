@@ -31,9 +31,9 @@ AttentionArgs make_args(const Tensor& q, const Tensor& k, const Tensor& v, const
   LOCKSTEP_CHECK(k.size(0) == a.B && v.size(0) == a.B && v.size(1) == a.Hkv && a.Hkv > 0 && a.Hq % a.Hkv == 0 &&
                      k.size(3) == a.E && v.size(2) == a.S,
                  "attention: q ", q.shape(), ", k ", k.shape(), " and v ", v.shape(), " do not fit");
-  LOCKSTEP_CHECK((q.dtype() == kFloat32 || q.dtype() == kFloat64) && k.dtype() == q.dtype() &&
-                     v.dtype() == q.dtype(),
-                 "attention: expected q, k, v of one dtype, float32 or float64");
+  LOCKSTEP_CHECK(is_floating_point(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(),
+                 "attention: expected q, k, v of one floating dtype, got ", q.dtype(), ", ", k.dtype(), ", ",
+                 v.dtype());
   check_same_device(q, k, "attention");
   check_same_device(q, v, "attention");
   a.q = layout(q), a.k = layout(k), a.v = layout(v);
@@ -46,10 +46,14 @@ AttentionArgs make_args(const Tensor& q, const Tensor& k, const Tensor& v, const
   return a;
 }
 
-// mask as the kernels read it: bool, or q's dtype; broadcast to [B, Hq, L, S] by strides.
+// The dtype the kernels compute q's dtype in (attention_acc_t): float32 for bfloat16 and float16.
+Dtype acc_dtype(Dtype d) { return d == kFloat64 ? kFloat64 : kFloat32; }
+
+// mask as the kernels read it: bool, or acc_dtype (converted before it is broadcast, so an [L, S] mask
+// stays [L, S]); broadcast to [B, Hq, L, S] by strides.
 Tensor kernel_mask(const Tensor& mask, const Tensor& q, int64_t S) {
   if (!mask.defined()) return mask;
-  Tensor m = mask.dtype() == kBool ? mask : to_dtype(mask, q.dtype());
+  Tensor m = mask.dtype() == kBool ? mask : to_dtype(mask, acc_dtype(q.dtype()));
   return expand(m, {q.size(0), q.size(1), q.size(2), S});
 }
 
@@ -61,7 +65,7 @@ AttentionResult attention_forward(const Tensor& q_in, const Tensor& k_in, const 
   Tensor mask = kernel_mask(mask_in, q, k.size(2));
   AttentionArgs a = make_args(q, k, v, mask, p);
   AttentionResult r{heads_inner(a.B, a.Hq, a.L, a.Ev, q.dtype(), q.device()),
-                    Tensor(Shape{a.B, a.Hq, a.L}, q.dtype(), q.device())};
+                    Tensor(Shape{a.B, a.Hq, a.L}, acc_dtype(q.dtype()), q.device())};
   a.out = layout(r.out);
   backend_for(q.device()).attention_forward(r.out, r.lse, q, k, v, mask, a);
   return r;

@@ -19,12 +19,14 @@ struct AttentionParams {
   uint64_t seed = 0, offset = 0;
 };
 
-// q [B, Hq, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev] of one dtype (float32 or float64) and device,
+// q [B, Hq, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev] of one floating dtype and device (bfloat16 and
+// float16 are read and written as such and computed in float32),
 // any strides (an operand whose last dimension is strided is copied), Hq a multiple of Hkv; mask
 // undefined, bool (true: may attend) or floating (added to the scores), broadcastable to [B, Hq, L, S].
 struct AttentionResult {
   Tensor out;  // [B, Hq, L, Ev], stored as [B, L, Hq, Ev]: the heads side by side, as a GPT joins them
-  Tensor lse;  // [B, Hq, L], contiguous: log sum_j exp(score), -inf where a row may attend nowhere
+  Tensor lse;  // [B, Hq, L], contiguous, float32 for 16-bit q: log sum_j exp(score), -inf where a row may
+               // attend nowhere
 };
 AttentionResult attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                   const AttentionParams& p);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "tensor/host_device.h"
 #include "tensor/philox.h"
@@ -14,10 +15,16 @@ namespace lockstep {
 
 enum class AttentionMask : int { None, Bool, Additive };
 
+// What the kernels compute in for operands stored as T: float32 for float32, bfloat16 and float16 (the
+// 16-bit operands are read and written as such, every sum and the logsumexp kept in float32), float64
+// for float64. An additive mask is given in this type.
+template <typename T>
+using attention_acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
 // q [B, Hq, L, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev]; out and grad_out [B, Hq, L, Ev]; dq, dk, dv as q,
 // k, v. Query head h reads key/value head h / (Hq / Hkv) (grouped-query attention). Each operand is
 // given by its element strides over (batch, head, row); along the last dimension the stride is 1. The
-// mask (bool: true may attend; additive: of q's dtype) is read at b * mask[0] + h * mask[1] +
+// mask (bool: true may attend; additive: of attention_acc_t) is read at b * mask[0] + h * mask[1] +
 // i * mask[2] + j * mask[3] (0 where it broadcasts).
 struct AttentionArgs {
   struct Layout {

@@ -9,17 +9,22 @@
 //   the query heads that read it, so dQ, dK and dV have one writer each and no locks.
 // The tile products go to small_gemm (registers hold C, no packing of A); shapes it leaves out (a
 // head size that is not a whole number of vectors) to plain loops. Causal tiles above the diagonal
-// are skipped. Every header is included before LOCKSTEP_ISA_BEGIN (tensor/cpu/isa.h says why).
+// are skipped. bfloat16 and float16 operands (attention_acc_t: computed in float32) are converted to
+// float32 a tile at a time in forward and a head group at a time in backward, and the results
+// rounded once: float16 always, bfloat16 where the CPU lacks AVX512-BF16 (attention_bf16_avx512.cpp
+// runs it there). Every header is included before LOCKSTEP_ISA_BEGIN (tensor/cpu/isa.h says why).
 #include "tensor/cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/attention_ops.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/row_reduce.h"
 #include "tensor/cpu/small_gemm.h"
+#include "tensor/dtype.h"
 #include "tensor/elementwise_ops.h"
 #include "tensor/parallel.h"
 
@@ -75,131 +80,221 @@ void dropout_tile(const AttentionArgs& a, T* keep, int64_t b, int64_t h, int64_t
   }
 }
 
-template <typename T>
-void forward_tile(const AttentionArgs& a, const T* q, const T* k, const T* v, const void* mask, T* out, T* lse,
-                  int64_t b, int64_t h, int64_t i0, T* s, T* keep, T* acc, T* m, T* l) {
-  const int64_t nq = std::min(kTile, a.L - i0), hk = h / a.group(), E = a.E, Ev = a.Ev;
-  const T* qp = q + b * a.q.batch + h * a.q.head + i0 * a.q.row;
-  const T* kb = k + b * a.k.batch + hk * a.k.head;
-  const T* vb = v + b * a.v.batch + hk * a.v.head;
-  const T scale = static_cast<T>(a.scale), kNegInf = T(-INFINITY);
-  std::fill(acc, acc + nq * Ev, T(0));
-  std::fill(m, m + nq, kNegInf);
-  std::fill(l, l + nq, T(0));
-  const int64_t s_end = a.is_causal ? std::min(a.S, i0 + nq) : a.S;  // row i sees j <= i
-  for (int64_t j0 = 0; j0 < s_end; j0 += kTile) {
-    const int64_t nk = std::min(kTile, s_end - j0);
-    tile_gemm<T>(false, true, nq, nk, E, scale, qp, a.q.row, kb + j0 * a.k.row, a.k.row, T(0), s, kTile);
-    mask_tile(a, mask, s, b, h, i0, nq, j0, nk);
-    if (a.dropout_p > 0) dropout_tile(a, keep, b, h, i0, nq, j0, nk);
-    for (int64_t r = 0; r < nq; ++r) {
-      T* __restrict sr = s + r * kTile;
-      const T m_new = std::max(m[r], row_max<T>(nk, sr));
-      if (m_new == kNegInf) {  // every score so far masked: nothing to add yet
-        std::fill(sr, sr + nk, T(0));
-        continue;
-      }
-      const T corr = math::exp(m[r] - m_new);  // 0 while m[r] is still -inf
-      for (int64_t c = 0; c < nk; ++c) sr[c] = math::exp(sr[c] - m_new);
-      l[r] = l[r] * corr + row_sum<T>(nk, kIdentity, sr);  // the sum before dropout, as softmax's
-      m[r] = m_new;
-      if (corr != T(1)) {
-        T* __restrict ar = acc + r * Ev;
-        for (int64_t c = 0; c < Ev; ++c) ar[c] *= corr;
-      }
-      if (a.dropout_p > 0) {
-        const T* __restrict kr = keep + r * kTile;
-        for (int64_t c = 0; c < nk; ++c) sr[c] *= kr[c];
-      }
-    }
-    tile_gemm<T>(false, false, nq, Ev, nk, T(1), s, kTile, vb + j0 * a.v.row, a.v.row, T(1), acc, Ev);
-  }
-  T* op = out + b * a.out.batch + h * a.out.head + i0 * a.out.row;
-  T* lp = lse + (b * a.Hq + h) * a.L + i0;
-  for (int64_t r = 0; r < nq; ++r) {
-    // A row that may attend nowhere gives 0 (and lse -inf), as PyTorch's fused kernels, not NaN.
-    const T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
-    T* __restrict orow = op + r * a.out.row;
-    const T* __restrict ar = acc + r * Ev;
-    for (int64_t c = 0; c < Ev; ++c) orow[c] = ar[c] * inv;
-    lp[r] = l[r] > T(0) ? m[r] + std::log(l[r]) : kNegInf;
+// rows x cols of src (row stride ld) as A: src itself when T is A, else converted into buf (row
+// stride cols, which ld becomes).
+template <typename A, typename T>
+const A* as_acc(const T* src, int64_t& ld, int64_t rows, int64_t cols, A* buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return src;
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) buf[r * cols + c] = static_cast<A>(src[r * ld + c]);
+    ld = cols;
+    return buf;
   }
 }
 
-// All of backward for key/value head hk of batch b.
-template <typename T>
-void backward_head(const AttentionArgs& a, const T* q, const T* k, const T* v, const void* mask, const T* out,
-                   const T* lse, const T* grad_out, T* dq, T* dk, T* dv, int64_t b, int64_t hk, std::vector<T>& buf) {
-  const int64_t G = a.group(), E = a.E, Ev = a.Ev, L = a.L;
-  const T scale = static_cast<T>(a.scale), kNegInf = T(-INFINITY);
-  const int64_t tile = kTile * kTile;
-  buf.resize(4 * tile + kTile * (E + Ev) + G * L);
-  T *s = buf.data(), *dp = s + tile, *keep = dp + tile, *pd = keep + tile, *dk_acc = pd + tile,
-    *dv_acc = dk_acc + kTile * E, *D = dv_acc + kTile * Ev;
-  for (int64_t g = 0; g < G; ++g) {  // D = rowsum(dO * O) of each query row
-    const int64_t h = hk * G + g;
-    for (int64_t i = 0; i < L; ++i) {
-      const T* o = out + b * a.out.batch + h * a.out.head + i * a.out.row;
-      const T* go = grad_out + b * a.grad_out.batch + h * a.grad_out.head + i * a.grad_out.row;
-      D[g * L + i] = row_sum<T>(Ev, [](auto x, auto y) { return x * y; }, o, go);
-    }
+// One task's scratch for forward_tile: the score and dropout tiles, the output accumulator, the running
+// maximum and sum, and (16-bit operands) the query, key and value tiles converted to A.
+template <typename A>
+struct ForwardScratch {
+  std::vector<A> buf;
+  A *s, *keep, *acc, *m, *l, *qt, *kt, *vt;
+  ForwardScratch(int64_t E, int64_t Ev) : buf(2 * kTile * kTile + kTile * (Ev + 2) + kTile * (2 * E + Ev)) {
+    s = buf.data(), keep = s + kTile * kTile, acc = keep + kTile * kTile, m = acc + kTile * Ev, l = m + kTile;
+    qt = l + kTile, kt = qt + kTile * E, vt = kt + kTile * E;
   }
+};
+
+template <typename T, typename A = attention_acc_t<T>>
+void forward_tile(const AttentionArgs& a, const T* q, const T* k, const T* v, const void* mask, T* out, A* lse,
+                  int64_t b, int64_t h, int64_t i0, ForwardScratch<A>& w) {
+  const int64_t nq = std::min(kTile, a.L - i0), hk = h / a.group(), E = a.E, Ev = a.Ev;
+  int64_t ldq = a.q.row;
+  const A* qp = as_acc(q + b * a.q.batch + h * a.q.head + i0 * a.q.row, ldq, nq, E, w.qt);
   const T* kb = k + b * a.k.batch + hk * a.k.head;
   const T* vb = v + b * a.v.batch + hk * a.v.head;
+  const A scale = static_cast<A>(a.scale), kNegInf = A(-INFINITY);
+  A *s = w.s, *acc = w.acc, *m = w.m, *l = w.l;
+  std::fill(acc, acc + nq * Ev, A(0));
+  std::fill(m, m + nq, kNegInf);
+  std::fill(l, l + nq, A(0));
+  const int64_t s_end = a.is_causal ? std::min(a.S, i0 + nq) : a.S;  // row i sees j <= i
+  for (int64_t j0 = 0; j0 < s_end; j0 += kTile) {
+    const int64_t nk = std::min(kTile, s_end - j0);
+    int64_t ldk = a.k.row, ldv = a.v.row;
+    const A* kp = as_acc(kb + j0 * a.k.row, ldk, nk, E, w.kt);
+    const A* vp = as_acc(vb + j0 * a.v.row, ldv, nk, Ev, w.vt);
+    tile_gemm<A>(false, true, nq, nk, E, scale, qp, ldq, kp, ldk, A(0), s, kTile);
+    mask_tile(a, mask, s, b, h, i0, nq, j0, nk);
+    if (a.dropout_p > 0) dropout_tile(a, w.keep, b, h, i0, nq, j0, nk);
+    for (int64_t r = 0; r < nq; ++r) {
+      A* __restrict sr = s + r * kTile;
+      const A m_new = std::max(m[r], row_max<A>(nk, sr));
+      if (m_new == kNegInf) {  // every score so far masked: nothing to add yet
+        std::fill(sr, sr + nk, A(0));
+        continue;
+      }
+      const A corr = math::exp(m[r] - m_new);  // 0 while m[r] is still -inf
+      for (int64_t c = 0; c < nk; ++c) sr[c] = math::exp(sr[c] - m_new);
+      l[r] = l[r] * corr + row_sum<A>(nk, kIdentity, sr);  // the sum before dropout, as softmax's
+      m[r] = m_new;
+      if (corr != A(1)) {
+        A* __restrict ar = acc + r * Ev;
+        for (int64_t c = 0; c < Ev; ++c) ar[c] *= corr;
+      }
+      if (a.dropout_p > 0) {
+        const A* __restrict kr = w.keep + r * kTile;
+        for (int64_t c = 0; c < nk; ++c) sr[c] *= kr[c];
+      }
+    }
+    tile_gemm<A>(false, false, nq, Ev, nk, A(1), s, kTile, vp, ldv, A(1), acc, Ev);
+  }
+  T* op = out + b * a.out.batch + h * a.out.head + i0 * a.out.row;
+  A* lp = lse + (b * a.Hq + h) * a.L + i0;
+  for (int64_t r = 0; r < nq; ++r) {
+    // A row that may attend nowhere gives 0 (and lse -inf), as PyTorch's fused kernels, not NaN.
+    const A inv = l[r] > A(0) ? A(1) / l[r] : A(0);
+    T* __restrict orow = op + r * a.out.row;
+    const A* __restrict ar = acc + r * Ev;
+    for (int64_t c = 0; c < Ev; ++c) orow[c] = static_cast<T>(ar[c] * inv);
+    lp[r] = l[r] > A(0) ? m[r] + std::log(l[r]) : kNegInf;
+  }
+}
+
+// One key/value head hk of batch b and the G query heads that read it, as backward_head reads them:
+// pointers at query head hk * G (q, out, grad_out, dq, lse) or at head hk (k, v, dk, dv); query head g
+// of the group at g * <x>.head, row i at i * <x>.row, lse at g * L + i. dq is accumulated into.
+template <typename A>
+struct HeadGroup {
+  const A *q, *k, *v, *out, *go, *lse;
+  A *dq, *dk, *dv;
+  AttentionArgs::Layout lq, lk, lv, lout, lgo, ldq, ldk, ldv;
+};
+
+// All of backward for key/value head hk of batch b (a gives the sizes, the mask and dropout).
+template <typename A>
+void backward_head(const AttentionArgs& a, const void* mask, const HeadGroup<A>& p, int64_t b, int64_t hk,
+                   std::vector<A>& buf) {
+  const int64_t G = a.group(), E = a.E, Ev = a.Ev, L = a.L;
+  const A scale = static_cast<A>(a.scale), kNegInf = A(-INFINITY);
+  const int64_t tile = kTile * kTile;
+  buf.resize(4 * tile + kTile * (E + Ev) + G * L);
+  A *s = buf.data(), *dp = s + tile, *keep = dp + tile, *pd = keep + tile, *dk_acc = pd + tile,
+    *dv_acc = dk_acc + kTile * E, *D = dv_acc + kTile * Ev;
+  for (int64_t g = 0; g < G; ++g) {  // D = rowsum(dO * O) of each query row
+    for (int64_t i = 0; i < L; ++i) {
+      const A* o = p.out + g * p.lout.head + i * p.lout.row;
+      const A* go = p.go + g * p.lgo.head + i * p.lgo.row;
+      D[g * L + i] = row_sum<A>(Ev, [](auto x, auto y) { return x * y; }, o, go);
+    }
+  }
   for (int64_t j0 = 0; j0 < a.S; j0 += kTile) {
     const int64_t nk = std::min(kTile, a.S - j0);
-    const T* kp = kb + j0 * a.k.row;
-    const T* vp = vb + j0 * a.v.row;
-    std::fill(dk_acc, dk_acc + nk * E, T(0));
-    std::fill(dv_acc, dv_acc + nk * Ev, T(0));
+    const A* kp = p.k + j0 * p.lk.row;
+    const A* vp = p.v + j0 * p.lv.row;
+    std::fill(dk_acc, dk_acc + nk * E, A(0));
+    std::fill(dv_acc, dv_acc + nk * Ev, A(0));
     for (int64_t g = 0; g < G; ++g) {
       const int64_t h = hk * G + g;
       // Causal: only query rows i >= j0 see this tile.
       for (int64_t i0 = a.is_causal ? j0 / kTile * kTile : 0; i0 < L; i0 += kTile) {
         const int64_t nq = std::min(kTile, L - i0);
-        const T* qp = q + b * a.q.batch + h * a.q.head + i0 * a.q.row;
-        const T* gop = grad_out + b * a.grad_out.batch + h * a.grad_out.head + i0 * a.grad_out.row;
-        T* dqp = dq + b * a.dq.batch + h * a.dq.head + i0 * a.dq.row;
-        const T* lp = lse + (b * a.Hq + h) * L + i0;
-        tile_gemm<T>(false, true, nq, nk, E, scale, qp, a.q.row, kp, a.k.row, T(0), s, kTile);
+        const A* qp = p.q + g * p.lq.head + i0 * p.lq.row;
+        const A* gop = p.go + g * p.lgo.head + i0 * p.lgo.row;
+        A* dqp = p.dq + g * p.ldq.head + i0 * p.ldq.row;
+        const A* lp = p.lse + g * L + i0;
+        tile_gemm<A>(false, true, nq, nk, E, scale, qp, p.lq.row, kp, p.lk.row, A(0), s, kTile);
         mask_tile(a, mask, s, b, h, i0, nq, j0, nk);
         for (int64_t r = 0; r < nq; ++r) {  // P = exp(S - lse)
-          T* __restrict sr = s + r * kTile;
-          const T lr = lp[r];
-          if (lr == kNegInf) std::fill(sr, sr + nk, T(0));
+          A* __restrict sr = s + r * kTile;
+          const A lr = lp[r];
+          if (lr == kNegInf) std::fill(sr, sr + nk, A(0));
           else
             for (int64_t c = 0; c < nk; ++c) sr[c] = math::exp(sr[c] - lr);
         }
-        const T* p_used = s;  // the weights O was made from: P, or P with dropout's mask
+        const A* p_used = s;  // the weights O was made from: P, or P with dropout's mask
         if (a.dropout_p > 0) {
           dropout_tile(a, keep, b, h, i0, nq, j0, nk);
           for (int64_t r = 0; r < nq; ++r)
             for (int64_t c = 0; c < nk; ++c) pd[r * kTile + c] = s[r * kTile + c] * keep[r * kTile + c];
           p_used = pd;
         }
-        tile_gemm<T>(true, false, nk, Ev, nq, T(1), p_used, kTile, gop, a.grad_out.row, T(1), dv_acc, Ev);
-        tile_gemm<T>(false, true, nq, nk, Ev, T(1), gop, a.grad_out.row, vp, a.v.row, T(0), dp, kTile);
+        tile_gemm<A>(true, false, nk, Ev, nq, A(1), p_used, kTile, gop, p.lgo.row, A(1), dv_acc, Ev);
+        tile_gemm<A>(false, true, nq, nk, Ev, A(1), gop, p.lgo.row, vp, p.lv.row, A(0), dp, kTile);
         for (int64_t r = 0; r < nq; ++r) {  // dS = P (dP - D), dP through dropout's mask
-          T* __restrict dr = dp + r * kTile;
-          const T* __restrict sr = s + r * kTile;
-          const T Dr = D[g * L + i0 + r];
+          A* __restrict dr = dp + r * kTile;
+          const A* __restrict sr = s + r * kTile;
+          const A Dr = D[g * L + i0 + r];
           if (a.dropout_p > 0) {
-            const T* __restrict kr = keep + r * kTile;
+            const A* __restrict kr = keep + r * kTile;
             for (int64_t c = 0; c < nk; ++c) dr[c] = sr[c] * (dr[c] * kr[c] - Dr);
           } else {
             for (int64_t c = 0; c < nk; ++c) dr[c] = sr[c] * (dr[c] - Dr);
           }
         }
-        tile_gemm<T>(true, false, nk, E, nq, scale, dp, kTile, qp, a.q.row, T(1), dk_acc, E);
-        tile_gemm<T>(false, false, nq, E, nk, scale, dp, kTile, kp, a.k.row, T(1), dqp, a.dq.row);
+        tile_gemm<A>(true, false, nk, E, nq, scale, dp, kTile, qp, p.lq.row, A(1), dk_acc, E);
+        tile_gemm<A>(false, false, nq, E, nk, scale, dp, kTile, kp, p.lk.row, A(1), dqp, p.ldq.row);
       }
     }
-    T* dkp = dk + b * a.dk.batch + hk * a.dk.head + j0 * a.dk.row;
-    T* dvp = dv + b * a.dv.batch + hk * a.dv.head + j0 * a.dv.row;
+    A* dkp = p.dk + j0 * p.ldk.row;
+    A* dvp = p.dv + j0 * p.ldv.row;
     for (int64_t c = 0; c < nk; ++c) {
-      std::copy(dk_acc + c * E, dk_acc + (c + 1) * E, dkp + c * a.dk.row);
-      std::copy(dv_acc + c * Ev, dv_acc + (c + 1) * Ev, dvp + c * a.dv.row);
+      std::copy(dk_acc + c * E, dk_acc + (c + 1) * E, dkp + c * p.ldk.row);
+      std::copy(dv_acc + c * Ev, dv_acc + (c + 1) * Ev, dvp + c * p.ldv.row);
     }
+  }
+}
+
+// rows [n, cols] of head (batch b, head h) of x (layout l) converted into dst, contiguous.
+template <typename A, typename T>
+void head_to_acc(const T* x, const AttentionArgs::Layout& l, int64_t b, int64_t h, int64_t n, int64_t cols, A* dst) {
+  const T* base = x + b * l.batch + h * l.head;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = static_cast<A>(base[r * l.row + c]);
+}
+template <typename A, typename T>
+void head_from_acc(const A* src, const AttentionArgs::Layout& l, int64_t b, int64_t h, int64_t n, int64_t cols, T* x) {
+  T* base = x + b * l.batch + h * l.head;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < cols; ++c) base[r * l.row + c] = static_cast<T>(src[r * cols + c]);
+}
+
+// backward_head for key/value head hk of batch b, operands stored as T: float32 and float64 in place;
+// bfloat16 and float16 converted to float32 for the group (k, v, and q, out, grad_out of its G query
+// heads), the gradients accumulated in float32 and rounded once.
+template <typename T>
+void backward_group(const AttentionArgs& a, const T* q, const T* k, const T* v, const void* mask, const T* out,
+                    const attention_acc_t<T>* lse, const T* grad_out, T* dq, T* dk, T* dv, int64_t b, int64_t hk,
+                    std::vector<attention_acc_t<T>>& buf, std::vector<attention_acc_t<T>>& conv) {
+  using A = attention_acc_t<T>;
+  const int64_t G = a.group(), h0 = hk * G, L = a.L, S = a.S, E = a.E, Ev = a.Ev;
+  const A* lp = lse + (b * a.Hq + h0) * L;
+  if constexpr (std::is_same_v<T, A>) {
+    const HeadGroup<A> p{q + b * a.q.batch + h0 * a.q.head, k + b * a.k.batch + hk * a.k.head,
+                         v + b * a.v.batch + hk * a.v.head, out + b * a.out.batch + h0 * a.out.head,
+                         grad_out + b * a.grad_out.batch + h0 * a.grad_out.head, lp,
+                         dq + b * a.dq.batch + h0 * a.dq.head, dk + b * a.dk.batch + hk * a.dk.head,
+                         dv + b * a.dv.batch + hk * a.dv.head, a.q, a.k, a.v, a.out, a.grad_out, a.dq, a.dk, a.dv};
+    backward_head(a, mask, p, b, hk, buf);
+  } else {
+    const int64_t nq = G * L * E, nv = G * L * Ev;
+    conv.assign(2 * nq + 2 * nv + 2 * S * E + 2 * S * Ev, A(0));
+    A *cq = conv.data(), *cdq = cq + nq, *cout = cdq + nq, *cgo = cout + nv, *ck = cgo + nv, *cdk = ck + S * E,
+      *cv = cdk + S * E, *cdv = cv + S * Ev;
+    for (int64_t g = 0; g < G; ++g) {
+      head_to_acc(q, a.q, b, h0 + g, L, E, cq + g * L * E);
+      head_to_acc(out, a.out, b, h0 + g, L, Ev, cout + g * L * Ev);
+      head_to_acc(grad_out, a.grad_out, b, h0 + g, L, Ev, cgo + g * L * Ev);
+    }
+    head_to_acc(k, a.k, b, hk, S, E, ck);
+    head_to_acc(v, a.v, b, hk, S, Ev, cv);
+    const AttentionArgs::Layout le{0, L * E, E}, lv{0, L * Ev, Ev}, se{0, 0, E}, sv{0, 0, Ev};
+    const HeadGroup<A> p{cq, ck, cv, cout, cgo, lp, cdq, cdk, cdv, le, se, sv, lv, lv, le, se, sv};
+    backward_head(a, mask, p, b, hk, buf);
+    for (int64_t g = 0; g < G; ++g) head_from_acc(cdq + g * L * E, a.dq, b, h0 + g, L, E, dq);
+    head_from_acc(cdk, a.dk, b, hk, S, E, dk);
+    head_from_acc(cdv, a.dv, b, hk, S, Ev, dv);
   }
 }
 
@@ -207,35 +302,36 @@ void backward_head(const AttentionArgs& a, const T* q, const T* k, const T* v, c
 
 template <typename T>
 void attention_forward(const AttentionArgs& a, const T* q, const T* k, const T* v, const void* mask, T* out,
-                       T* lse) {
+                       attention_acc_t<T>* lse) {
   const int64_t tiles = (a.L + kTile - 1) / kTile;
   parallel_for(0, a.B * a.Hq * tiles, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<T> buf(2 * kTile * kTile + kTile * (a.Ev + 2));
-    T *s = buf.data(), *keep = s + kTile * kTile, *acc = keep + kTile * kTile, *m = acc + kTile * a.Ev,
-      *l = m + kTile;
+    ForwardScratch<attention_acc_t<T>> w(a.E, a.Ev);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t bh = t / tiles;
-      forward_tile(a, q, k, v, mask, out, lse, bh / a.Hq, bh % a.Hq, (t % tiles) * kTile, s, keep, acc, m, l);
+      forward_tile(a, q, k, v, mask, out, lse, bh / a.Hq, bh % a.Hq, (t % tiles) * kTile, w);
     }
   });
 }
 
 template <typename T>
 void attention_backward(const AttentionArgs& a, const T* q, const T* k, const T* v, const void* mask, const T* out,
-                        const T* lse, const T* grad_out, T* dq, T* dk, T* dv) {
+                        const attention_acc_t<T>* lse, const T* grad_out, T* dq, T* dk, T* dv) {
   parallel_for(0, a.B * a.Hkv, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<T> buf;
+    std::vector<attention_acc_t<T>> buf, conv;
     for (int64_t t = t0; t < t1; ++t)
-      backward_head(a, q, k, v, mask, out, lse, grad_out, dq, dk, dv, t / a.Hkv, t % a.Hkv, buf);
+      backward_group(a, q, k, v, mask, out, lse, grad_out, dq, dk, dv, t / a.Hkv, t % a.Hkv, buf, conv);
   });
 }
 
-#define LOCKSTEP_INSTANTIATE(T)                                                                                  \
-  template void attention_forward<T>(const AttentionArgs&, const T*, const T*, const T*, const void*, T*, T*); \
-  template void attention_backward<T>(const AttentionArgs&, const T*, const T*, const T*, const void*, const T*, \
-                                      const T*, const T*, T*, T*, T*);
+#define LOCKSTEP_INSTANTIATE(T)                                                                            \
+  template void attention_forward<T>(const AttentionArgs&, const T*, const T*, const T*, const void*, T*,  \
+                                     attention_acc_t<T>*);                                                 \
+  template void attention_backward<T>(const AttentionArgs&, const T*, const T*, const T*, const void*,      \
+                                      const T*, const attention_acc_t<T>*, const T*, T*, T*, T*);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
+LOCKSTEP_INSTANTIATE(BFloat16)
+LOCKSTEP_INSTANTIATE(Float16)
 #undef LOCKSTEP_INSTANTIATE
 
 LOCKSTEP_ISA_END

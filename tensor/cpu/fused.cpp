@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "tensor/cpu/attention.h"
 #include "tensor/cpu/batch_norm.h"
@@ -20,6 +21,9 @@
 
 namespace lockstep::cpu {
 namespace {
+
+template <typename T>
+constexpr bool is_reduced_float_v = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
 
 void check_target(int64_t t, int64_t c, int64_t i, const char* op) {
   LOCKSTEP_CHECK(t >= 0 && t < c, op, ": target ", t, " at position ", i, " is out of range for ", c, " classes");
@@ -255,23 +259,42 @@ void CpuBackend::gru_cell_backward(Tensor& d_x_gates, Tensor& d_h_gates, Tensor&
   });
 }
 
+// float32, float64, bfloat16 and float16 (computed in float32, lse float32); bfloat16 on vdpbf16ps where
+// the CPU has AVX512-BF16 and the head sizes are even.
 void CpuBackend::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& mask, const AttentionArgs& args) {
-  dispatch_floating(q.dtype(), "attention_forward", [&](auto tag) {
+  const void* m = mask.defined() ? mask.data_ptr() : nullptr;
+  if (q.dtype() == kBFloat16 && use_avx512_bf16() && avx512_bf16::attention_applies(args))
+    return avx512_bf16::attention_forward(args, q.data<BFloat16>(), k.data<BFloat16>(), v.data<BFloat16>(), m,
+                                          out.data<BFloat16>(), lse.data<float>());
+  dispatch(q.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    LOCKSTEP_CPU_ISA_CALL(attention_forward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(),
-                          mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(), lse.data<T>());
+    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
+      LOCKSTEP_CPU_ISA_CALL(attention_forward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(), m, out.data<T>(),
+                            lse.data<attention_acc_t<T>>());
+    } else {
+      fail("attention_forward: expected a floating tensor, got ", q.dtype());
+    }
   });
 }
 
 void CpuBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& grad_out, const Tensor& q,
                                     const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
                                     const Tensor& lse, const AttentionArgs& args) {
-  dispatch_floating(q.dtype(), "attention_backward", [&](auto tag) {
+  const void* m = mask.defined() ? mask.data_ptr() : nullptr;
+  if (q.dtype() == kBFloat16 && use_avx512_bf16() && avx512_bf16::attention_applies(args))
+    return avx512_bf16::attention_backward(args, q.data<BFloat16>(), k.data<BFloat16>(), v.data<BFloat16>(), m,
+                                           out.data<BFloat16>(), lse.data<float>(), grad_out.data<BFloat16>(),
+                                           dq.data<BFloat16>(), dk.data<BFloat16>(), dv.data<BFloat16>());
+  dispatch(q.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    LOCKSTEP_CPU_ISA_CALL(attention_backward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(),
-                          mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(), lse.data<T>(),
-                          grad_out.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
+    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
+      LOCKSTEP_CPU_ISA_CALL(attention_backward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(), m, out.data<T>(),
+                            lse.data<attention_acc_t<T>>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(),
+                            dv.data<T>());
+    } else {
+      fail("attention_backward: expected a floating tensor, got ", q.dtype());
+    }
   });
 }
 

@@ -7,8 +7,11 @@
 //   dS_ij k_j), the y = 1 half thread (b, hkv, j) key row j's dk and dv (sums over the query rows of
 //   every head that reads it). Each recomputes P_ij = exp(s_ij - lse_i) and dS_ij = P_ij (dP_ij - D_i)
 //   with D_i = dO_i . O_i; every gradient has one writer: no atomics, the same bits each run.
+// Operands of bfloat16 and float16 are loaded as such and computed in float32 (attention_acc_t: the
+// accumulators, the logsumexp), each result rounded once when it is stored.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/attention_ops.h"
 #include "tensor/cuda/cuda_backend.h"
@@ -22,17 +25,20 @@ namespace {
 constexpr int kMaxHead = 128;
 
 template <typename T>
-__device__ T dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
-  for (int64_t c = 0; c < n; ++c) s += a[c] * b[c];
+constexpr bool is_reduced_float_v = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+
+template <typename T, typename A = attention_acc_t<T>>
+__device__ A dot(const T* a, const T* b, int64_t n) {
+  A s = 0;
+  for (int64_t c = 0; c < n; ++c) s += static_cast<A>(a[c]) * static_cast<A>(b[c]);
   return s;
 }
 
 // Score (i, j) of head (b, h) after scale and mask, by the shared rule.
-template <typename T>
-__device__ T score(const AttentionArgs& a, const void* mask, const T* qi, const T* kj, int64_t b, int64_t h, int64_t i,
+template <typename T, typename A = attention_acc_t<T>>
+__device__ A score(const AttentionArgs& a, const void* mask, const T* qi, const T* kj, int64_t b, int64_t h, int64_t i,
                    int64_t j) {
-  return lockstep::detail::attention_masked_score<T>(a, mask, dot(qi, kj, a.E) * static_cast<T>(a.scale), b, h, i, j);
+  return lockstep::detail::attention_masked_score<A>(a, mask, dot(qi, kj, a.E) * static_cast<A>(a.scale), b, h, i, j);
 }
 
 // 1 / (1 - p) where dropout keeps weight (b, h, i, j), else 0 (1 without dropout).
@@ -51,78 +57,78 @@ __device__ P* row_of(P* base, const AttentionArgs::Layout& lay, int64_t b, int64
   return base + b * lay.batch + h * lay.head + i * lay.row;
 }
 
-template <typename T>
+template <typename T, typename A = attention_acc_t<T>>
 __global__ void attention_forward_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const void* mask, T* out,
-                                         T* lse) {
+                                         A* lse) {
   LOCKSTEP_GRID_STRIDE(row, a.B * a.Hq * a.L) {
     const int64_t i = row % a.L, h = row / a.L % a.Hq, b = row / (a.L * a.Hq), hk = h / a.group();
     const T* qi = q + b * a.q.batch + h * a.q.head + i * a.q.row;
     const T* kb = k + b * a.k.batch + hk * a.k.head;
     const T* vb = v + b * a.v.batch + hk * a.v.head;
-    T acc[kMaxHead];
+    A acc[kMaxHead];
     for (int64_t c = 0; c < a.Ev; ++c) acc[c] = 0;
-    T m = T(-INFINITY), l = 0;
+    A m = A(-INFINITY), l = 0;
     const int64_t s_end = a.is_causal ? (i + 1 < a.S ? i + 1 : a.S) : a.S;
     for (int64_t j = 0; j < s_end; ++j) {
-      const T s = score(a, mask, qi, kb + j * a.k.row, b, h, i, j);
-      if (s == T(-INFINITY)) continue;
-      const T m_new = s > m ? s : m, corr = math::exp(m - m_new), p = math::exp(s - m_new);
+      const A s = score(a, mask, qi, kb + j * a.k.row, b, h, i, j);
+      if (s == A(-INFINITY)) continue;
+      const A m_new = s > m ? s : m, corr = math::exp(m - m_new), p = math::exp(s - m_new);
       l = l * corr + p;
       m = m_new;
-      const T pk = p * keep_factor<T>(a, b, h, i, j);
+      const A pk = p * keep_factor<A>(a, b, h, i, j);
       const T* vj = vb + j * a.v.row;
-      for (int64_t c = 0; c < a.Ev; ++c) acc[c] = acc[c] * corr + pk * vj[c];
+      for (int64_t c = 0; c < a.Ev; ++c) acc[c] = acc[c] * corr + pk * static_cast<A>(vj[c]);
     }
-    const T inv = l > T(0) ? T(1) / l : T(0);
+    const A inv = l > A(0) ? A(1) / l : A(0);
     T* o = out + b * a.out.batch + h * a.out.head + i * a.out.row;
-    for (int64_t c = 0; c < a.Ev; ++c) o[c] = acc[c] * inv;
-    lse[row] = l > T(0) ? m + math::log(l) : T(-INFINITY);
+    for (int64_t c = 0; c < a.Ev; ++c) o[c] = static_cast<T>(acc[c] * inv);
+    lse[row] = l > A(0) ? m + math::log(l) : A(-INFINITY);
   }
 }
 
-template <typename T>
+template <typename T, typename A = attention_acc_t<T>>
 __global__ void attention_backward_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const void* mask,
-                                          const T* out, const T* lse, const T* grad_out, T* dq, T* dk, T* dv) {
-  const T scale = static_cast<T>(a.scale);
+                                          const T* out, const A* lse, const T* grad_out, T* dq, T* dk, T* dv) {
+  const A scale = static_cast<A>(a.scale);
   if (blockIdx.y == 0) {  // dq of query row (b, h, i)
     LOCKSTEP_GRID_STRIDE(row, a.B * a.Hq * a.L) {
       const int64_t i = row % a.L, h = row / a.L % a.Hq, b = row / (a.L * a.Hq), hk = h / a.group();
       const T *qi = row_of(q, a.q, b, h, i), *goi = row_of(grad_out, a.grad_out, b, h, i);
-      const T Di = dot(goi, row_of(out, a.out, b, h, i), a.Ev), li = lse[row];
-      T acc[kMaxHead];
+      const A Di = dot(goi, row_of(out, a.out, b, h, i), a.Ev), li = lse[row];
+      A acc[kMaxHead];
       for (int64_t c = 0; c < a.E; ++c) acc[c] = 0;
-      const int64_t s_end = li == T(-INFINITY) ? 0 : a.is_causal ? (i + 1 < a.S ? i + 1 : a.S) : a.S;
+      const int64_t s_end = li == A(-INFINITY) ? 0 : a.is_causal ? (i + 1 < a.S ? i + 1 : a.S) : a.S;
       for (int64_t j = 0; j < s_end; ++j) {
         const T* kj = row_of(k, a.k, b, hk, j);
-        const T p = math::exp(score(a, mask, qi, kj, b, h, i, j) - li);
-        const T ds = p * (dot(goi, row_of(v, a.v, b, hk, j), a.Ev) * keep_factor<T>(a, b, h, i, j) - Di);
-        for (int64_t c = 0; c < a.E; ++c) acc[c] += ds * kj[c];
+        const A p = math::exp(score(a, mask, qi, kj, b, h, i, j) - li);
+        const A ds = p * (dot(goi, row_of(v, a.v, b, hk, j), a.Ev) * keep_factor<A>(a, b, h, i, j) - Di);
+        for (int64_t c = 0; c < a.E; ++c) acc[c] += ds * static_cast<A>(kj[c]);
       }
       T* d = row_of(dq, a.dq, b, h, i);
-      for (int64_t c = 0; c < a.E; ++c) d[c] = scale * acc[c];
+      for (int64_t c = 0; c < a.E; ++c) d[c] = static_cast<T>(scale * acc[c]);
     }
   } else {  // dk and dv of key row (b, hk, j)
     LOCKSTEP_GRID_STRIDE(row, a.B * a.Hkv * a.S) {
       const int64_t j = row % a.S, hk = row / a.S % a.Hkv, b = row / (a.S * a.Hkv);
       const T *kj = row_of(k, a.k, b, hk, j), *vj = row_of(v, a.v, b, hk, j);
-      T acc_k[kMaxHead], acc_v[kMaxHead];
+      A acc_k[kMaxHead], acc_v[kMaxHead];
       for (int64_t c = 0; c < a.E; ++c) acc_k[c] = 0;
       for (int64_t c = 0; c < a.Ev; ++c) acc_v[c] = 0;
       for (int64_t h = hk * a.group(); h < (hk + 1) * a.group(); ++h) {
         for (int64_t i = a.is_causal ? j : 0; i < a.L; ++i) {
-          const T li = lse[(b * a.Hq + h) * a.L + i];
-          if (li == T(-INFINITY)) continue;
+          const A li = lse[(b * a.Hq + h) * a.L + i];
+          if (li == A(-INFINITY)) continue;
           const T *qi = row_of(q, a.q, b, h, i), *goi = row_of(grad_out, a.grad_out, b, h, i);
-          const T p = math::exp(score(a, mask, qi, kj, b, h, i, j) - li), f = keep_factor<T>(a, b, h, i, j);
-          const T Di = dot(goi, row_of(out, a.out, b, h, i), a.Ev);
-          const T ds = p * (dot(goi, vj, a.Ev) * f - Di);
-          for (int64_t c = 0; c < a.Ev; ++c) acc_v[c] += p * f * goi[c];
-          for (int64_t c = 0; c < a.E; ++c) acc_k[c] += ds * qi[c];
+          const A p = math::exp(score(a, mask, qi, kj, b, h, i, j) - li), f = keep_factor<A>(a, b, h, i, j);
+          const A Di = dot(goi, row_of(out, a.out, b, h, i), a.Ev);
+          const A ds = p * (dot(goi, vj, a.Ev) * f - Di);
+          for (int64_t c = 0; c < a.Ev; ++c) acc_v[c] += p * f * static_cast<A>(goi[c]);
+          for (int64_t c = 0; c < a.E; ++c) acc_k[c] += ds * static_cast<A>(qi[c]);
         }
       }
       T *dkj = row_of(dk, a.dk, b, hk, j), *dvj = row_of(dv, a.dv, b, hk, j);
-      for (int64_t c = 0; c < a.E; ++c) dkj[c] = scale * acc_k[c];
-      for (int64_t c = 0; c < a.Ev; ++c) dvj[c] = acc_v[c];
+      for (int64_t c = 0; c < a.E; ++c) dkj[c] = static_cast<T>(scale * acc_k[c]);
+      for (int64_t c = 0; c < a.Ev; ++c) dvj[c] = static_cast<T>(acc_v[c]);
     }
   }
 }
@@ -140,11 +146,15 @@ void CudaBackend::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, c
   const int64_t rows = args.B * args.Hq * args.L;
   if (rows == 0) return;
   OnDevice on(q.device());
-  dispatch_floating(q.dtype(), "attention_forward", [&](auto tag) {
+  dispatch(q.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    LOCKSTEP_LAUNCH("attention_forward", attention_forward_kernel<T>, grid_for(rows, on.ctx, 128), 128, on.stream(),
-                    args, q.data<T>(), k.data<T>(), v.data<T>(), mask.defined() ? mask.data_ptr() : nullptr,
-                    out.data<T>(), lse.data<T>());
+    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
+      LOCKSTEP_LAUNCH("attention_forward", attention_forward_kernel<T>, grid_for(rows, on.ctx, 128), 128,
+                      on.stream(), args, q.data<T>(), k.data<T>(), v.data<T>(),
+                      mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(), lse.data<attention_acc_t<T>>());
+    } else {
+      fail("attention_forward: expected a floating tensor, got ", q.dtype());
+    }
   });
 }
 
@@ -155,12 +165,16 @@ void CudaBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const T
   const int64_t rows = std::max(args.B * args.Hq * args.L, args.B * args.Hkv * args.S);
   if (rows == 0) return;
   OnDevice on(q.device());
-  dispatch_floating(q.dtype(), "attention_backward", [&](auto tag) {
+  dispatch(q.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const dim3 grid(grid_for(rows, on.ctx, 128), 2);
-    LOCKSTEP_LAUNCH("attention_backward", attention_backward_kernel<T>, grid, 128, on.stream(), args, q.data<T>(),
-                    k.data<T>(), v.data<T>(), mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(),
-                    lse.data<T>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
+    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
+      const dim3 grid(grid_for(rows, on.ctx, 128), 2);
+      LOCKSTEP_LAUNCH("attention_backward", attention_backward_kernel<T>, grid, 128, on.stream(), args, q.data<T>(),
+                      k.data<T>(), v.data<T>(), mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(),
+                      lse.data<attention_acc_t<T>>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
+    } else {
+      fail("attention_backward: expected a floating tensor, got ", q.dtype());
+    }
   });
 }
 

@@ -1,8 +1,10 @@
 // Fused attention's CUDA kernels (tensor/cuda/attention.cu) against the CPU's (tensor/cpu/attention.cpp):
-// values and the gradients of q, k and v, float32 and float64, with a causal mask over a GPT's strided views,
+// values and the gradients of q, k and v, float32 and float64 (and bfloat16, float16 against the CPU in float32),
+// with a causal mask over a GPT's strided views,
 // bool and additive masks, GQA, L != S and dropout (both devices draw the same Philox mask).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -92,5 +94,47 @@ TEST_CASE("fused attention on the GPU equals the CPU's: causal over strided view
     manual_seed(7);
     const Run on_cpu = run(dropout, q, k, v, g, Device::cpu());
     check_close(on_gpu, on_cpu, tol, "dropout, causal, GQA");
+  }
+}
+
+TEST_CASE("fused attention on the GPU in bfloat16 and float16 equals the CPU's float32 on the same values") {
+  REQUIRE_DEVICE();
+  const Device gpu = Device::cuda(0);
+  manual_seed(1);
+  const int64_t B = 2, Hq = 4, Hkv = 2, L = 67, S = 45, E = 8, Ev = 12;
+  for (Dtype dtype : {kBFloat16, kFloat16}) {
+    // The GPU computes in float32 and rounds each result once: a step of the 16-bit type, relative to the
+    // largest magnitude (a gradient element is a sum of larger terms).
+    const double tol = dtype == kBFloat16 ? 1.2e-2 : 2e-3;
+    const Tensor q = randn({B, Hq, L, E}).to(dtype), k = randn({B, Hkv, S, E}).to(dtype),
+                 v = randn({B, Hkv, S, Ev}).to(dtype), g = randn({B, Hq, L, Ev}).to(dtype);
+    const Tensor add_mask = randn({B, 1, L, S}).to(dtype), bool_mask = rand({L, S}) > 0.3;
+    struct Case {
+      const char* name;
+      Tensor mask;
+      double dropout_p;
+      bool causal;
+    };
+    for (const Case& c : {Case{"additive mask, GQA", add_mask, 0.0, false}, Case{"bool mask, GQA", bool_mask, 0.0, false},
+                          Case{"dropout, causal, GQA", Tensor(), 0.25, true}}) {
+      INFO(c.name, " ", dtype_name(dtype));
+      auto sdpa = [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+        const Tensor m = !c.mask.defined() ? c.mask : c.mask.dtype() == kBool ? c.mask.to(a.device())
+                                                                              : c.mask.to(a.device()).to(a.dtype());
+        return F::scaled_dot_product_attention(a, b, d, m, c.dropout_p, c.causal, 0.4, true);
+      };
+      manual_seed(7);
+      const Run half = run(sdpa, q, k, v, g, gpu);
+      manual_seed(7);
+      const Run ref = run(sdpa, q.to(kFloat32), k.to(kFloat32), v.to(kFloat32), g.to(kFloat32), Device::cpu());
+      const Tensor* got[] = {&half.out, &half.dq, &half.dk, &half.dv};
+      const Tensor* want[] = {&ref.out, &ref.dq, &ref.dk, &ref.dv};
+      for (int i = 0; i < 4; ++i) {
+        CHECK(got[i]->dtype() == dtype);
+        const double scale = std::max(1.0, want[i]->abs().max().item<double>());
+        const double diff = (got[i]->to(kFloat32) - *want[i]).abs().max().item<double>();
+        CHECK_MESSAGE(diff <= tol * scale, "result ", i, ": largest difference ", diff, " of max ", scale);
+      }
+    }
   }
 }

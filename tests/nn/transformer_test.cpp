@@ -179,21 +179,111 @@ TEST_CASE("MultiheadAttention matches PyTorch: outputs, attention weights and ev
   }
 }
 
-TEST_CASE("is_causal alone applies the causal mask on both paths, as the explicit mask does") {
+TEST_CASE("is_causal is a hint that needs its mask, as PyTorch's: alone it is an error, with the mask it agrees") {
   nn::MultiheadAttention m(nn::MultiheadAttentionOptions(8, 2).batch_first(true));
   load_case(*m, "mha_cross_bf");
   const Tensor x = fx("mha_causal_nobias.in.x"), pad = fx("mha_self.mask.key_padding_mask");
   const Tensor causal = nn::generate_square_subsequent_mask(4, kFloat64);
   for (bool need_weights : {false, true}) {
     INFO("need_weights ", need_weights);
-    check_close(std::get<0>(m(x, x, x, Tensor(), need_weights, Tensor(), true, true)),
-                std::get<0>(m(x, x, x, Tensor(), true, causal)), "is_causal alone", 1e-12);
-    check_close(std::get<0>(m(x, x, x, pad, need_weights, Tensor(), true, true)),
+    // PyTorch: "Need attn_mask if specifying the is_causal hint" (torch 2.x, MultiheadAttention in training).
+    testing::expect_error("is_causal alone", [&] { m(x, x, x, Tensor(), need_weights, Tensor(), true, true); },
+                          {"MultiheadAttention", "is_causal", "attn_mask", "generate_square_subsequent_mask(4)"});
+    check_close(std::get<0>(m(x, x, x, Tensor(), need_weights, causal, true, true)),
+                std::get<0>(m(x, x, x, Tensor(), true, causal)), "is_causal with its mask", 1e-12);
+    check_close(std::get<0>(m(x, x, x, pad, need_weights, causal, true, true)),
                 std::get<0>(m(x, x, x, pad, true, causal)), "is_causal with key padding", 1e-12);
   }
+  // The layers and stacks pass their is_causal flags to MultiheadAttention: the same error.
+  auto enc_layer = nn::TransformerEncoderLayer(
+      nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).batch_first(true));
+  enc_layer->to(kFloat64);
+  nn::TransformerEncoder encoder(enc_layer, 2);
+  auto dec_layer = nn::TransformerDecoderLayer(
+      nn::TransformerDecoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).batch_first(true));
+  dec_layer->to(kFloat64);
+  nn::TransformerDecoder decoder(dec_layer, 2);
+  const std::initializer_list<std::string> parts = {"is_causal", "attn_mask"};
+  testing::expect_error("encoder layer", [&] { enc_layer(x, Tensor(), Tensor(), true); }, parts);
+  testing::expect_error("encoder", [&] { encoder(x, Tensor(), Tensor(), true); }, parts);
+  testing::expect_error("decoder layer, tgt_is_causal",
+                        [&] { dec_layer(x, x, Tensor(), Tensor(), Tensor(), Tensor(), true); }, parts);
+  testing::expect_error("decoder layer, memory_is_causal",
+                        [&] { dec_layer(x, x, causal, Tensor(), Tensor(), Tensor(), false, true); }, parts);
+  testing::expect_error("decoder", [&] { decoder(x, x, Tensor(), Tensor(), Tensor(), Tensor(), true); }, parts);
+  check_close(enc_layer(x, causal, Tensor(), true), enc_layer(x, causal), "encoder layer with its mask", 1e-12);
+  check_close(decoder(x, x, causal, Tensor(), Tensor(), Tensor(), true), decoder(x, x, causal),
+              "decoder with its mask", 1e-12);
   const double inf = std::numeric_limits<double>::infinity();
   CHECK(nn::generate_square_subsequent_mask(3).to_vector<float>() ==
         std::vector<float>{0, -float(inf), -float(inf), 0, 0, -float(inf), 0, 0, 0});
+}
+
+// m's parameter `name`, undefined when it has none.
+Tensor param_of(const nn::Module& m, const std::string& name) {
+  for (const auto& [k, p] : m.named_parameters())
+    if (k == name) return p;
+  return Tensor();
+}
+
+TEST_CASE("Transformer (encoder-decoder) matches PyTorch: strict state dict, outputs and every gradient") {
+  SUBCASE("2 + 1 post-norm ReLU layers, sequence first, padding and a causal tgt_mask") {
+    nn::Transformer model(nn::TransformerOptions(8, 2, 2, 1).dim_feedforward(16).dropout(0.0));
+    CHECK(param_of(*model, "encoder.norm.weight").defined());
+    CHECK(param_of(*model, "decoder.layers.0.multihead_attn.in_proj_weight").defined());
+    check_case("transformer", *model, [&](Named& in, const Named& mk) {
+      return Outputs{{"out", model(in["src"], in["tgt"], Tensor(), mk.at("tgt_mask"), Tensor(),
+                                   mk.at("src_key_padding_mask"), Tensor(), mk.at("memory_key_padding_mask"))}};
+    });
+  }
+  SUBCASE("1 + 2 pre-norm GELU layers without biases, batch first, is_causal hints with their masks") {
+    nn::Transformer model(nn::TransformerOptions(8, 2, 1, 2)
+                              .dim_feedforward(12)
+                              .dropout(0.0)
+                              .activation("gelu")
+                              .batch_first(true)
+                              .norm_first(true)
+                              .bias(false));
+    check_case("transformer_bf", *model, [&](Named& in, const Named& mk) {
+      return Outputs{{"out", model(in["src"], in["tgt"], mk.at("src_mask"), mk.at("tgt_mask"), mk.at("memory_mask"),
+                                   Tensor(), Tensor(), Tensor(), true, true)}};
+    });
+  }
+}
+
+TEST_CASE("Transformer: PyTorch's defaults and initialisation, custom stacks, and errors naming the shapes") {
+  manual_seed(5);
+  nn::Transformer model(nn::TransformerOptions(16, 4, 2, 2).dim_feedforward(32));
+  CHECK(model->options.dropout() == 0.1);
+  CHECK(nn::TransformerOptions().d_model() == 512);
+  CHECK(nn::TransformerOptions().num_encoder_layers() == 6);
+  // _reset_parameters: xavier_uniform_ on every matrix, so the copied layers differ; vectors keep their
+  // modules' initialisation (MultiheadAttention's in_proj_bias 0, LayerNorm's weight 1).
+  const Tensor w0 = param_of(*model, "encoder.layers.0.linear1.weight"),
+               w1 = param_of(*model, "encoder.layers.1.linear1.weight");
+  CHECK((w0 - w1).abs().max().item<double>() > 0);
+  const double bound = std::sqrt(6.0 / (16 + 32));  // xavier_uniform_ on [32, 16]
+  CHECK(w0.abs().max().item<double>() <= bound);
+  CHECK(w0.abs().max().item<double>() > 0.8 * bound);
+  CHECK(param_of(*model, "encoder.layers.0.self_attn.in_proj_bias").abs().max().item<double>() == 0);
+  CHECK((param_of(*model, "decoder.norm.weight") - 1.0).abs().max().item<double>() == 0);
+  // Custom stacks replace the built ones.
+  nn::TransformerEncoder enc(nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(8)),
+                             1);
+  nn::Transformer custom(nn::TransformerOptions(16, 4).custom_encoder(enc).num_decoder_layers(1));
+  CHECK(custom->encoder->num_layers == 1);
+  CHECK(custom->decoder->num_layers == 1);
+  CHECK(!param_of(*custom, "encoder.norm.weight").defined());
+  model->eval();
+  const Tensor src = randn({5, 2, 16}), tgt = randn({3, 2, 16});
+  CHECK(model(src, tgt).shape() == Shape{3, 2, 16});
+  testing::expect_error("batch", [&] { model(src, randn({3, 4, 16})); }, {"Transformer", "batch", "[5, 2, 16]", "[3, 4, 16]"});
+  testing::expect_error("features", [&] { model(src, randn({3, 2, 8})); }, {"Transformer", "d_model", "16", "[3, 2, 8]"});
+  testing::expect_error("dims", [&] { model(src, randn({3, 16})); }, {"Transformer", "[5, 2, 16]", "[3, 16]"});
+  testing::expect_error("is_causal without its mask", [&] { model(src, tgt, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), false, true); },
+                        {"is_causal", "attn_mask"});
+  CHECK(nn::TransformerImpl::generate_square_subsequent_mask(2).to_vector<float>() ==
+        std::vector<float>{0, -std::numeric_limits<float>::infinity(), 0, 0});
 }
 
 TEST_CASE("TransformerEncoder, TransformerDecoderLayer and TransformerDecoder match PyTorch") {
