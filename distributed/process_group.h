@@ -86,6 +86,14 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                                   bool async_op) = 0;
   virtual std::shared_ptr<Work> do_barrier(bool async_op) = 0;
+  // The flat forms, with checked, contiguous, one-dimensional tensors: `output` of size() * input.numel()
+  // elements for all_gather, `input` of size() * output.numel() for reduce_scatter. The input may be
+  // chunk rank() of the output (all_gather in place), the output chunk rank() of the input. By default
+  // the chunks of the flat tensor go to do_all_gather and do_reduce_scatter; a backend with a flat
+  // algorithm of its own (one run of memory, no per-chunk bookkeeping) overrides these.
+  virtual std::shared_ptr<Work> do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op);
+  virtual std::shared_ptr<Work> do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                         bool async_op);
 
   // A Work that has already finished successfully (zero-element collectives).
   static std::shared_ptr<Work> completed_work(const char* op);
