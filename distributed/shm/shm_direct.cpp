@@ -51,10 +51,7 @@ void ShmGroup::read_peer(int k, void* to, uint64_t from, size_t bytes, const cha
     const ssize_t got = ::process_vm_readv(pids_[k], &local, 1, &remote, 1, 0);
     if (got <= 0) {
       const int err = got < 0 ? errno : EIO;
-      if (err == ESRCH || !alive(k)) {
-        throw ShmError(lockstep::detail::str_cat("shared memory: rank ", ranks_[k], " (pid ", pids_[k],
-                                                 ") exited during ", op, " (its process died or failed)"));
-      }
+      if (err == ESRCH || !alive(k)) peer_gone(k, op);
       throw ShmError(lockstep::detail::str_cat("shared memory: reading ", bytes, " bytes of rank ", ranks_[k],
                                                " (pid ", pids_[k], ") in ", op, " failed: ", std::strerror(err)));
     }

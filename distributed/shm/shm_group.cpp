@@ -34,6 +34,9 @@ struct alignas(128) ShmGroup::Control {
   std::atomic<uint64_t> what[2];
   // An address in the rank's process that the others may read at step s, at [s & 1] (direct reads).
   std::atomic<uint64_t> addr[2];
+  // 1 + the local rank this rank found dead, 0 while none: a rank that fails because a peer died says
+  // which, so that the ranks still waiting for it, once it has gone too, name the first to die.
+  std::atomic<int32_t> found_dead;
 };
 
 namespace {
@@ -199,6 +202,20 @@ void ShmGroup::wait_all(const char* op, uint64_t step_what) {
   }
 }
 
+void ShmGroup::peer_gone(int k, const char* op) {
+  // Where an earlier rank found another dead (and has since exited itself), that one is the cause.
+  for (int j = 0; j < size(); ++j) {
+    const int32_t dead = j == local_ ? 0 : control(j).found_dead.load(std::memory_order_acquire);
+    if (dead > 0 && dead - 1 != local_ && dead - 1 != j && (j == k || !alive(dead - 1))) {
+      k = dead - 1;
+      break;
+    }
+  }
+  control(local_).found_dead.store(k + 1, std::memory_order_release);
+  throw ShmError(lockstep::detail::str_cat("shared memory: rank ", ranks_[k], " (pid ", pids_[k], ") exited during ",
+                                           op, " (its process died or failed)"));
+}
+
 uint64_t ShmGroup::published_addr(int k) const {
   return control(k).addr[arrivals_ & 1].load(std::memory_order_relaxed);  // published by its `arrived` store
 }
@@ -238,9 +255,11 @@ void ShmGroup::wait_for(int k, uint32_t target, const char* op) {
       ++stats_.after_sleep;
       return;
     }
-    if (!alive(k)) {
-      throw ShmError(lockstep::detail::str_cat("shared memory: rank ", ranks_[k], " (pid ", pids_[k],
-                                               ") exited during ", op, " (its process died or failed)"));
+    if (!alive(k)) peer_gone(k, op);
+    // A peer that found another dead has stopped: name that one now, not when this peer exits too.
+    for (int j = 0; j < size(); ++j) {
+      const int32_t dead = j == local_ ? 0 : control(j).found_dead.load(std::memory_order_acquire);
+      if (dead > 0 && dead - 1 != local_) peer_gone(dead - 1, op);
     }
     if (Clock::now() >= deadline_) {
       throw ShmError(lockstep::detail::str_cat(

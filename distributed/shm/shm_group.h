@@ -131,6 +131,9 @@ class ShmGroup {
   void reduce_scatter_direct(const void* input, void* output, size_t n, Dtype dtype, ReduceOp op, int avg_divisor);
   void wait_for(int local, uint32_t target, const char* op);
   bool alive(int local) const;
+  // Throws the ShmError for local rank k found dead during `op`, or for the rank an earlier failure
+  // found dead (see Control::found_dead), and marks it in this rank's control line.
+  [[noreturn]] void peer_gone(int k, const char* op);
   // The buffer of the next step (alternating).
   int next_buffer() { return static_cast<int>(step_++ & 1); }
 

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "distributed/gloo/process_group_gloo.h"
+#include "distributed/shm/shm_group.h"
+#include "distributed/store/file_store.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tests/distributed/flat_values.h"
@@ -180,6 +182,54 @@ TEST_CASE("flat collectives over shared memory: every dtype and op, world sizes 
 
 TEST_CASE("flat collectives over TCP (the ring on DirectMesh): every dtype and op, world sizes 1 to 4") {
   run_every_case(/*shm=*/false);
+}
+
+TEST_CASE("shared memory: large flat collectives read the other ranks' memory directly, with the segment's results") {
+  // From ShmGroup::kDirectMinBytes per rank the ranks read each other's inputs (process_vm_readv) where
+  // the host allows it; LOCKSTEP_SHM_CMA=0 keeps them on the segment. Both must give the hand-computed
+  // values, for every op and for the dtypes' sizes on either side of the threshold.
+  for (const char* cma : {"1", "0"}) {
+    for (int W : {2, 3}) {
+      CAPTURE(cma);
+      CAPTURE(W);
+      testing::TempDir dir("lockstep_flat_direct");
+      auto results = testing::run_ranks(W, [&](int rank) {
+        ::setenv("LOCKSTEP_SHM_CMA", cma, 1);
+        auto store = std::make_shared<dist::FileStore>(dir.path + "/store", W, kTimeout);
+        std::vector<int> ranks(W);
+        for (int r = 0; r < W; ++r) ranks[r] = r;
+        dist::shm::ShmGroup group(*store, ranks, rank, dist::shm::ShmOptions{size_t{1} << 20, kTimeout});
+        // This machine's kernel allows cross-memory attach between a process's own children (Linux's
+        // default); where it did not, the probe would have turned direct reads off on every rank.
+        RANK_CHECK(group.direct_reads() == (std::string(cma) == "1"), "direct reads ", group.direct_reads());
+        for (Dtype dtype : {kFloat32, kInt64, kBFloat16}) {
+          const int64_t n = 100003;  // 400 KB of float32 per rank, 200 KB of bfloat16: both sides of the threshold
+          Tensor mine = flat::input(dtype, ReduceOp::SUM, rank, n);
+          Tensor gathered = zeros({W * n}, dtype);
+          std::vector<void*> outs(W);
+          for (int r = 0; r < W; ++r) outs[r] = static_cast<char*>(gathered.data_ptr()) + r * mine.nbytes();
+          group.all_gather(mine.data_ptr(), outs, mine.nbytes());
+          const std::string wrong = flat::check_gathered(gathered, W);
+          RANK_CHECK(wrong.empty(), "all_gather ", dtype_name(dtype), ": ", wrong);
+          for (ReduceOp op : kOps) {
+            Tensor whole = flat::input(dtype, op, rank, W * n);
+            Tensor out = zeros({n}, dtype);
+            group.reduce_scatter_flat(whole.data_ptr(), out.data_ptr(), n, dtype, op, W);
+            const std::string bad = flat::check_reduced(out, op, W, rank);
+            RANK_CHECK(bad.empty(), "reduce_scatter_flat ", dtype_name(dtype), " ", dist::reduce_op_name(op), ": ", bad);
+            // In place: the output is this rank's chunk of the input.
+            Tensor again = flat::input(dtype, op, rank, W * n);
+            group.reduce_scatter_flat(again.data_ptr(), static_cast<char*>(again.data_ptr()) + rank * out.nbytes(), n,
+                                      dtype, op, W);
+            const std::string bad2 = flat::check_reduced(again.narrow(0, rank * n, n), op, W, rank);
+            RANK_CHECK(bad2.empty(), "reduce_scatter_flat in place ", dtype_name(dtype), " ", dist::reduce_op_name(op),
+                       ": ", bad2);
+          }
+        }
+      });
+      CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+    }
+  }
 }
 
 TEST_CASE("flat collectives: the shared-memory and TCP results are the same bits for float32 SUM") {
