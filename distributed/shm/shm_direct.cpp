@@ -35,12 +35,16 @@ bool ShmGroup::probe_direct_reads() {
     ok = ::process_vm_readv(pids_[k], &to, 1, &from, 1, 0) == sizeof(theirs) &&
          theirs == (0x6c6f636b73746570ULL ^ static_cast<uint64_t>(k));
   }
-  // The second step also keeps `word` alive until every rank has read it.
-  arrive(kProbeAgree, ok ? 1 : 0);
+  // The second step also keeps `word` alive until every rank has read it, and agrees on the threshold:
+  // local rank 0's LOCKSTEP_SHM_DIRECT_MIN_BYTES (all ranks must take the same path).
+  const uint64_t threshold = static_cast<uint64_t>(
+      env_int("LOCKSTEP_SHM_DIRECT_MIN_BYTES", static_cast<long long>(kDirectMinBytes), 1, 1LL << 40));
+  arrive(kProbeAgree, ok ? (threshold << 1) | 1 : 0);
   wait_all("setup", kProbeAgree);
   for (int k = 0; k < size(); ++k) {
-    if (k != local_ && published_addr(k) != 1) ok = false;
+    if (k != local_ && published_addr(k) == 0) ok = false;
   }
+  direct_min_bytes_ = local_ == 0 ? threshold : published_addr(0) >> 1;
   return ok;
 }
 

@@ -338,7 +338,7 @@ void ShmGroup::broadcast(void* data, size_t bytes, int root) {
 void ShmGroup::all_gather(const void* input, const std::vector<void*>& outputs, size_t bytes) {
   LOCKSTEP_CHECK(static_cast<int>(outputs.size()) == size(), "shared memory: all_gather needs ", size(), " outputs");
   deadline_ = deadline_after(options_.timeout);
-  if (direct_ && bytes >= kDirectMinBytes) return all_gather_direct(input, outputs, bytes);
+  if (direct_ && bytes >= direct_min_bytes_) return all_gather_direct(input, outputs, bytes);
   const char* in = static_cast<const char*>(input);
   char* own = static_cast<char*>(outputs[local_]);
   for (size_t off = 0; off < bytes; off += options_.slot_bytes) {
@@ -399,7 +399,7 @@ void ShmGroup::reduce_scatter_flat(const void* input, void* output, size_t n, Dt
                                    int avg_divisor) {
   const int W = size();
   const size_t bytes = n * element_size(dtype);
-  if (direct_ && bytes >= kDirectMinBytes) {
+  if (direct_ && bytes >= direct_min_bytes_) {
     deadline_ = deadline_after(options_.timeout);
     return reduce_scatter_direct(input, output, n, dtype, op, avg_divisor);
   }

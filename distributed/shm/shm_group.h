@@ -67,9 +67,10 @@ class ShmGroup {
   // all_reduce up to this size folds everything on every rank (one synchronization).
   static constexpr size_t kSmallBytes = 16 << 10;
   // all_gather and reduce_scatter_flat read the others' memory directly (when the group can) from this
-  // many bytes per rank: below it the segment's single step is faster than two synchronizations and a
-  // system call per peer.
-  static constexpr size_t kDirectMinBytes = 256 << 10;
+  // many bytes per rank (LOCKSTEP_SHM_DIRECT_MIN_BYTES on the host's first rank overrides it). Measured
+  // at 2 ranks (BENCHMARKS.md): 2.5-3.9x faster than the segment from 32 KiB per rank up, and no slower
+  // at 16 KiB; below, one synchronization costs less than two and a system call per peer.
+  static constexpr size_t kDirectMinBytes = 16 << 10;
 
   // Collective among `ranks` (global rank numbers, ascending; this process is ranks[local]) through
   // `store` (a prefix of this group alone): ranks[0] creates the segment, the others attach. Throws
@@ -146,6 +147,7 @@ class ShmGroup {
   std::vector<char> fold_tmp_;  // a block of partial results, when the output is one of the inputs
   std::vector<char> peer_blocks_;  // direct reduce-scatter: the block read from each other rank
   bool direct_ = false;
+  size_t direct_min_bytes_ = kDirectMinBytes;  // LOCKSTEP_SHM_DIRECT_MIN_BYTES on local rank 0
   uint32_t arrivals_ = 0;  // this rank's arrival counter, as published
   uint64_t step_ = 0;
   Deadline deadline_{};  // of the collective in progress

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "distributed/gloo/process_group_gloo.h"
@@ -185,7 +186,7 @@ TEST_CASE("flat collectives over TCP (the ring on DirectMesh): every dtype and o
 }
 
 TEST_CASE("shared memory: large flat collectives read the other ranks' memory directly, with the segment's results") {
-  // From ShmGroup::kDirectMinBytes per rank the ranks read each other's inputs (process_vm_readv) where
+  // From ShmGroup::kDirectMinBytes (16 KiB) per rank the ranks read each other's inputs (process_vm_readv) where
   // the host allows it; LOCKSTEP_SHM_CMA=0 keeps them on the segment. Both must give the hand-computed
   // values, for every op and for the dtypes' sizes on either side of the threshold.
   for (const char* cma : {"1", "0"}) {
@@ -202,15 +203,18 @@ TEST_CASE("shared memory: large flat collectives read the other ranks' memory di
         // This machine's kernel allows cross-memory attach between a process's own children (Linux's
         // default); where it did not, the probe would have turned direct reads off on every rank.
         RANK_CHECK(group.direct_reads() == (std::string(cma) == "1"), "direct reads ", group.direct_reads());
-        for (Dtype dtype : {kFloat32, kInt64, kBFloat16}) {
-          const int64_t n = 100003;  // 400 KB of float32 per rank, 200 KB of bfloat16: both sides of the threshold
+        // 3001 elements: 6 KB of bfloat16 and 12 KB of float32 per rank stay on the segment, 24 KB of int64
+        // read directly; 100003: several of the direct reduce-scatter's blocks.
+        for (auto [dtype, n] : {std::pair{kFloat32, int64_t{3001}}, std::pair{kInt64, int64_t{3001}},
+                                std::pair{kBFloat16, int64_t{3001}}, std::pair{kFloat32, int64_t{100003}},
+                                std::pair{kBFloat16, int64_t{100003}}}) {
           Tensor mine = flat::input(dtype, ReduceOp::SUM, rank, n);
           Tensor gathered = zeros({W * n}, dtype);
           std::vector<void*> outs(W);
           for (int r = 0; r < W; ++r) outs[r] = static_cast<char*>(gathered.data_ptr()) + r * mine.nbytes();
           group.all_gather(mine.data_ptr(), outs, mine.nbytes());
           const std::string wrong = flat::check_gathered(gathered, W);
-          RANK_CHECK(wrong.empty(), "all_gather ", dtype_name(dtype), ": ", wrong);
+          RANK_CHECK(wrong.empty(), "all_gather ", dtype_name(dtype), " ", n, ": ", wrong);
           for (ReduceOp op : kOps) {
             Tensor whole = flat::input(dtype, op, rank, W * n);
             Tensor out = zeros({n}, dtype);
