@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <string>
 
+#include "autograd/functions.h"
 #include "distributed/api.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/factory.h"
