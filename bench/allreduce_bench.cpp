@@ -1,30 +1,41 @@
-// allreduce_bench: all-reduce sweep in nccl-tests' all_reduce_perf format, for lockstep's process groups
-// (gloo or mpi on CPU tensors, nccl on CUDA tensors) or for the baselines they are measured against:
+// allreduce_bench: all-reduce, reduce-scatter or all-gather sweep (--op all_reduce|reduce_scatter|all_gather)
+// in nccl-tests' all_reduce_perf / reduce_scatter_perf / all_gather_perf format, for lockstep's process
+// groups (gloo or mpi on CPU tensors, nccl on CUDA tensors) or for the baselines they are measured against:
 //   --raw-gloo  gloo's own allreduce called directly on a gloo context of our making (gloo's default
 //               algorithm, the ring, as PyTorch uses; bcube with --raw-algorithm bcube). ProcessGroupGloo
 //               runs its own transport and algorithms (GlooOptions), so this is the bar it must clear.
-//   --raw-nccl  ncclAllReduce called directly on the same CUDA tensors (builds with NCCL only).
-//   --raw-mpi   MPI_Allreduce called directly on the same CPU tensors, on MPI_COMM_WORLD, under mpirun
-//               (builds with Open MPI only): the mpi backend's bar in the same binary and allocator.
-//               tools/mpi/ holds its twin in plain C.
+//               All-reduce only.
+//   --raw-nccl  ncclAllReduce / ncclReduceScatter / ncclAllGather called directly on the same CUDA tensors
+//               (builds with NCCL only).
+//   --raw-mpi   MPI_Allreduce / MPI_Reduce_scatter_block / MPI_Allgather called directly on the same CPU
+//               tensors, on MPI_COMM_WORLD, under mpirun (builds with Open MPI only): the bar for the mpi
+//               backend and for shared memory, in the same binary and allocator. tools/mpi/ holds the
+//               all-reduce's twin in plain C.
 //
 //   launch --nproc_per_node=2 bazel-bin/bench/allreduce_bench -b 4 -e 64M -f 4
 //   launch --nproc_per_node=2 bazel-bin/bench/allreduce_bench -b 1M -e 64M -f 4 --raw-gloo
 //   launch --nproc_per_node=1 bazel-bin/bench/allreduce_bench -b 1M -e 256M --backend nccl   # and --raw-nccl
 //   mpirun -np 2 bazel-bin/bench/allreduce_bench --backend mpi   # beside tools/mpi/run.sh 2 (MPI_Allreduce)
+//   launch --nproc_per_node=2 bazel-bin/bench/allreduce_bench --op reduce_scatter -b 64K -e 64M
+//   mpirun -np 2 bazel-bin/bench/allreduce_bench --op reduce_scatter -b 64K -e 64M --raw-mpi  # its bar
 //
 // Per size: -w untimed iterations, then -n timed ones, each timed on its own on every rank (host clock
 // around the call and its wait; on a GPU also around cuda::synchronize). After the loop one MAX all-reduce
 // gathers the per-iteration times, so the time reported is the median over iterations of the slowest rank.
-// algbw = size / time, busbw = algbw * 2(n-1)/n (nccl-tests' all-reduce factor).
+// algbw = size / time; busbw = algbw * 2(n-1)/n for all-reduce, algbw * (n-1)/n for reduce-scatter and
+// all-gather (nccl-tests' factors). The size is, as in nccl-tests, the whole buffer: for reduce-scatter
+// the input (n chunks), for all-gather the output (n chunks); each rank's chunk is size / n.
 //
 // Out-of-place: lockstep's all_reduce works in place, so an out-of-place iteration copies the input
 // buffer into the output buffer and all-reduces the output; the copy is inside the timed region.
+// reduce_scatter_tensor and all_gather_into_tensor take separate buffers out of place; in place the
+// output is chunk rank of the input (reduce-scatter), the input chunk rank of the output (all-gather).
 //
 // #wrong: after the timed loops, one more iteration of each kind on freshly filled buffers, compared
 // element by element with the exact expected result: rank r holds r + 1 + (i % 4) at element i, so
 // SUM = n(n+1)/2 + n(i % 4), MIN = 1 + (i % 4), MAX = n + (i % 4), AVG = SUM / n; for PROD rank r holds 2
-// where (i + r) % n == 0 and 1 elsewhere, so every product is exactly 2. All exact in every dtype (bfloat16
+// where (i + r) % n == 0 and 1 elsewhere, so every product is exactly 2 (i: the index in the whole
+// buffer, for reduce-scatter too). For all-gather rank r's chunk holds r + 1 + (j % 4) at element j. All exact in every dtype (bfloat16
 // and float16 up to 64 ranks); AVG on floats is allowed the rounding of its final division. Sizes and
 // bandwidths are in bytes of the dtype: a bfloat16 row moves half the elements' bytes of a float row.
 #include <arpa/inet.h>
@@ -42,6 +53,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -78,6 +91,11 @@ class Collective {
   virtual ~Collective() = default;
   // Blocking, in place; on a GPU it returns once the device has finished.
   virtual void all_reduce(Tensor& t, Op op) = 0;
+  // The flat forms (ProcessGroup::reduce_scatter_tensor, all_gather_into_tensor), blocking.
+  virtual void reduce_scatter(Tensor& out, const Tensor& in, Op op) {
+    fail("allreduce_bench: ", name(), " measures all_reduce only");
+  }
+  virtual void all_gather(Tensor& out, const Tensor& in) { fail("allreduce_bench: ", name(), " measures all_reduce only"); }
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string name() const = 0;
@@ -89,6 +107,14 @@ class ProcessGroupCollective : public Collective {
   explicit ProcessGroupCollective(Device device) : pg_(dist::default_pg()), device_(device) {}
   void all_reduce(Tensor& t, Op op) override {
     pg_->all_reduce(t, op, /*async_op=*/false);
+    if (device_.is_cuda()) cuda::synchronize(device_.index);
+  }
+  void reduce_scatter(Tensor& out, const Tensor& in, Op op) override {
+    pg_->reduce_scatter_tensor(out, in, op, /*async_op=*/false);
+    if (device_.is_cuda()) cuda::synchronize(device_.index);
+  }
+  void all_gather(Tensor& out, const Tensor& in) override {
+    pg_->all_gather_into_tensor(out, in, /*async_op=*/false);
     if (device_.is_cuda()) cuda::synchronize(device_.index);
   }
   int rank() const override { return pg_->rank(); }
@@ -213,6 +239,23 @@ class RawNcclCollective : public Collective {
                        ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
                                      dist::detail::nccl_dtype(t.dtype()), dist::detail::nccl_op(op), comm_, stream_),
                        "raw NCCL");
+    sync();
+  }
+  void reduce_scatter(Tensor& out, const Tensor& in, Op op) override {
+    LOCKSTEP_NCCL_CALL("allreduce_bench",
+                       ncclReduceScatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(out.numel()),
+                                         dist::detail::nccl_dtype(out.dtype()), dist::detail::nccl_op(op), comm_, stream_),
+                       "raw NCCL");
+    sync();
+  }
+  void all_gather(Tensor& out, const Tensor& in) override {
+    LOCKSTEP_NCCL_CALL("allreduce_bench",
+                       ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(in.numel()),
+                                     dist::detail::nccl_dtype(in.dtype()), comm_, stream_),
+                       "raw NCCL");
+    sync();
+  }
+  void sync() {
     const cudaError_t err = cudaStreamSynchronize(stream_);
     LOCKSTEP_CHECK(err == cudaSuccess, "allreduce_bench: cudaStreamSynchronize: ", cudaGetErrorString(err));
   }
@@ -236,24 +279,48 @@ class RawMpiCollective : public Collective {
  public:
   RawMpiCollective() { std::tie(rank_, size_) = dist::ProcessGroupMPI::world_rank_and_size(); }
   void all_reduce(Tensor& t, Op op) override {
-    LOCKSTEP_CHECK(!is_reduced_floating_point(t.dtype()), "allreduce_bench: --raw-mpi has no ", t.dtype(),
-                   " (MPI has no 16-bit float type)");
-    const MPI_Datatype type = t.dtype() == kFloat32 ? MPI_FLOAT : t.dtype() == kFloat64 ? MPI_DOUBLE : MPI_INT64_T;
-    const MPI_Op mpi_op = op == Op::MIN ? MPI_MIN : op == Op::MAX ? MPI_MAX : op == Op::PRODUCT ? MPI_PROD : MPI_SUM;
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), type, mpi_op, MPI_COMM_WORLD);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), type(t), mpi_op(op),
+                                 MPI_COMM_WORLD);
     LOCKSTEP_CHECK(rc == MPI_SUCCESS, "allreduce_bench: MPI_Allreduce failed with MPI error ", rc);
-    if (op != Op::AVG) return;
-    dispatch_compute(t.dtype(), "allreduce_bench", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* data = static_cast<T*>(t.data_ptr());
-      for (int64_t i = 0; i < t.numel(); ++i) data[i] /= static_cast<T>(size_);
-    });
+    if (op == Op::AVG) divide(t);
+  }
+  // In place (out is chunk rank of in) through MPI_IN_PLACE, whose result lands at the start of `in`.
+  void reduce_scatter(Tensor& out, const Tensor& in, Op op) override {
+    const bool in_place = out.data_ptr() == static_cast<char*>(in.data_ptr()) + out.nbytes() * rank_;
+    const int rc = MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : in.data_ptr(),
+                                            in_place ? in.data_ptr() : out.data_ptr(), static_cast<int>(out.numel()),
+                                            type(out), mpi_op(op), MPI_COMM_WORLD);
+    LOCKSTEP_CHECK(rc == MPI_SUCCESS, "allreduce_bench: MPI_Reduce_scatter_block failed with MPI error ", rc);
+    if (in_place && rank_ != 0) std::memcpy(out.data_ptr(), in.data_ptr(), out.nbytes());
+    if (op == Op::AVG) divide(out);
+  }
+  void all_gather(Tensor& out, const Tensor& in) override {
+    const bool in_place = in.data_ptr() == static_cast<char*>(out.data_ptr()) + in.nbytes() * rank_;
+    const int rc = MPI_Allgather(in_place ? MPI_IN_PLACE : in.data_ptr(), static_cast<int>(in.numel()), type(in),
+                                 out.data_ptr(), static_cast<int>(in.numel()), type(in), MPI_COMM_WORLD);
+    LOCKSTEP_CHECK(rc == MPI_SUCCESS, "allreduce_bench: MPI_Allgather failed with MPI error ", rc);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "raw-mpi"; }
 
  private:
+  static MPI_Datatype type(const Tensor& t) {
+    LOCKSTEP_CHECK(!is_reduced_floating_point(t.dtype()), "allreduce_bench: --raw-mpi has no ", t.dtype(),
+                   " (MPI has no 16-bit float type)");
+    return t.dtype() == kFloat32 ? MPI_FLOAT : t.dtype() == kFloat64 ? MPI_DOUBLE : MPI_INT64_T;
+  }
+  static MPI_Op mpi_op(Op op) {
+    return op == Op::MIN ? MPI_MIN : op == Op::MAX ? MPI_MAX : op == Op::PRODUCT ? MPI_PROD : MPI_SUM;
+  }
+  void divide(Tensor& t) const {
+    dispatch_compute(t.dtype(), "allreduce_bench", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* data = static_cast<T*>(t.data_ptr());
+      for (int64_t i = 0; i < t.numel(); ++i) data[i] /= static_cast<T>(size_);
+    });
+  }
+
   int rank_ = 0, size_ = 1;
 };
 #endif
@@ -280,18 +347,37 @@ T expected_value(Op op, int n, int64_t i) {
   return 0;
 }
 
-// Fills `t` (any device) with this rank's input.
-void fill_input(Tensor& t, Op op, int rank, int n) {
+// Fills `t` (any device) with this rank's input; element i of `t` is element i + base of the whole buffer.
+void fill_input(Tensor& t, Op op, int rank, int n, int64_t base = 0) {
   Tensor host = t.device().is_cpu() ? t : empty(t.shape(), {t.dtype(), Device::cpu()});
   dispatch(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(host.data_ptr());
-    for (int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<T>(input_value(op, rank, n, i));
+    for (int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<T>(input_value(op, rank, n, i + base));
   });
   if (!t.device().is_cpu()) t.copy_(host);
 }
 
-int64_t count_wrong(const Tensor& t, Op op, int n) {
+// All-gather: rank r's chunk holds r + 1 + (j % 4), as the all-reduce's SUM input (exact in every dtype).
+void fill_chunk(Tensor& t, int rank) { fill_input(t, Op::SUM, rank, 1); }
+
+// Elements of the gathered `t` (chunks of `chunk` elements) that differ from what each rank sent.
+int64_t count_wrong_gathered(const Tensor& t, int64_t chunk) {
+  Tensor host = lockstep::to(t, Device::cpu());
+  return dispatch(t.dtype(), [&](auto tag) -> int64_t {
+    using T = typename decltype(tag)::type;
+    const T* p = static_cast<const T*>(host.data_ptr());
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < host.numel(); ++i) {
+      wrong += !(static_cast<double>(p[i]) == static_cast<double>(static_cast<T>(input_value(Op::SUM, i / chunk, 1,
+                                                                                             i % chunk))));
+    }
+    return wrong;
+  });
+}
+
+// Elements of `t` that differ from the reduction; element i of `t` is element i + base of the whole buffer.
+int64_t count_wrong(const Tensor& t, Op op, int n, int64_t base = 0) {
   Tensor host = lockstep::to(t, Device::cpu());
   return dispatch(t.dtype(), [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
@@ -303,7 +389,7 @@ int64_t count_wrong(const Tensor& t, Op op, int n) {
     const T* p = static_cast<const T*>(host.data_ptr());
     int64_t wrong = 0;
     for (int64_t i = 0; i < host.numel(); ++i) {
-      const V want = static_cast<V>(expected_value<T>(op, n, i)), got = static_cast<V>(p[i]);
+      const V want = static_cast<V>(expected_value<T>(op, n, i + base)), got = static_cast<V>(p[i]);
       bool ok = got == want;
       if constexpr (!std::is_integral_v<T>)
         if (op == Op::AVG) ok = std::abs(got - want) <= 2 * eps * std::abs(want);
@@ -336,6 +422,15 @@ Dtype parse_dtype(const std::string& s) {
   if (s == "bfloat16" || s == "bf16") return kBFloat16;
   if (s == "float16" || s == "half" || s == "fp16") return kFloat16;
   fail("allreduce_bench: unknown dtype '", s, "' (float, double, int64, bfloat16 or float16)");
+}
+
+enum class Coll { kAllReduce, kReduceScatter, kAllGather };
+
+Coll parse_collective(const std::string& s) {
+  if (s == "all_reduce") return Coll::kAllReduce;
+  if (s == "reduce_scatter") return Coll::kReduceScatter;
+  if (s == "all_gather") return Coll::kAllGather;
+  fail("allreduce_bench: unknown --op '", s, "' (all_reduce, reduce_scatter or all_gather)");
 }
 
 Op parse_op(const std::string& s) {
@@ -372,8 +467,9 @@ struct Result {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"all-reduce bandwidth sweep (nccl-tests' all_reduce_perf columns) for lockstep or raw gloo"};
-  std::string min_s = "4", max_s = "64M", dtype_s = "float", op_s = "sum", backend = "gloo";
+  CLI::App app{"all-reduce, reduce-scatter or all-gather bandwidth sweep (nccl-tests' columns) for lockstep or its "
+               "baselines (raw gloo, NCCL, Open MPI)"};
+  std::string min_s = "4", max_s = "64M", dtype_s = "float", op_s = "sum", backend = "gloo", coll_s = "all_reduce";
   int64_t factor = 4;
   int iters = 20, warmup = 5, check = 1;
   bool csv = false, raw_gloo = false, raw_nccl = false, raw_mpi = false;
@@ -386,7 +482,8 @@ int main(int argc, char** argv) {
   app.add_option("-w,--warmup_iters", warmup, "untimed iterations per size");
   app.add_option("-c,--check", check, "check the results against the exact expected values (0 or 1)");
   app.add_option("-d,--datatype,--dtype", dtype_s, "float, double, int64, bfloat16 or float16");
-  app.add_option("-o,--op", op_s, "sum, avg, min, max or prod");
+  app.add_option("--op", coll_s, "the collective: all_reduce, reduce_scatter or all_gather");
+  app.add_option("-o,--redop", op_s, "sum, avg, min, max or prod");
   app.add_option("--backend", backend, "gloo, nccl, mpi (under mpirun) or auto (nccl when a GPU is visible)");
   app.add_flag("--csv", csv, "print comma-separated rows (for bench/bench_report.py)");
   app.add_flag("--raw-gloo", raw_gloo, "measure gloo's allreduce called directly (the baseline), not lockstep");
@@ -401,6 +498,7 @@ int main(int argc, char** argv) {
     const int64_t min_bytes = parse_bytes(min_s), max_bytes = parse_bytes(max_s);
     const Dtype dtype = parse_dtype(dtype_s);
     const Op op = parse_op(op_s);
+    const Coll what = parse_collective(coll_s);
     LOCKSTEP_CHECK(min_bytes > 0 && max_bytes >= min_bytes, "allreduce_bench: need 0 < -b <= -e, got ", min_bytes,
                    " and ", max_bytes);
     LOCKSTEP_CHECK(factor >= 2 || min_bytes == max_bytes, "allreduce_bench: -f must be at least 2");
@@ -445,11 +543,14 @@ int main(int argc, char** argv) {
     }
     const int rank = coll->rank(), n = coll->size();
     const size_t esize = element_size(dtype);
+    LOCKSTEP_CHECK(what == Coll::kAllReduce || !raw_gloo, "allreduce_bench: --raw-gloo measures all_reduce only");
 
-    // Sizes, as whole elements (at least one).
+    // Sizes, as whole elements (at least one; for reduce-scatter and all-gather a multiple of the ranks:
+    // the whole buffer, n chunks).
     std::vector<int64_t> counts;
+    const int64_t unit = what == Coll::kAllReduce ? 1 : n;
     for (int64_t b = min_bytes; b <= max_bytes; b = factor >= 2 ? b * factor : max_bytes + 1) {
-      const int64_t c = std::max<int64_t>(1, b / static_cast<int64_t>(esize));
+      const int64_t c = std::max<int64_t>(1, b / static_cast<int64_t>(esize) / unit) * unit;
       if (counts.empty() || counts.back() != c) counts.push_back(c);
     }
     const int64_t max_count = counts.back();
@@ -472,19 +573,21 @@ int main(int argc, char** argv) {
       r.us = s * 1e6;
       for (double t : per_iteration) r.mean_us += t * 1e6 / per_iteration.size();
       r.algbw = bytes / s / 1e9;
-      r.busbw = r.algbw * 2.0 * (n - 1) / n;
+      r.busbw = r.algbw * (what == Coll::kAllReduce ? 2.0 : 1.0) * (n - 1) / n;
       return r;
     };
 
     if (rank == 0) {
       if (csv) {
         std::printf("impl,ranks,size_bytes,count,type,redop,oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,"
-                    "ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong,oop_mean_us,ip_mean_us\n");
+                    "ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong,oop_mean_us,ip_mean_us,collective\n");
       } else {
-        std::printf("# lockstep allreduce_bench: %s, %d rank(s), device %s, -n %d -w %d -c %d\n", coll->name().c_str(),
-                    n, device.is_cuda() ? "cuda (one GPU per rank)" : "cpu", iters, warmup, check);
-        std::printf("# time: median over iterations of the slowest rank; out-of-place = copy input to output + "
-                    "in-place all-reduce\n#\n");
+        std::printf("# lockstep allreduce_bench --op %s: %s, %d rank(s), device %s, -n %d -w %d -c %d\n",
+                    coll_s.c_str(), coll->name().c_str(), n, device.is_cuda() ? "cuda (one GPU per rank)" : "cpu",
+                    iters, warmup, check);
+        std::printf("# time: median over iterations of the slowest rank; %s\n#\n",
+                    what == Coll::kAllReduce ? "out-of-place = copy input to output + in-place all-reduce"
+                                             : "size = the whole buffer (n chunks); in-place: output and input share it");
         std::printf("# %39s   %-32s   %-32s\n", "", "          out-of-place", "            in-place");
         std::printf("# %10s %12s %8s %6s   %9s %7s %7s %6s   %9s %7s %7s %6s\n", "size", "count", "type", "redop",
                     "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
@@ -499,17 +602,53 @@ int main(int argc, char** argv) {
     std::vector<double> seconds(iters);
     for (int64_t count : counts) {
       const int64_t bytes = count * static_cast<int64_t>(esize);
+      const int64_t chunk = count / n;  // reduce-scatter and all-gather: each rank's share
       Tensor in = input.narrow(0, 0, count);
       Tensor out = output.narrow(0, 0, count);
-      auto out_of_place = [&] {
-        out.copy_(in);
-        coll->all_reduce(out, op);
+      // The tensors each kind hands to the collective: out of place two buffers, in place one.
+      Tensor rs_out = output.narrow(0, 0, chunk), rs_in_place = out.narrow(0, rank * chunk, chunk);
+      Tensor ag_in = input.narrow(0, 0, chunk), ag_in_place = out.narrow(0, rank * chunk, chunk);
+      std::function<void()> run[2];
+      switch (what) {
+        case Coll::kAllReduce:
+          run[0] = [&] {
+            out.copy_(in);
+            coll->all_reduce(out, op);
+          };
+          run[1] = [&] { coll->all_reduce(out, op); };
+          break;
+        case Coll::kReduceScatter:
+          run[0] = [&] { coll->reduce_scatter(rs_out, in, op); };
+          run[1] = [&] { coll->reduce_scatter(rs_in_place, out, op); };
+          break;
+        case Coll::kAllGather:
+          run[0] = [&] { coll->all_gather(out, ag_in); };
+          run[1] = [&] { coll->all_gather(out, ag_in_place); };
+          break;
+      }
+      // Fresh inputs for the check, then how many elements of the result are wrong on this rank.
+      auto check_once = [&](int kind) -> int64_t {
+        switch (what) {
+          case Coll::kAllReduce:
+            fill_input(in, op, rank, n);
+            if (kind == 1) fill_input(out, op, rank, n);
+            run[kind]();
+            return count_wrong(out, op, n);
+          case Coll::kReduceScatter:
+            fill_input(kind == 0 ? in : out, op, rank, n);
+            run[kind]();
+            return count_wrong(kind == 0 ? rs_out : rs_in_place, op, n, rank * chunk);
+          case Coll::kAllGather:
+            fill_chunk(kind == 0 ? ag_in : ag_in_place, rank);
+            run[kind]();
+            return count_wrong_gathered(out, chunk);
+        }
+        return 0;
       };
-      auto in_place = [&] { coll->all_reduce(out, op); };
 
       Result res[2];
       for (int kind = 0; kind < 2; ++kind) {
-        auto iteration = [&] { kind == 0 ? out_of_place() : in_place(); };
+        auto iteration = [&] { run[kind](); };
         if (kind == 1) out.copy_(in);  // start from the input values (in place they grow, for SUM/PROD)
         for (int i = 0; i < warmup; ++i) iteration();
         for (int i = 0; i < iters; ++i) {
@@ -519,14 +658,7 @@ int main(int argc, char** argv) {
         }
         res[kind] = result(bytes, seconds);
         if (check) {
-          fill_input(in, op, rank, n);
-          if (kind == 0) {
-            out_of_place();
-          } else {
-            fill_input(out, op, rank, n);
-            in_place();
-          }
-          Tensor wrong = lockstep::to(tensor(std::vector<int64_t>{count_wrong(out, op, n)}), device);
+          Tensor wrong = lockstep::to(tensor(std::vector<int64_t>{check_once(kind)}), device);
           coll->all_reduce(wrong, Op::SUM);
           res[kind].wrong = wrong.item<int64_t>();
           wrong_total += res[kind].wrong;
@@ -538,10 +670,10 @@ int main(int argc, char** argv) {
       if (rank == 0) {
         auto wrong_str = [](int64_t w) { return w < 0 ? std::string("N/A") : std::to_string(w); };
         if (csv) {
-          std::printf("%s,%d,%ld,%ld,%s,%s,%.2f,%.4f,%.4f,%s,%.2f,%.4f,%.4f,%s,%.2f,%.2f\n", coll->name().c_str(), n,
+          std::printf("%s,%d,%ld,%ld,%s,%s,%.2f,%.4f,%.4f,%s,%.2f,%.4f,%.4f,%s,%.2f,%.2f,%s\n", coll->name().c_str(), n,
                       long(bytes), long(count), type_name(dtype), op_s.c_str(), res[0].us, res[0].algbw, res[0].busbw,
                       wrong_str(res[0].wrong).c_str(), res[1].us, res[1].algbw, res[1].busbw,
-                      wrong_str(res[1].wrong).c_str(), res[0].mean_us, res[1].mean_us);
+                      wrong_str(res[1].wrong).c_str(), res[0].mean_us, res[1].mean_us, coll_s.c_str());
         } else {
           std::printf("  %10ld %12ld %8s %6s   %9.1f %7.3f %7.3f %6s   %9.1f %7.3f %7.3f %6s\n", long(bytes),
                       long(count), type_name(dtype), op_s.c_str(), res[0].us, res[0].algbw, res[0].busbw,

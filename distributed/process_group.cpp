@@ -81,10 +81,9 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::ve
   return settle(do_reduce_scatter(output, inputs, op, async_op), async_op);
 }
 
-// The flat forms as chunks of one allocation: the backends' all_gather and reduce_scatter move
-// consecutive slices of one buffer without staging copies (detail::contiguous_base).
+// The flat forms: checked here, then handed to the backend's flat hook as one-dimensional views.
 namespace {
-std::vector<Tensor> flat_chunks(const Tensor& flat, const Tensor& like, int size, const char* op, const char* what) {
+void check_flat(const Tensor& flat, const Tensor& like, int size, const char* op, const char* what) {
   check_defined(flat, op, what);
   check_defined(like, op, "the per-rank tensor");
   LOCKSTEP_CHECK(flat.is_contiguous(), op, ": ", what, " must be contiguous, got shape ", flat.shape(), " with strides ",
@@ -93,24 +92,46 @@ std::vector<Tensor> flat_chunks(const Tensor& flat, const Tensor& like, int size
                  flat.shape(), "); expected world size ", size, " x ", like.numel(), " (shape ", like.shape(), ")");
   LOCKSTEP_CHECK(flat.dtype() == like.dtype() && flat.device() == like.device(), op, ": ", what, " is ", flat.dtype(),
                  " on ", flat.device(), " but the per-rank tensor is ", like.dtype(), " on ", like.device());
+}
+
+std::vector<Tensor> flat_chunks(const Tensor& flat, int size) {
+  const int64_t n = flat.numel() / size;
   std::vector<Tensor> chunks;
-  for (int r = 0; r < size; ++r) chunks.push_back(internal::view_range(flat, r * like.numel(), {like.numel()}));
+  for (int r = 0; r < size; ++r) chunks.push_back(internal::view_range(flat, r * n, {n}));
   return chunks;
 }
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) {
-  auto outputs = flat_chunks(output, input, size_, "all_gather_into_tensor", "the output");
-  return all_gather(outputs, internal::reshape(input, {input.numel()}), async_op);
+  check_flat(output, input, size_, "all_gather_into_tensor", "the output");
+  check_tensor(input, "all_gather_into_tensor");
+  if (checker_) checker_->check(detail::fingerprint("all_gather_into_tensor", &input));
+  Tensor flat_out = internal::view(output, {output.numel()});
+  // A contiguous input is viewed, never copied: it may be chunk rank() of the output (in place).
+  Tensor flat_in = internal::reshape(input, {input.numel()});
+  return settle(do_all_gather_into_tensor(flat_out, flat_in, async_op), async_op);
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
                                                           bool async_op) {
-  auto inputs = flat_chunks(input, output, size_, "reduce_scatter_tensor", "the input");
+  check_flat(input, output, size_, "reduce_scatter_tensor", "the input");
   LOCKSTEP_CHECK(output.is_contiguous(), "reduce_scatter_tensor: the output must be contiguous, got shape ",
                  output.shape(), " with strides ", output.strides());
+  check_tensor(output, "reduce_scatter_tensor");
+  if (checker_) checker_->check(detail::fingerprint("reduce_scatter_tensor", &output, reduce_op_name(op)));
   Tensor flat_out = internal::view(output, {output.numel()});
-  return reduce_scatter(flat_out, inputs, op, async_op);
+  Tensor flat_in = internal::view(input, {input.numel()});
+  return settle(do_reduce_scatter_tensor(flat_out, flat_in, op, async_op), async_op);
+}
+
+std::shared_ptr<Work> ProcessGroup::do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) {
+  auto outputs = flat_chunks(output, size_);
+  return do_all_gather(outputs, input, async_op);
+}
+
+std::shared_ptr<Work> ProcessGroup::do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                             bool async_op) {
+  return do_reduce_scatter(output, flat_chunks(input, size_), op, async_op);
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier(bool async_op) {

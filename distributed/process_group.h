@@ -62,6 +62,10 @@ class ProcessGroup {
   // The flat forms sharding is built on (torch.distributed's names): `output` (size() * n elements,
   // contiguous) = every rank's `input` (n elements) in rank order; `output` (n elements) = op over ranks
   // of chunk rank() of `input` (size() * n elements, contiguous). Any shapes with those element counts.
+  // In place: the input may be chunk rank() of the output (all-gather), the output chunk rank() of the
+  // input (reduce-scatter; the input's other chunks are left as they were). Each backend runs them on the
+  // flat buffers with an algorithm of its own (do_all_gather_into_tensor below): shared memory reads the
+  // others' inputs directly, TCP goes around the ring, MPI and NCCL call their flat collectives.
   std::shared_ptr<Work> all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op = true);
   std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM,
                                               bool async_op = true);
@@ -86,6 +90,14 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                                   bool async_op) = 0;
   virtual std::shared_ptr<Work> do_barrier(bool async_op) = 0;
+  // The flat forms, with checked, contiguous, one-dimensional tensors: `output` of size() * input.numel()
+  // elements for all_gather, `input` of size() * output.numel() for reduce_scatter. The input may be
+  // chunk rank() of the output (all_gather in place), the output chunk rank() of the input. By default
+  // the chunks of the flat tensor go to do_all_gather and do_reduce_scatter; a backend with a flat
+  // algorithm of its own (one run of memory, no per-chunk bookkeeping) overrides these.
+  virtual std::shared_ptr<Work> do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op);
+  virtual std::shared_ptr<Work> do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                         bool async_op);
 
   // A Work that has already finished successfully (zero-element collectives).
   static std::shared_ptr<Work> completed_work(const char* op);

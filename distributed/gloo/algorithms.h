@@ -1,6 +1,6 @@
 // ProcessGroupGloo's own algorithms, on raw pointers: all-reduce by direct exchange and around the
-// ring (on DirectMesh, driven by the calling thread), and reduce-scatter around the ring (on gloo's
-// unbound buffers). Each folds every element in an order that is the same on every rank.
+// ring, the flat reduce-scatter and all-gather around the ring (on DirectMesh, driven by the calling
+// thread), and the per-chunk reduce-scatter around the ring (on gloo's unbound buffers). Each folds every element in an order that is the same on every rank.
 #pragma once
 
 #include <gloo/context.h>
@@ -72,25 +72,37 @@ void exchange_all_reduce(DirectMesh& mesh, T* data, size_t n, ReduceFn reduce, u
 // the left, then W - 1 all-gather steps passing the finished chunks on. Each chunk is reduced once,
 // along the ring, and copied to the others, so every rank ends with the same bits. `tmp` holds one
 // chunk (n / W rounded up).
+// One step around the ring: `send_bytes` from `send` to the right neighbour, `recv_bytes` from the left
+// one into `recv` (with two ranks both are the other rank: one message each way).
+inline void ring_step(DirectMesh& mesh, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
+                      uint32_t tag) {
+  const int W = mesh.size(), rank = mesh.rank();
+  const int right = (rank + 1) % W, left = (rank + W - 1) % W;
+  // On the stack: a span, not a vector, per step.
+  const DirectMesh::Message both[] = {{right, send, send_bytes, recv, recv_bytes}};
+  const DirectMesh::Message apart[] = {{right, send, send_bytes, nullptr, 0, true, false},
+                                       {left, nullptr, 0, recv, recv_bytes, false, true}};
+  if (left == right) {
+    mesh.transfer(both, tag);
+  } else {
+    mesh.transfer(apart, tag);
+  }
+}
+
+// Ring all-reduce over DirectMesh (gloo's ring, driven by the calling thread): W - 1 reduce-scatter
+// steps, each sending one of W chunks to the right neighbour and adding the chunk that arrives from
+// the left, then W - 1 all-gather steps passing the finished chunks on. Each chunk is reduced once,
+// along the ring, and copied to the others, so every rank ends with the same bits. `tmp` holds one
+// chunk (n / W rounded up).
 template <typename T>
 void ring_all_reduce(DirectMesh& mesh, T* data, size_t n, ReduceFn reduce, uint32_t tag,
                      T* tmp) {
   const int W = mesh.size(), rank = mesh.rank();
-  const int right = (rank + 1) % W, left = (rank + W - 1) % W;
   auto begin = [&](int c) { return static_cast<size_t>(c) * n / static_cast<size_t>(W); };
   auto length = [&](int c) { return begin(c + 1) - begin(c); };
   auto step = [&](int send_chunk, int recv_chunk, T* recv_to) {
-    const void* send = data + begin(send_chunk);
-    const size_t send_bytes = length(send_chunk) * sizeof(T), recv_bytes = length(recv_chunk) * sizeof(T);
-    // On the stack: a span, not a vector, per step.
-    const DirectMesh::Message both[] = {{right, send, send_bytes, recv_to, recv_bytes}};
-    const DirectMesh::Message apart[] = {{right, send, send_bytes, nullptr, 0, true, false},
-                                         {left, nullptr, 0, recv_to, recv_bytes, false, true}};
-    if (left == right) {
-      mesh.transfer(both, tag);
-    } else {
-      mesh.transfer(apart, tag);
-    }
+    ring_step(mesh, data + begin(send_chunk), length(send_chunk) * sizeof(T), recv_to, length(recv_chunk) * sizeof(T),
+              tag);
   };
   for (int s = 0; s < W - 1; ++s) {
     const int send_chunk = (rank - s + W) % W, recv_chunk = (rank - s - 1 + 2 * W) % W;
@@ -101,6 +113,38 @@ void ring_all_reduce(DirectMesh& mesh, T* data, size_t n, ReduceFn reduce, uint3
   for (int s = 0; s < W - 1; ++s) {
     const int send_chunk = (rank + 1 - s + W) % W, recv_chunk = (rank - s + W) % W;
     step(send_chunk, recv_chunk, data + begin(recv_chunk));
+  }
+}
+
+// Ring reduce-scatter over DirectMesh on one flat input of W chunks of n elements: chunk c starts at
+// rank c + 1, which sends its own chunk c to the right; every rank on the way adds its chunk c to what
+// arrives and passes the sum on, until rank c adds the last one into `out`. W - 1 steps of one chunk
+// each way; `in` is only read, and `out` may be its chunk rank (read only at the last step). `tmp`
+// holds 2n elements: the chunk arriving and the partial sum (sent before the next is written).
+template <typename T>
+void ring_reduce_scatter(DirectMesh& mesh, const T* in, T* out, size_t n, ReduceFn reduce, uint32_t tag, T* tmp) {
+  const int W = mesh.size(), rank = mesh.rank();
+  T* received = tmp;
+  T* partial = tmp + n;
+  const T* sending = in + static_cast<size_t>((rank + W - 1) % W) * n;
+  for (int s = 0; s < W - 1; ++s) {
+    const int recv_chunk = (rank - s - 2 + 2 * W) % W;
+    ring_step(mesh, sending, n * sizeof(T), received, n * sizeof(T), tag);
+    T* sum = s == W - 2 ? out : partial;
+    reduce(sum, in + static_cast<size_t>(recv_chunk) * n, received, n);
+    sending = partial;
+  }
+}
+
+// Ring all-gather over DirectMesh on one flat output of W chunks of `bytes`, chunk rank() already in
+// place: W - 1 steps, each passing on the chunk that arrived last and receiving the next straight into
+// its place. No staging.
+inline void ring_all_gather(DirectMesh& mesh, char* out, size_t bytes, uint32_t tag) {
+  const int W = mesh.size(), rank = mesh.rank();
+  for (int s = 0; s < W - 1; ++s) {
+    const int send_chunk = (rank - s + W) % W, recv_chunk = (rank - s - 1 + W) % W;
+    ring_step(mesh, out + static_cast<size_t>(send_chunk) * bytes, bytes, out + static_cast<size_t>(recv_chunk) * bytes,
+              bytes, tag);
   }
 }
 

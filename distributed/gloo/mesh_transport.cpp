@@ -1,9 +1,11 @@
-// MeshTransport ("tcp"): all_reduce and barrier on DirectMesh, driven by the calling thread; broadcast,
-// all_gather and reduce_scatter on gloo's pairs.
+// MeshTransport ("tcp"): all_reduce, the flat all_gather and reduce_scatter and barrier on DirectMesh,
+// driven by the calling thread; broadcast and the per-chunk all_gather and reduce_scatter on gloo's pairs.
 #include "distributed/gloo/algorithms.h"
 #include "distributed/gloo/direct_mesh.h"
 #include "distributed/gloo/transport.h"
 #include "distributed/process_group.h"
+
+#include <cstring>
 
 namespace lockstep::dist {
 
@@ -17,8 +19,9 @@ std::string MeshTransport::summary() const {
                            : algorithm_ == AllReduceAlgorithm::kGlooRing  ? "gloo's ring"
                            : algorithm_ == AllReduceAlgorithm::kGlooBcube ? "gloo's bcube"
                                                                           : "exchange or ring by size";
-  return lockstep::detail::str_cat("all_reduce ", all_reduce, ", barrier on DirectMesh; broadcast, all_gather and "
-                                   "reduce_scatter on gloo's TCP pairs");
+  return lockstep::detail::str_cat("all_reduce ", all_reduce, ", barrier, all_gather_into_tensor and "
+                                   "reduce_scatter_tensor (ring) on DirectMesh; broadcast and the per-chunk all_gather "
+                                   "and reduce_scatter on gloo's TCP pairs");
 }
 
 void MeshTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) {
@@ -51,6 +54,25 @@ void MeshTransport::all_gather(const std::vector<Tensor>& outputs, const Tensor&
 
 void MeshTransport::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag) {
   gloo_.reduce_scatter(output, inputs, op, tag);
+}
+
+void MeshTransport::all_gather_into_tensor(const Tensor& output, const Tensor& input, uint32_t tag) {
+  char* out = static_cast<char*>(output.data_ptr());
+  const size_t bytes = input.nbytes();
+  char* mine = out + bytes * static_cast<size_t>(mesh_.rank());
+  if (mine != input.data_ptr()) std::memcpy(mine, input.data_ptr(), bytes);
+  detail::ring_all_gather(mesh_, out, bytes, tag);
+}
+
+void MeshTransport::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, uint32_t tag) {
+  dispatch(output.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
+    T* out = static_cast<T*>(output.data_ptr());
+    const size_t n = static_cast<size_t>(output.numel());
+    detail::ring_reduce_scatter<T>(mesh_, static_cast<const T*>(input.data_ptr()), out, n, detail::reduce_fn<T>(op), tag,
+                                   static_cast<T*>(scratch_.get(2 * n * sizeof(T))));
+    if (op == ReduceOp::AVG) detail::divide(out, n, mesh_.size());
+  });
 }
 
 void MeshTransport::barrier(uint32_t tag) {

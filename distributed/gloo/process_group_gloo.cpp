@@ -197,6 +197,25 @@ std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const 
   }, async_op);
 }
 
+std::shared_ptr<Work> ProcessGroupGloo::do_all_gather_into_tensor(Tensor& output, const Tensor& input,
+                                                                  bool async_op) {
+  if (input.numel() == 0) return completed_work("all_gather_into_tensor");
+  return queue_->submit({"all_gather_into_tensor", input.dtype(), input.numel()}, [this, output, input](uint32_t tag) {
+    if (size() > 1) return transport_->all_gather_into_tensor(output, input, tag);
+    if (output.data_ptr() != input.data_ptr()) std::memcpy(output.data_ptr(), input.data_ptr(), input.nbytes());
+  }, async_op);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                                 bool async_op) {
+  if (output.numel() == 0) return completed_work("reduce_scatter_tensor");
+  return queue_->submit({"reduce_scatter_tensor", output.dtype(), output.numel(), reduce_op_name(op)},
+                        [this, output, input, op](uint32_t tag) {
+    if (size() > 1) return transport_->reduce_scatter_tensor(output, input, op, tag);
+    if (output.data_ptr() != input.data_ptr()) std::memcpy(output.data_ptr(), input.data_ptr(), output.nbytes());
+  }, async_op);
+}
+
 std::shared_ptr<Work> ProcessGroupGloo::do_barrier(bool async_op) {
   return queue_->submit({"barrier"}, [this](uint32_t tag) { transport_->barrier(tag); }, async_op);
 }

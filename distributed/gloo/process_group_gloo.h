@@ -21,11 +21,13 @@
 //
 // Ranks that share a host (distributed/shm/host.h: found through the store, never assumed) run the
 // collectives through shared memory (distributed/shm/shm_group.h) instead of loopback TCP:
-//   - every rank on one host ("shm"): all five collectives;
+//   - every rank on one host ("shm"): all five collectives, and the flat all_gather_into_tensor and
+//     reduce_scatter_tensor;
 //   - several hosts, some with more than one rank ("shm+tcp"): all_reduce, broadcast and barrier in
 //     two levels, shared memory within each host and TCP (DirectMesh) between one leader per host, the
 //     lowest rank of each host; all_gather and reduce_scatter over TCP;
-//   - otherwise ("tcp"), or with GlooOptions::shared_memory false or LOCKSTEP_SHM=0 on any rank: TCP.
+//   - otherwise ("tcp"), or with GlooOptions::shared_memory false or LOCKSTEP_SHM=0 on any rank: TCP
+//     (the flat forms around the ring on DirectMesh, the per-chunk ones on gloo's pairs).
 // choose_transport (process_group_gloo.cpp) holds these rules; transport() says which, and with
 // LOCKSTEP_DISTRIBUTED_DEBUG=INFO or DETAIL rank 0 prints it once the group is connected:
 //   "ProcessGroupGloo: transport shm on 2 ranks: all five collectives through shared memory (ShmGroup)".
@@ -114,6 +116,10 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                           bool async_op) override;
   std::shared_ptr<Work> do_barrier(bool async_op) override;
+  // The flat forms through the transport's own (shared memory, the ring on DirectMesh).
+  std::shared_ptr<Work> do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) override;
+  std::shared_ptr<Work> do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                 bool async_op) override;
 
  private:
   // Finds the ranks that share this rank's host (collective), picks the transport (choose_transport)

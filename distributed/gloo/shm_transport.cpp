@@ -5,7 +5,10 @@
 
 namespace lockstep::dist {
 
-std::string ShmTransport::summary() const { return "all five collectives through shared memory (ShmGroup)"; }
+std::string ShmTransport::summary() const {
+  return std::string("all five collectives through shared memory (ShmGroup)") +
+         (shm_.direct_reads() ? "; large all_gathers and reduce_scatters read the others' memory directly" : "");
+}
 
 void ShmTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t) {
   shm_.all_reduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), tensor.dtype(), op, shm_.size());
@@ -28,5 +31,18 @@ void ShmTransport::reduce_scatter(const Tensor& output, const std::vector<Tensor
 }
 
 void ShmTransport::barrier(uint32_t) { shm_.barrier(); }
+
+// The flat forms: pointers into the one buffer, no tensor per chunk; large ones read the other ranks'
+// memory directly where the host allows it (ShmGroup::direct_reads).
+void ShmTransport::all_gather_into_tensor(const Tensor& output, const Tensor& input, uint32_t) {
+  std::vector<void*> out(shm_.size());
+  for (size_t r = 0; r < out.size(); ++r) out[r] = static_cast<char*>(output.data_ptr()) + r * input.nbytes();
+  shm_.all_gather(input.data_ptr(), out, input.nbytes());
+}
+
+void ShmTransport::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, uint32_t) {
+  shm_.reduce_scatter_flat(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), output.dtype(), op,
+                           shm_.size());
+}
 
 }  // namespace lockstep::dist

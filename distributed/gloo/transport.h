@@ -4,9 +4,9 @@
 //
 //   GlooTransport      gloo's own TCP pairs and algorithms (gloo_transport.cpp). Under the others:
 //                      broadcast, all_gather and reduce_scatter over TCP, and the setup barrier.
-//   MeshTransport      "tcp": all_reduce (exchange or ring) and barrier on DirectMesh, lockstep's TCP
-//                      mesh driven by the calling thread; the rest through GlooTransport
-//                      (mesh_transport.cpp).
+//   MeshTransport      "tcp": all_reduce (exchange or ring), the flat all_gather and reduce_scatter
+//                      (ring) and barrier on DirectMesh, lockstep's TCP mesh driven by the calling
+//                      thread; the rest through GlooTransport (mesh_transport.cpp).
 //   ShmTransport       "shm": every rank on one host; all five collectives through shared memory
 //                      (shm_transport.cpp).
 //   TwoLevelTransport  "shm+tcp": several hosts, some with several ranks; all_reduce, broadcast and
@@ -79,6 +79,11 @@ class Transport {
   virtual void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, uint32_t tag) = 0;
   virtual void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag) = 0;
   virtual void barrier(uint32_t tag) = 0;
+  // The flat forms (ProcessGroup::do_all_gather_into_tensor): one-dimensional tensors, `output` (all_gather)
+  // or `input` (reduce_scatter) world size times the other's length; the input may be chunk rank of the
+  // output, the output chunk rank of the input. By default the chunks go through the two above.
+  virtual void all_gather_into_tensor(const Tensor& output, const Tensor& input, uint32_t tag);
+  virtual void reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, uint32_t tag);
 };
 
 // gloo's TCP full mesh (its event-loop transport) and gloo's algorithms: allreduce (ring, or bcube),
@@ -135,6 +140,9 @@ class MeshTransport : public Transport {
   void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, uint32_t tag) override;
   void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag) override;
   void barrier(uint32_t tag) override;
+  // Around the ring on DirectMesh (algorithms.h): W - 1 steps of one chunk each way, no staging.
+  void all_gather_into_tensor(const Tensor& output, const Tensor& input, uint32_t tag) override;
+  void reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, uint32_t tag) override;
 
  private:
   DirectMesh& mesh_;
@@ -157,6 +165,8 @@ class ShmTransport : public Transport {
   void all_gather(const std::vector<Tensor>& outputs, const Tensor& input, uint32_t tag) override;
   void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, uint32_t tag) override;
   void barrier(uint32_t tag) override;
+  void all_gather_into_tensor(const Tensor& output, const Tensor& input, uint32_t tag) override;
+  void reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, uint32_t tag) override;
 
  private:
   shm::ShmGroup& shm_;

@@ -377,6 +377,51 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const s
   }, async_op);
 }
 
+// The flat forms: MPI_Allgather and MPI_Reduce_scatter_block on the caller's buffers, MPI_IN_PLACE where the
+// input is chunk rank() of the output (all_gather) or the output chunk rank() of the input (reduce_scatter).
+std::shared_ptr<Work> ProcessGroupMPI::do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) {
+  if (input.numel() == 0) return completed_work("all_gather_into_tensor");
+  const MPI_Datatype type = mpi_type(input.dtype(), "all_gather_into_tensor");
+  const int count = mpi_count(input.numel(), "all_gather_into_tensor");
+  mpi_count(output.numel(), "all_gather_into_tensor");
+  return enqueue({"all_gather_into_tensor", input.dtype(), input.numel()}, [this, output, input, type, count](uint32_t) {
+    char* out = static_cast<char*>(output.data_ptr());
+    if (input.data_ptr() == out + input.nbytes() * rank()) {
+      mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, count, type, comm_->comm), "MPI_Allgather");
+    } else {
+      mpi_check(MPI_Allgather(input.data_ptr(), count, type, out, count, type, comm_->comm), "MPI_Allgather");
+    }
+  }, async_op);
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                                bool async_op) {
+  if (output.numel() == 0) return completed_work("reduce_scatter_tensor");
+  const MPI_Datatype type = mpi_type(output.dtype(), "reduce_scatter_tensor");
+  const int count = mpi_count(output.numel(), "reduce_scatter_tensor");
+  mpi_count(input.numel(), "reduce_scatter_tensor");
+  const char* in = static_cast<const char*>(input.data_ptr());
+  const bool in_place = output.data_ptr() == in + output.nbytes() * rank();
+  LOCKSTEP_CHECK(in_place || !overlaps(output.data_ptr(), output.nbytes(), in, input.nbytes()),
+                 "reduce_scatter_tensor: the output overlaps the input other than as its chunk ", rank(),
+                 " (MPI's buffers must not alias)");
+  const CollectiveInfo what{"reduce_scatter_tensor", output.dtype(), output.numel(), reduce_op_name(op)};
+  return enqueue(what, [this, output, in, in_place, op, type, count, keep = input](uint32_t) {
+    const MPI_Op mop = mpi_op(op, output.dtype());
+    if (in_place) {
+      // In place: MPI's own in-place form would overwrite chunk 0 of the input, so the one chunk goes
+      // through the scratch buffer instead (MPI's buffers must not alias).
+      void* staged = scratch(output.nbytes());
+      mpi_check(MPI_Reduce_scatter_block(in, staged, count, type, mop, comm_->comm), "MPI_Reduce_scatter_block");
+      std::memcpy(output.data_ptr(), staged, output.nbytes());
+    } else {
+      mpi_check(MPI_Reduce_scatter_block(in, output.data_ptr(), count, type, mop, comm_->comm),
+                "MPI_Reduce_scatter_block");
+    }
+    if (op == ReduceOp::AVG) divide_by(output, size());
+  }, async_op);
+}
+
 std::shared_ptr<Work> ProcessGroupMPI::do_barrier(bool async_op) {
   return enqueue({"barrier"}, [this](uint32_t) { mpi_check(MPI_Barrier(comm_->comm), "MPI_Barrier"); }, async_op);
 }

@@ -80,6 +80,10 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                           bool async_op) override;
   std::shared_ptr<Work> do_barrier(bool async_op) override;
+  // MPI_Allgather / MPI_Reduce_scatter_block straight on the flat buffers.
+  std::shared_ptr<Work> do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) override;
+  std::shared_ptr<Work> do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                 bool async_op) override;
 
  private:
   ProcessGroupMPI(std::pair<int, int> rank_and_size, Options options);

@@ -420,6 +420,30 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_reduce_scatter(Tensor& output, const 
   });
 }
 
+// The flat forms: one NCCL call on the caller's buffers (in place where the input is chunk rank() of the
+// output, or the output chunk rank() of the input, as NCCL defines it).
+std::shared_ptr<Work> ProcessGroupNCCL::do_all_gather_into_tensor(Tensor& output, const Tensor& input,
+                                                                  bool async_op) {
+  if (input.numel() == 0) return completed_work("all_gather_into_tensor");
+  return collective("all_gather_into_tensor", input.device().index, {output, input}, false,
+                    [&](ncclComm_t comm, cudaStream_t stream) {
+    LOCKSTEP_NCCL_OK(ncclAllGather(input.data_ptr(), output.data_ptr(), static_cast<size_t>(input.numel()),
+                                   nccl_dtype(input.dtype()), comm, stream),
+                     "all_gather_into_tensor");
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupNCCL::do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                                 bool async_op) {
+  if (output.numel() == 0) return completed_work("reduce_scatter_tensor");
+  return collective("reduce_scatter_tensor", output.device().index, {output, input}, false,
+                    [&](ncclComm_t comm, cudaStream_t stream) {
+    LOCKSTEP_NCCL_OK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
+                                       nccl_dtype(output.dtype()), nccl_op(op), comm, stream),
+                     "reduce_scatter_tensor");
+  });
+}
+
 std::shared_ptr<Work> ProcessGroupNCCL::do_barrier(bool async_op) {
   int device = this->device();
   if (device < 0) {

@@ -73,6 +73,10 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op,
                                           bool async_op) override;
   std::shared_ptr<Work> do_barrier(bool async_op) override;
+  // ncclAllGather / ncclReduceScatter on the flat buffers.
+  std::shared_ptr<Work> do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) override;
+  std::shared_ptr<Work> do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
+                                                 bool async_op) override;
 
  private:
   // Creates the communicator on `device` (rank 0 publishes the ncclUniqueId in the store), or checks

@@ -19,6 +19,7 @@
 
 #include "common/env.h"
 #include "distributed/reduce_kernels.h"
+#include "distributed/shm/fold.h"
 
 namespace lockstep::dist::shm {
 
@@ -31,6 +32,11 @@ struct alignas(128) ShmGroup::Control {
   // What the rank's step s is, at [s & 1] (two, so a rank may announce step s + 1 while others still
   // read step s): the collective's code and byte count.
   std::atomic<uint64_t> what[2];
+  // An address in the rank's process that the others may read at step s, at [s & 1] (direct reads).
+  std::atomic<uint64_t> addr[2];
+  // 1 + the local rank this rank found dead, 0 while none: a rank that fails because a peer died says
+  // which, so that the ranks still waiting for it, once it has gone too, name the first to die.
+  std::atomic<int32_t> found_dead;
 };
 
 namespace {
@@ -38,12 +44,9 @@ namespace {
 constexpr size_t kControlBytes = 128;
 // How often a sleeping waiter looks at the peer and the clock.
 constexpr milliseconds kPollPeriod{20};
-// Elements folded per block: the partial result stays in L1.
-constexpr size_t kFoldBlock = 2048;
-// The most ranks a 16-bit float fold takes at once (their block pointers live on the stack).
-constexpr size_t kMaxFoldRanks = 256;
 
-// The collectives' codes in a step's `what`.
+// The collectives' codes in a step's `what` (shm_direct.cpp uses all_gather's and reduce_scatter's, and
+// 16 and 17 for the setup's probe of direct reads).
 enum Code : uint64_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier };
 uint64_t what(Code code, size_t bytes) { return (uint64_t{code} << 56) | (bytes & ((uint64_t{1} << 56) - 1)); }
 const char* code_name(uint64_t w) {
@@ -53,6 +56,8 @@ const char* code_name(uint64_t w) {
     case kAllGather: return "all_gather";
     case kReduceScatter: return "reduce_scatter";
     case kBarrier: return "barrier";
+    case 16:
+    case 17: return "the group's setup";
   }
   return "an unknown step";
 }
@@ -75,36 +80,6 @@ std::string hex(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
   return buf;
-}
-
-// out[0..n) = src[0] op src[1] op ... op src[W-1], in that order, block by block, divided by
-// `divisor` where it is non-zero (AVG). `tmp` (kFoldBlock elements) holds a block's partial result
-// when `out` is one of the sources; `copy`, where given, receives the result too, while the block is
-// still in L1. bfloat16 and float16 fold in float32 and round once (detail::fold_f32).
-template <typename T>
-void fold(T* out, const std::vector<const T*>& src, size_t n, ReduceOp op, T* tmp, int divisor = 0,
-          T* copy = nullptr) {
-  const size_t W = src.size();
-  const detail::ReduceFn fn = detail::reduce_fn<T>(op);
-  for (size_t at = 0; at < n; at += kFoldBlock) {
-    const size_t len = std::min(kFoldBlock, n - at);
-    T* acc = tmp ? tmp : out + at;
-    if constexpr (detail::kReducedFloat<T>) {
-      const T* block[kMaxFoldRanks];
-      LOCKSTEP_CHECK(W <= kMaxFoldRanks, "shared memory: ", W, " ranks on one host fold 16-bit floats; at most ",
-                     kMaxFoldRanks);
-      for (size_t k = 0; k < W; ++k) block[k] = src[k] + at;
-      detail::fold_f32(acc, block, W, len, op, divisor);
-      if (tmp) std::memcpy(out + at, tmp, len * sizeof(T));
-      if (copy) std::memcpy(copy + at, acc, len * sizeof(T));
-      continue;
-    }
-    fn(acc, src[0] + at, src[1] + at, len);
-    for (size_t k = 2; k < W; ++k) fn(acc, acc, src[k] + at, len);
-    if (divisor) detail::divide(acc, len, divisor);
-    if (tmp) std::memcpy(out + at, tmp, len * sizeof(T));
-    if (copy) std::memcpy(copy + at, acc, len * sizeof(T));
-  }
 }
 
 }  // namespace
@@ -164,6 +139,8 @@ ShmGroup::ShmGroup(Store& store, std::vector<int> ranks, int local, ShmOptions o
   }
   // Once every rank has counted itself the name is gone; make sure of it before the first collective.
   ShmSegment::unlink(name);
+  deadline_ = deadline_after(options_.timeout);
+  direct_ = probe_direct_reads();
 }
 
 ShmGroup::~ShmGroup() {
@@ -197,11 +174,20 @@ bool ShmGroup::alive(int local) const {
 }
 
 void ShmGroup::sync(const char* op, uint64_t step_what) {
+  arrive(step_what);
+  wait_all(op, step_what);
+}
+
+void ShmGroup::arrive(uint64_t step_what, uint64_t addr) {
   ++arrivals_;
   Control& me = control(local_);
   me.what[arrivals_ & 1].store(step_what, std::memory_order_relaxed);
+  me.addr[arrivals_ & 1].store(addr, std::memory_order_relaxed);
   me.arrived.store(arrivals_, std::memory_order_seq_cst);  // publishes the slot and `what` too
   if (me.sleepers.load(std::memory_order_seq_cst) > 0) futex(&me.arrived, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+void ShmGroup::wait_all(const char* op, uint64_t step_what) {
   for (int k = 0; k < size(); ++k) {
     if (k == local_) continue;
     wait_for(k, arrivals_, op);
@@ -214,6 +200,24 @@ void ShmGroup::sync(const char* op, uint64_t step_what) {
           "sizes, in the same order)"));
     }
   }
+}
+
+void ShmGroup::peer_gone(int k, const char* op) {
+  // Where an earlier rank found another dead (and has since exited itself), that one is the cause.
+  for (int j = 0; j < size(); ++j) {
+    const int32_t dead = j == local_ ? 0 : control(j).found_dead.load(std::memory_order_acquire);
+    if (dead > 0 && dead - 1 != local_ && dead - 1 != j && (j == k || !alive(dead - 1))) {
+      k = dead - 1;
+      break;
+    }
+  }
+  control(local_).found_dead.store(k + 1, std::memory_order_release);
+  throw ShmError(lockstep::detail::str_cat("shared memory: rank ", ranks_[k], " (pid ", pids_[k], ") exited during ",
+                                           op, " (its process died or failed)"));
+}
+
+uint64_t ShmGroup::published_addr(int k) const {
+  return control(k).addr[arrivals_ & 1].load(std::memory_order_relaxed);  // published by its `arrived` store
 }
 
 void ShmGroup::wait_for(int k, uint32_t target, const char* op) {
@@ -251,9 +255,11 @@ void ShmGroup::wait_for(int k, uint32_t target, const char* op) {
       ++stats_.after_sleep;
       return;
     }
-    if (!alive(k)) {
-      throw ShmError(lockstep::detail::str_cat("shared memory: rank ", ranks_[k], " (pid ", pids_[k],
-                                               ") exited during ", op, " (its process died or failed)"));
+    if (!alive(k)) peer_gone(k, op);
+    // A peer that found another dead has stopped: name that one now, not when this peer exits too.
+    for (int j = 0; j < size(); ++j) {
+      const int32_t dead = j == local_ ? 0 : control(j).found_dead.load(std::memory_order_acquire);
+      if (dead > 0 && dead - 1 != local_) peer_gone(dead - 1, op);
     }
     if (Clock::now() >= deadline_) {
       throw ShmError(lockstep::detail::str_cat(
@@ -332,15 +338,19 @@ void ShmGroup::broadcast(void* data, size_t bytes, int root) {
 void ShmGroup::all_gather(const void* input, const std::vector<void*>& outputs, size_t bytes) {
   LOCKSTEP_CHECK(static_cast<int>(outputs.size()) == size(), "shared memory: all_gather needs ", size(), " outputs");
   deadline_ = deadline_after(options_.timeout);
+  if (direct_ && bytes >= direct_min_bytes_) return all_gather_direct(input, outputs, bytes);
   const char* in = static_cast<const char*>(input);
+  char* own = static_cast<char*>(outputs[local_]);
   for (size_t off = 0; off < bytes; off += options_.slot_bytes) {
     const size_t m = std::min(options_.slot_bytes, bytes - off);
     const int b = next_buffer();
     std::memcpy(slot(local_, b), in + off, m);
-    sync("all_gather", what(kAllGather, bytes));
+    arrive(what(kAllGather, bytes));
+    // This rank's own piece while the others arrive: straight from its input.
+    if (own != in) std::memcpy(own + off, in + off, m);
+    wait_all("all_gather", what(kAllGather, bytes));
     for (int k = 0; k < size(); ++k) {
-      char* out = static_cast<char*>(outputs[k]) + off;
-      if (out != in + off) std::memcpy(out, slot(k, b), m);
+      if (k != local_) std::memcpy(static_cast<char*>(outputs[k]) + off, slot(k, b), m);
     }
   }
 }
@@ -353,19 +363,49 @@ void ShmGroup::reduce_scatter(const std::vector<const void*>& inputs, void* outp
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = static_cast<T*>(output);
-    // Each step stages `per_step` elements of every one of this rank's W inputs.
-    const size_t per_step = std::max<size_t>(1, options_.slot_bytes / (W * sizeof(T)));
+    // Rank i reduces the output of rank i: it stages, per step, `per_step` elements of each of its W - 1
+    // inputs the others reduce (input k at piece k, or k - 1 above this rank: no gap for its own), and
+    // reads its own input in place. Per rank and step that is one copy of the others' pieces in and one
+    // read of every piece in the fold: bandwidth-optimal on one host. Pieces start on 64-byte
+    // boundaries, so that no two ranks' reads of one another's pieces share a cache line with a write.
+    constexpr size_t kAlign = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
+    const size_t fit = options_.slot_bytes / ((W - 1) * sizeof(T));
+    const size_t per_step = std::max<size_t>(1, fit >= kAlign ? fit / kAlign * kAlign : fit);
+    auto piece = [&](int of, int owner) { return static_cast<size_t>(of < owner ? of : of - 1); };
+    const T* own_in = static_cast<const T*>(inputs[local_]);
+    // The output may be this rank's own input (in place): the fold then keeps its block's partial
+    // result aside until the block is done.
+    const bool in_place = out + n > own_in && own_in + n > out;
+    if (in_place) fold_tmp_.resize(kFoldBlock * sizeof(T));
     std::vector<const T*> src(W);
     for (size_t off = 0; off < n; off += per_step) {
       const size_t m = std::min(per_step, n - off);
       const int b = next_buffer();
       T* mine = reinterpret_cast<T*>(slot(local_, b));
-      for (int k = 0; k < W; ++k) std::memcpy(mine + k * per_step, static_cast<const T*>(inputs[k]) + off, m * sizeof(T));
+      for (int k = 0; k < W; ++k) {
+        if (k != local_) std::memcpy(mine + piece(k, local_) * per_step, static_cast<const T*>(inputs[k]) + off, m * sizeof(T));
+      }
       sync("reduce_scatter", what(kReduceScatter, n * sizeof(T)));
-      for (int k = 0; k < W; ++k) src[k] = reinterpret_cast<const T*>(slot(k, b)) + local_ * per_step;
-      fold<T>(out + off, src, m, op, nullptr, op == ReduceOp::AVG ? avg_divisor : 0);
+      for (int k = 0; k < W; ++k) {
+        src[k] = k == local_ ? own_in + off : reinterpret_cast<const T*>(slot(k, b)) + piece(local_, k) * per_step;
+      }
+      fold<T>(out + off, src, m, op, in_place ? reinterpret_cast<T*>(fold_tmp_.data()) : nullptr,
+              op == ReduceOp::AVG ? avg_divisor : 0);
     }
   });
+}
+
+void ShmGroup::reduce_scatter_flat(const void* input, void* output, size_t n, Dtype dtype, ReduceOp op,
+                                   int avg_divisor) {
+  const int W = size();
+  const size_t bytes = n * element_size(dtype);
+  if (direct_ && bytes >= direct_min_bytes_) {
+    deadline_ = deadline_after(options_.timeout);
+    return reduce_scatter_direct(input, output, n, dtype, op, avg_divisor);
+  }
+  std::vector<const void*> inputs(W);
+  for (int r = 0; r < W; ++r) inputs[r] = static_cast<const char*>(input) + r * bytes;
+  reduce_scatter(inputs, output, n, dtype, op, avg_divisor);
 }
 
 void ShmGroup::barrier() {

@@ -14,6 +14,15 @@
 // parallel, every element is reduced once in a fixed order, so every rank ends with the same bits.
 // Smaller ones: one synchronization a step, then every rank folds the whole step, in rank order.
 //
+// Direct reads (shm_direct.cpp): where the kernel lets one rank read another's memory
+// (process_vm_readv, Linux's cross-memory attach, which Open MPI's shared-memory transport uses too; on
+// by default in Linux, off under a strict Yama ptrace policy or a seccomp filter, LOCKSTEP_SHM_CMA=0 on
+// any rank), checked once when the group is set up, large all-gathers and flat reduce-scatters skip the
+// segment: each rank publishes its input's address, reads its share of every other rank's input
+// straight into its output (all_gather) or into a block it folds at once (reduce_scatter), and a final
+// synchronization keeps every input alive until the others have read it. One copy instead of two, and
+// two synchronizations for the whole collective instead of one per slot.
+//
 // Waiting: a short spin, then futex waits of kPollPeriod, between which a waiter looks whether the
 // rank it waits for is still alive (pidfd) and whether the timeout has passed. Errors (ShmError) name
 // the rank: "rank 1 (pid 4242) exited ..." or "timed out after 30s waiting for rank 1".
@@ -57,6 +66,11 @@ class ShmGroup {
  public:
   // all_reduce up to this size folds everything on every rank (one synchronization).
   static constexpr size_t kSmallBytes = 16 << 10;
+  // all_gather and reduce_scatter_flat read the others' memory directly (when the group can) from this
+  // many bytes per rank (LOCKSTEP_SHM_DIRECT_MIN_BYTES on the host's first rank overrides it). Measured
+  // at 2 ranks (BENCHMARKS.md): 2.5-3.9x faster than the segment from 32 KiB per rank up, and no slower
+  // at 16 KiB; below, one synchronization costs less than two and a system call per peer.
+  static constexpr size_t kDirectMinBytes = 16 << 10;
 
   // Collective among `ranks` (global rank numbers, ascending; this process is ranks[local]) through
   // `store` (a prefix of this group alone): ranks[0] creates the segment, the others attach. Throws
@@ -79,6 +93,11 @@ class ShmGroup {
   // output[0..n) = op over local ranks of their inputs[local_rank()]; `inputs` has size() pointers.
   void reduce_scatter(const std::vector<const void*>& inputs, void* output, size_t n, Dtype dtype, ReduceOp op,
                       int avg_divisor);
+  // The same with every rank's inputs one run: input[0..size() * n), chunk r for local rank r. `output`
+  // may be chunk local_rank() of it.
+  void reduce_scatter_flat(const void* input, void* output, size_t n, Dtype dtype, ReduceOp op, int avg_divisor);
+  // Whether this group reads the other ranks' memory directly (see above).
+  bool direct_reads() const { return direct_; }
   void barrier();
 
   // How this rank's waits for the others ended, for profiles (LOCKSTEP_SHM_STATS=1 prints them to
@@ -99,8 +118,23 @@ class ShmGroup {
   // Announces this rank's arrival at the next step and waits for every other rank's.
   // `what` (the collective and its byte count) must match every other rank's for this step.
   void sync(const char* op, uint64_t what);
+  // sync's two halves, for work that fits between them: announce this rank's arrival (with `addr`, an
+  // address of this process the others may read at this step); wait for the others'.
+  void arrive(uint64_t what, uint64_t addr = 0);
+  void wait_all(const char* op, uint64_t what);
+  // What local rank k published with its arrival at the step just synchronized.
+  uint64_t published_addr(int k) const;
+  // Direct reads (shm_direct.cpp): whether every rank can read every other's memory (collective);
+  // `bytes` from address `from` of local rank k into `to`, throwing ShmError naming k.
+  bool probe_direct_reads();
+  void read_peer(int k, void* to, uint64_t from, size_t bytes, const char* op);
+  void all_gather_direct(const void* input, const std::vector<void*>& outputs, size_t bytes);
+  void reduce_scatter_direct(const void* input, void* output, size_t n, Dtype dtype, ReduceOp op, int avg_divisor);
   void wait_for(int local, uint32_t target, const char* op);
   bool alive(int local) const;
+  // Throws the ShmError for local rank k found dead during `op`, or for the rank an earlier failure
+  // found dead (see Control::found_dead), and marks it in this rank's control line.
+  [[noreturn]] void peer_gone(int k, const char* op);
   // The buffer of the next step (alternating).
   int next_buffer() { return static_cast<int>(step_++ & 1); }
 
@@ -111,6 +145,9 @@ class ShmGroup {
   std::vector<int> pidfds_;  // [local rank]: -1 for this rank, or where pidfd_open is not available
   std::vector<int> pids_;
   std::vector<char> fold_tmp_;  // a block of partial results, when the output is one of the inputs
+  std::vector<char> peer_blocks_;  // direct reduce-scatter: the block read from each other rank
+  bool direct_ = false;
+  size_t direct_min_bytes_ = kDirectMinBytes;  // LOCKSTEP_SHM_DIRECT_MIN_BYTES on local rank 0
   uint32_t arrivals_ = 0;  // this rank's arrival counter, as published
   uint64_t step_ = 0;
   Deadline deadline_{};  // of the collective in progress

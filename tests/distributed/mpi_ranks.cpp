@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "distributed/api.h"
+#include "tests/distributed/flat_values.h"
 #include "tests/util/ddp_reference.h"
 
 #ifdef LOCKSTEP_WITH_MPI
@@ -261,6 +262,31 @@ TEST_CASE("reduce_scatter: every op, separate inputs and chunks of one tensor") 
       }
       CHECK_MESSAGE(values(out) == want, where(d, op));
       CHECK_MESSAGE(values(out2) == want, where(d, op), " (chunks)");
+    }
+  }
+}
+
+TEST_CASE("flat all_gather_into_tensor and reduce_scatter_tensor: every dtype and op, odd counts, in place") {
+  // MPI_Allgather and MPI_Reduce_scatter_block on the flat buffers; values from flat_values.h.
+  namespace flat = lockstep::testing::flat;
+  auto& pg = *dist::default_pg();
+  for (Dtype d : {kFloat32, kFloat64, kInt64, kBFloat16, kFloat16}) {
+    for (int64_t n : {1, 7, 1001}) {
+      for (bool in_place : {false, true}) {
+        const std::string how = where(d, Op::SUM) + ", " + std::to_string(n) + " per rank" + (in_place ? ", in place" : "");
+        Tensor gathered = zeros({W() * n}).to(d);
+        Tensor mine = flat::input(d, Op::SUM, R(), n);
+        if (in_place) gathered.narrow(0, R() * n, n).copy_(mine);
+        pg.all_gather_into_tensor(gathered, in_place ? gathered.narrow(0, R() * n, n) : mine)->wait();
+        CHECK_MESSAGE(flat::check_gathered(gathered, W()) == "", "all_gather_into_tensor ", how);
+        for (Op op : kOps) {
+          Tensor whole = flat::input(d, op, R(), W() * n);
+          Tensor out = in_place ? whole.narrow(0, R() * n, n) : zeros({n}).to(d);
+          pg.reduce_scatter_tensor(out, whole, op)->wait();
+          CHECK_MESSAGE(flat::check_reduced(out, op, W(), R()) == "", "reduce_scatter_tensor ", where(d, op), ", ", n,
+                        in_place ? " in place" : "");
+        }
+      }
     }
   }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The mpi process-group backend under Open MPI's mpirun, at 2 and 3 ranks:
 #   1. mpi_ranks: every collective's values on every rank, each op and dtype, async work, Work::wait's
-#      timeout, DDP parity with one process at the global batch (tests/distributed/mpi_ranks.cpp);
+#      timeout, DDP parity with one process at the global batch (tests/distributed/mpi_ranks.cpp); its
+#      flat collectives at 1 and 4 ranks too;
 #   2. linear_demo --backend mpi ends with the same weights as under the launcher with gloo (2, 3 ranks),
 #      and so does train_eval, one epoch at 2 ranks, bit for bit;
 #   3. a rank killed (SIGKILL) mid-job: mpirun ends the job, non-zero, naming the dead rank;
@@ -31,6 +32,16 @@ if [ -n "${TSAN_OPTIONS:-}" ]; then
 fi
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo
      --mca oob_tcp_if_include lo)
+# The flat collectives (all_gather_into_tensor, reduce_scatter_tensor) at 1 and 4 ranks as well; 2 and 3
+# run below with every other case.
+for n in 1 4; do
+  mkdir -p "$dir/flat$n"
+  LOCKSTEP_MPI_TEST_DIR="$dir/flat$n" timeout 300 "${mpi[@]}" -np $n "$ranks" --no-colors -tc='flat*' \
+    > "$dir/flat$n.log" 2>&1 || { cat "$dir/flat$n.log"; echo "FAIL: mpi_ranks -tc='flat*' under mpirun -np $n"; exit 1; }
+  passed=$(grep -c "Status: SUCCESS!" "$dir/flat$n.log" || true)
+  [ "$passed" -eq $n ] || { cat "$dir/flat$n.log"; echo "FAIL: $passed of $n ranks passed the flat collectives"; exit 1; }
+  echo "mpi_ranks -np $n, flat collectives: every rank passed"
+done
 for n in 2 3; do
   mkdir -p "$dir/sync$n"
   LOCKSTEP_MPI_TEST_DIR="$dir/sync$n" timeout 300 "${mpi[@]}" -np $n "$ranks" --no-colors > "$dir/ranks$n.log" 2>&1 || {
