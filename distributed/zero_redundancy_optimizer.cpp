@@ -49,8 +49,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Fac
   if (!mine.empty()) {
     local_ = make_optimizer(std::move(mine));
     LOCKSTEP_CHECK(local_, "ZeroRedundancyOptimizer: the optimizer factory returned null");
-    LOCKSTEP_CHECK(local_->num_param_groups() == 1, "ZeroRedundancyOptimizer: the factory's optimizer has ",
-                   local_->num_param_groups(), " param groups; one is supported");
+    auto ps = local_->params();
+    LOCKSTEP_CHECK(ps.size() == static_cast<size_t>(std::count(owner_.begin(), owner_.end(), pg_->rank())),
+                   "ZeroRedundancyOptimizer: the factory's optimizer holds ", ps.size(),
+                   " parameters; it must hold exactly the ones it is given");
   }
 }
 
@@ -144,9 +146,22 @@ bool parse_state_key(const std::string& key, size_t& i, std::string& name) {
 
 }  // namespace
 
+void ZeroRedundancyOptimizer::check_one_group(const char* op) const {
+  LOCKSTEP_CHECK(!local_ || local_->num_param_groups() == 1, "ZeroRedundancyOptimizer::", op, ": the local ",
+                 local_->name(), " has ", local_->num_param_groups(), " param groups; state dicts need one group");
+  if (!local_) return;
+  auto ps = local_->params();
+  size_t j = 0;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (owner_[i] == pg_->rank())
+      LOCKSTEP_CHECK(ps[j++].is_same(params_[i]), "ZeroRedundancyOptimizer::", op, ": the local ", local_->name(),
+                     " holds its parameters in another order than given; state dicts need the given order");
+}
+
 void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
   LOCKSTEP_CHECK(to >= 0 && to < pg_->size(), "ZeroRedundancyOptimizer::consolidate_state_dict: to = ", to,
                  " is not a rank of a group of ", pg_->size());
+  check_one_group("consolidate_state_dict");
   NoGradGuard no_grad;
   // Global index of each rank's local parameter j.
   std::vector<std::vector<size_t>> global(pg_->size());
@@ -190,6 +205,7 @@ optim::StateDict ZeroRedundancyOptimizer::state_dict() const {
 }
 
 void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
+  check_one_group("load_state_dict");
   const int64_t n = static_cast<int64_t>(params_.size());
   bool found_params = false;
   optim::StateDict local;

@@ -29,7 +29,8 @@ namespace lockstep::dist {
 
 class ZeroRedundancyOptimizer {
  public:
-  // Builds the local optimizer over the parameters it is given (never an empty list).
+  // Builds the local optimizer over the parameters it is given (never an empty list), in any groups;
+  // consolidate_state_dict and load_state_dict need one group holding them in the given order.
   using Factory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> params)>;
 
   // `params`: the same list, in the same order, on every rank (model->parameters()). `process_group`
@@ -66,6 +67,9 @@ class ZeroRedundancyOptimizer {
   void load_state_dict(const optim::StateDict& state);
 
  private:
+  // State dicts number the parameters as given: the local optimizer must hold one group in that order.
+  void check_one_group(const char* op) const;
+
   std::vector<Tensor> params_;
   std::vector<int> owner_;
   std::vector<size_t> local_index_;  // parameter i's index in its owner's optimizer

@@ -113,6 +113,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
 
   // nanoGPT's configure_optimizers: weight decay on the matmul and embedding weights (2-D) only, chosen
   // before sharding flattens them. make_adamw builds it over any subset (ZeRO's share, FSDP's shards).
+  const double n_params = model->num_params() / 1e6;  // before sharding leaves each rank a part
   std::unordered_set<TensorImpl*> decayed;
   for (const auto& p : model->parameters())
     if (p.dim() >= 2) decayed.insert(p.impl());
@@ -171,7 +172,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
   if (talk)
     std::printf("gpt: %d rank(s), backend %s, device %s, %.2fM parameters, vocab %ld, %zu train / %zu val tokens, "
                 "%.0f tokens per step%s\n", world, dist::get_backend().c_str(), device.str().c_str(),
-                model->num_params() / 1e6, long(config.vocab_size), text.tokens(Split::kTrain).size(),
+                n_params, long(config.vocab_size), text.tokens(Split::kTrain).size(),
                 text.tokens(Split::kVal).size(), tokens_per_step,
                 start ? (", resuming at step " + std::to_string(start)).c_str() : "");
 
@@ -319,7 +320,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     weights.step = max_iters - 1;
     save_checkpoint(f.save, weights);
   }
-  if (!o.quiet && o.shard != "none") {
+  if (!o.quiet) {
     std::fflush(stdout);
     std::printf("gpt: rank %d --shard %s VmHWM %ld KiB\n", rank, o.shard.c_str(), peak_rss_kib());
   }

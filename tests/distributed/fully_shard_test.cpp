@@ -6,6 +6,9 @@
 // ranks and resumed at 3 on the same loss curve.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "distributed/ddp.h"
@@ -305,6 +308,35 @@ TEST_CASE("fully_shard: a sharded checkpoint saved at 2 ranks resumes at 3 on th
                  " at 3 ranks, ", ref_losses[s], " at 2");
     }
   });
+}
+
+TEST_CASE("a rank SIGKILLed mid-training under fully_shard: the other's next gather throws, naming it") {
+  const uint16_t port = free_port();
+  auto results = run_ranks(
+      2,
+      [&](int rank) {
+        init_tcp_group(port, 2, rank, std::chrono::seconds(5));
+        Stack model = make_stack(7);
+        shard(model);
+        optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2));
+        for (int s = 0; s < 10; ++s) {
+          if (rank == 1 && s == 3) ::raise(SIGKILL);
+          auto [x, y] = batch(s, rank, 2);
+          try {
+            opt.zero_grad();
+            F::cross_entropy(model(x), y).backward();
+            opt.step();
+          } catch (const Error& e) {
+            RANK_CHECK(s == 3, "failed at step ", s, ": ", e.what());
+            RANK_CHECK(std::string(e.what()).find("rank 1") != std::string::npos, e.what());
+            ::_exit(0);  // the group is broken: leave without destroy_process_group
+          }
+        }
+        RANK_CHECK(false, "rank ", rank, " trained on after rank 1 died");
+      },
+      std::chrono::seconds(60));
+  CHECK_MESSAGE(results[0].ok(), results[0].message);
+  CHECK(results[1].exit_code == -1);
 }
 
 TEST_CASE("fully_shard rejects what it cannot shard") {

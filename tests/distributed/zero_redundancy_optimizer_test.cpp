@@ -112,6 +112,23 @@ TEST_CASE("ZeroRedundancyOptimizer rejects what it cannot shard") {
     auto z = dist::ZeroRedundancyOptimizer::make<optim::Adam>({w}, optim::AdamOptions());
     expect_error([&] { z.consolidate_state_dict(1); }, "to = 1 is not a rank of a group of 1");
     expect_error([&] { z.load_state_dict({}); }, "no param_groups.0.params entry");
+    // A factory may split its share into groups (the GPT's decay / no-decay); state dicts then refuse.
+    Tensor b = zeros({4}).set_requires_grad();
+    auto grouped = dist::ZeroRedundancyOptimizer({w, b}, [](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
+      return std::make_unique<optim::SGD>(std::vector<optim::SGD::ParamGroup>{{{ps[1]}, optim::SGDOptions(0.1)},
+                                                                              {{ps[0]}, optim::SGDOptions(0.2)}});
+    });
+    w.autograd_meta().grad = ones({4, 4});
+    b.autograd_meta().grad = ones({4});
+    grouped.step();
+    RANK_CHECK(w.to_vector<float>()[0] == -0.2f && b.to_vector<float>()[0] == -0.1f, "w ", w.to_vector<float>()[0],
+               ", b ", b.to_vector<float>()[0]);
+    expect_error([&] { grouped.consolidate_state_dict(0); }, "has 2 param groups; state dicts need one group");
+    expect_error([&] {
+      dist::ZeroRedundancyOptimizer({w, b}, [&](std::vector<Tensor>) -> std::unique_ptr<optim::Optimizer> {
+        return std::make_unique<optim::SGD>(std::vector<Tensor>{w}, optim::SGDOptions(0.1));
+      });
+    }, "the factory's optimizer holds 1 parameters; it must hold exactly the ones it is given");
     dist::destroy_process_group();
   });
   CHECK_MESSAGE(all_ok(results), failures(results));
