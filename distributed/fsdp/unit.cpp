@@ -250,9 +250,11 @@ void Unit::post_backward() {
     reshard();
     return;
   }
+  if (ctx->reducing && ctx->reducing != this) ctx->reducing->finish_reduce();
   reduce_in_ = flat;
   reduce_out_ = empty({shard_numel_}, TensorOptions(reduce_dtype_, device_));
   reduce_ = pg_->reduce_scatter_tensor(reduce_out_, reduce_in_, ReduceOp::AVG);
+  ctx->reducing = this;
   reshard();
 }
 
@@ -260,6 +262,11 @@ void Unit::finish_backward() {
   const uint64_t pass = autograd::backward_pass_id();
   const bool took_part = pre_backward_pass_ == pass || ready_pass_ == pass;
   if (took_part && post_backward_pass_ != pass) post_backward();
+  finish_reduce();
+}
+
+void Unit::finish_reduce() {
+  if (ctx->reducing == this) ctx->reducing = nullptr;
   if (!reduce_) return;
   reduce_->wait();
   reduce_.reset();

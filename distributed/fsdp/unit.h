@@ -31,6 +31,9 @@ struct Context : std::enable_shared_from_this<Context> {
   bool recording = false;
   bool order_fixed = false;
   uint64_t callback_pass = 0;
+  // The unit whose reduce-scatter is in flight: at most one, so that the units' full gradients are not
+  // all alive at the end of backward (each unit's waits at the next unit's post-backward).
+  Unit* reducing = nullptr;
   // Queues finish_backward once per backward pass.
   void ensure_callback();
   void finish_backward();
@@ -60,6 +63,7 @@ class Unit : public std::enable_shared_from_this<Unit> {
   void on_grad_ready();
   void post_backward();
   void finish_backward();
+  void finish_reduce();  // waits for this unit's reduce-scatter and sets the sharded gradients
 
   bool is_root() const { return !has_parent; }
   nn::Module& module() const { return *module_; }

@@ -159,6 +159,9 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
 
   dist::DDPOptions ddp_options;
   if (device.is_cuda()) ddp_options.device_ids = {device.index};
+  // Under ZeRO the gradients are read only by the step after the all-reduce: as views of DDP's buckets
+  // they are not kept twice (PyTorch's advice for ZeroRedundancyOptimizer, gradient_as_bucket_view=True).
+  ddp_options.gradient_as_bucket_view = zero.has_value();
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   if (!fsdp_root) ddp = std::make_unique<dist::DistributedDataParallel>(model.ptr(), ddp_options);
   const std::vector<Tensor> params = model->parameters();

@@ -107,7 +107,10 @@ TEST_CASE("fully_shard: 20 Adam steps equal DDP's at 2 and 3 ranks") {
 TEST_CASE("fully_shard: a block's parameters are freed after its forward and gathered again for backward") {
   on_ranks(2, [&](int rank) {
     Stack model = make_stack(7);
+    std::vector<std::weak_ptr<Storage>> full;
+    for (auto& p : model->parameters()) full.push_back(p.storage());
     shard(model);
+    for (size_t i = 0; i < full.size(); ++i) RANK_CHECK(full[i].expired(), "parameter ", i, "'s full storage is alive");
     auto [x, y] = batch(0, rank, 2);
     // fc.weight: elements 0..90 of a 130-element unit; rank 0 holds the unit's [0, 65), rank 1 [65, 130).
     Tensor w = model->blocks[0]->as<LNBlock>()->fc->weight;
