@@ -77,8 +77,9 @@ class FSDPModule {
 
 // Shards `module`'s parameters that no fully_shard-ed submodule already holds. Every rank must call
 // it on the same modules in the same order, with parameters of one dtype and device per unit.
-// Parameters start from rank 0's values. Collective. Throws if `module` is already fully_shard-ed, or
-// has no parameters of its own left to shard... (a unit holding none is allowed: the root of units).
+// Parameters start from rank 0's values. Collective. Throws, naming the module, if it is already
+// fully_shard-ed or its parameters differ in dtype or device (a unit left with no parameter of its own,
+// a root over units only, is allowed).
 FSDPModule fully_shard(const std::shared_ptr<nn::Module>& module, FSDPOptions options = {});
 template <typename H>
   requires requires(const H& h) { h.ptr(); }
