@@ -105,6 +105,9 @@ void Reducer::on_gradient_ready(size_t i) {
   const Tensor& p = params_[i].second;
   Tensor view = slot_view(b.flat, s.offset, p);
   if (p.grad().data_ptr() != view.data_ptr()) internal::copy_(view, p.grad());
+  // As bucket views, the gradients point at their slots now, not at finalize: the copies backward
+  // made are freed one by one instead of all being alive at the end of the first backward.
+  if (options_.gradient_as_bucket_view) params_[i].second.autograd_meta().grad = view;
   ready_[i] = true;
   --b.pending;
   launch_ready_buckets();

@@ -14,7 +14,20 @@ Tensor Module::forward(const Tensor& input) const {
                  "`Tensor forward(const Tensor&)` (or was never made by a holder, registered or wrapped, which binds "
                  "it); a forward with other arguments or results is called through the module's type: "
                  "model(x), model->forward(x), ddp->forward<M>(x)");
-  return forward_fn_(const_cast<Module&>(*this), input);
+  auto& self = const_cast<Module&>(*this);
+  if (!has_forward_hooks()) return forward_fn_(self, input);
+  self.run_forward_pre_hooks();
+  Tensor out = forward_fn_(self, input);
+  self.run_forward_hooks({&out});
+  return out;
+}
+
+void Module::run_forward_pre_hooks() {
+  for (auto& h : pre_hooks_) h(*this);
+}
+
+void Module::run_forward_hooks(const std::vector<Tensor*>& outputs) {
+  for (auto& h : post_hooks_) h(*this, outputs);
 }
 
 void Module::check_new_name(const std::string& name) const {

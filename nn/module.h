@@ -25,6 +25,7 @@
 #pragma once
 
 #include <functional>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -57,6 +58,19 @@ class Module : public std::enable_shared_from_this<Module> {
       if (!forward_fn_) forward_fn_ = [](Module& m, const Tensor& x) { return static_cast<M&>(m).forward(x); };
     }
   }
+
+  // Forward hooks, as torch.nn.Module's register_forward_pre_hook and register_forward_hook: run around
+  // every call of this module through Module::forward(input) or a holder's operator() (a call of the
+  // typed forward on the module itself, model->forward(x), runs none). A forward hook sees the output's
+  // tensors (a Tensor, or each Tensor of a pair or tuple) and may replace them in place; fully_shard
+  // (distributed/fsdp/) gathers a unit's parameters in its pre-hook and frees them in its hook.
+  using ForwardPreHook = std::function<void(Module&)>;
+  using ForwardHook = std::function<void(Module&, const std::vector<Tensor*>& outputs)>;
+  void register_forward_pre_hook(ForwardPreHook hook) { pre_hooks_.push_back(std::move(hook)); }
+  void register_forward_hook(ForwardHook hook) { post_hooks_.push_back(std::move(hook)); }
+  bool has_forward_hooks() const { return !pre_hooks_.empty() || !post_hooks_.empty(); }
+  void run_forward_pre_hooks();
+  void run_forward_hooks(const std::vector<Tensor*>& outputs);
 
   // Each tensor once, in registration order (tied weights are yielded under their first name).
   std::vector<Tensor> parameters(bool recurse = true) const;
@@ -118,10 +132,32 @@ class Module : public std::enable_shared_from_this<Module> {
 
   std::string name_;
   Tensor (*forward_fn_)(Module&, const Tensor&) = nullptr;  // set by bind_forward
+  std::vector<ForwardPreHook> pre_hooks_;
+  std::vector<ForwardHook> post_hooks_;
   bool training_ = true;
   NamedTensors params_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
+
+namespace detail {
+// The tensors of a forward's result, for forward hooks: a Tensor, each Tensor of a pair or tuple;
+// nothing for other results.
+template <typename R>
+std::vector<Tensor*> output_tensors(R& out) {
+  if constexpr (std::is_same_v<R, Tensor>) {
+    return {&out};
+  } else if constexpr (requires { std::tuple_size<R>::value; }) {
+    std::vector<Tensor*> ts;
+    auto add = [&](auto& e) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(e)>, Tensor>) ts.push_back(&e);
+    };
+    std::apply([&](auto&... e) { (add(e), ...); }, out);
+    return ts;
+  } else {
+    return {};
+  }
+}
+}  // namespace detail
 
 }  // namespace lockstep::nn

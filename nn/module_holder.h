@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "nn/module.h"
 
 namespace lockstep::nn {
 
@@ -41,9 +42,20 @@ class ModuleHolder {
 
   // Runs the module's forward with these arguments (any of its forward overloads, whatever it returns:
   // auto [recon, mu, logvar] = vae(x)).
+  // Runs the module's forward hooks around it, if it has any (Module::register_forward_hook).
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) {
-    return get()->forward(std::forward<Args>(args)...);
+    Contained* m = get();
+    using R = decltype(m->forward(std::forward<Args>(args)...));
+    if constexpr (std::is_void_v<R> || std::is_reference_v<R>) {
+      return m->forward(std::forward<Args>(args)...);
+    } else {
+      if (!m->has_forward_hooks()) return m->forward(std::forward<Args>(args)...);
+      m->run_forward_pre_hooks();
+      R out = m->forward(std::forward<Args>(args)...);
+      m->run_forward_hooks(detail::output_tensors(out));
+      return out;
+    }
   }
 
   // Indexing reaches the module's operator[] (Sequential, ModuleList, ModuleDict).

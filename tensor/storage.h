@@ -24,6 +24,12 @@ class Storage {
   // compares it with the value an op saw when it was recorded.
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
+  // Frees the allocation and makes a new one of `nbytes` (contents undefined), as PyTorch's
+  // untyped_storage().resize_(n) used by FSDP: tensors viewing this storage, the autograd graph's saved
+  // ones included, keep pointing at it, so fully_shard frees a unit's gathered parameters after forward
+  // (resize_(0)) and refills them before backward without touching the graph. Touching the elements of
+  // a tensor that views a freed storage is the caller's bug.
+  void resize_(size_t nbytes);
 
  private:
   void* data_ = nullptr;

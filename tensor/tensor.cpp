@@ -17,6 +17,15 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 
 Storage::~Storage() { backend_for(device_).deallocate(data_, nbytes_ ? nbytes_ : 1, device_); }
 
+void Storage::resize_(size_t nbytes) {
+  if (nbytes == nbytes_) return;
+  backend_for(device_).deallocate(data_, nbytes_ ? nbytes_ : 1, device_);
+  data_ = nullptr;
+  nbytes_ = 0;
+  data_ = backend_for(device_).allocate(nbytes ? nbytes : 1, device_);
+  nbytes_ = nbytes;
+}
+
 static int64_t checked_numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t s : shape) {

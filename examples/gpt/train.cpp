@@ -9,15 +9,22 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <optional>
+#include <unordered_set>
 
 #include "distributed/ddp.h"
+#include "distributed/fsdp/fully_shard.h"
+#include "distributed/fsdp/state_dict.h"
 #include "distributed/init.h"
+#include "distributed/zero_redundancy_optimizer.h"
 #include "examples/common/metrics_log.h"
 #include "examples/common/train_device.h"
 #include "nn/utils/clip_grad.h"
 #include "optim/api.h"
 #include "examples/common/step_timing.h"
 #include "optim/checkpoint.h"
+#include "tensor/safetensors.h"
 #include "tensor/cuda/cuda.h"
 
 namespace lockstep::examples {
@@ -53,6 +60,19 @@ void check_options(const GPTTrainOptions& o) {
   LOCKSTEP_CHECK(o.sample_tokens >= 0 && o.top_k >= 0 && (o.sample_tokens == 0 || o.temperature > 0),
                  "train_gpt: need --sample-tokens >= 0, --top-k >= 0 and --temperature > 0, got ", o.sample_tokens,
                  ", ", o.top_k, ", ", o.temperature);
+  LOCKSTEP_CHECK(o.shard == "none" || o.shard == "optimizer" || o.shard == "full",
+                 "train_gpt: --shard must be none, optimizer or full, got '", o.shard, "'");
+  LOCKSTEP_CHECK(o.shard == "none" || (o.train.checkpoint.empty() && o.train.resume.empty()),
+                 "train_gpt: --checkpoint and --resume take --shard none (sharded runs save their final weights "
+                 "with --save only)");
+}
+
+// This process's peak resident memory (VmHWM), in KiB.
+long peak_rss_kib() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
 }
 
 // The seed of rank `rank`'s dropout masks at `step`: a resumed run draws the masks it would have drawn.
@@ -91,11 +111,37 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
   }
   model->to(device);
 
-  // nanoGPT's configure_optimizers: weight decay on the matmul and embedding weights (2-D) only.
-  std::vector<Tensor> decay, no_decay;
-  for (const auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  // nanoGPT's configure_optimizers: weight decay on the matmul and embedding weights (2-D) only, chosen
+  // before sharding flattens them. make_adamw builds it over any subset (ZeRO's share, FSDP's shards).
+  const double n_params = model->num_params() / 1e6;  // before sharding leaves each rank a part
+  std::unordered_set<TensorImpl*> decayed;
+  for (const auto& p : model->parameters())
+    if (p.dim() >= 2) decayed.insert(p.impl());
   auto adamw = [&](double wd) { return optim::AdamWOptions(f.lr).betas(o.beta1, o.beta2).weight_decay(wd); };
-  optim::AdamW optimizer({{decay, adamw(o.weight_decay)}, {no_decay, adamw(0.0)}});
+  auto make_adamw = [&](const std::vector<Tensor>& ps) {
+    std::vector<Tensor> decay, no_decay;
+    for (const auto& p : ps) (decayed.count(p.impl()) ? decay : no_decay).push_back(p);
+    std::vector<optim::AdamW::ParamGroup> groups;
+    if (!decay.empty()) groups.push_back({decay, adamw(o.weight_decay)});
+    if (!no_decay.empty()) groups.push_back({no_decay, adamw(0.0)});
+    return std::make_unique<optim::AdamW>(std::move(groups));
+  };
+  // --shard full: every block a unit, then the root (FSDP2's usual wrapping); the optimizer over the shards.
+  std::optional<dist::FSDPModule> fsdp_root;
+  if (o.shard == "full") {
+    for (const auto& block : *model->transformer->h) dist::fully_shard(block);
+    fsdp_root = dist::fully_shard(model);
+  }
+  std::optional<dist::ZeroRedundancyOptimizer> zero;  // --shard optimizer: each rank's share of AdamW
+  std::unique_ptr<optim::AdamW> whole;
+  if (o.shard == "optimizer") {
+    zero.emplace(model->parameters(), [&](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
+      return make_adamw(ps);
+    });
+  } else {
+    whole = make_adamw(model->parameters());
+  }
+  optim::Optimizer& optimizer = zero ? *zero->optim() : *whole;
   const int64_t max_iters = f.steps, decay_iters = o.lr_decay_iters < 0 ? max_iters : o.lr_decay_iters;
   optim::LambdaLR scheduler(optimizer, [&](int64_t it) {
     return nanogpt_lr(it, f.lr, o.min_lr, o.warmup_iters, decay_iters) / f.lr;
@@ -113,7 +159,11 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
 
   dist::DDPOptions ddp_options;
   if (device.is_cuda()) ddp_options.device_ids = {device.index};
-  dist::DistributedDataParallel ddp(model.ptr(), ddp_options);
+  // Under ZeRO the gradients are read only by the step after the all-reduce: as views of DDP's buckets
+  // they are not kept twice (PyTorch's advice for ZeroRedundancyOptimizer, gradient_as_bucket_view=True).
+  ddp_options.gradient_as_bucket_view = zero.has_value();
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  if (!fsdp_root) ddp = std::make_unique<dist::DistributedDataParallel>(model.ptr(), ddp_options);
   const std::vector<Tensor> params = model->parameters();
   const int64_t B = f.batch_size, T = config.block_size;
   const double tokens_per_step = static_cast<double>(world * B * o.grad_accum * T);
@@ -125,7 +175,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
   if (talk)
     std::printf("gpt: %d rank(s), backend %s, device %s, %.2fM parameters, vocab %ld, %zu train / %zu val tokens, "
                 "%.0f tokens per step%s\n", world, dist::get_backend().c_str(), device.str().c_str(),
-                model->num_params() / 1e6, long(config.vocab_size), text.tokens(Split::kTrain).size(),
+                n_params, long(config.vocab_size), text.tokens(Split::kTrain).size(),
                 text.tokens(Split::kVal).size(), tokens_per_step,
                 start ? (", resuming at step " + std::to_string(start)).c_str() : "");
 
@@ -161,7 +211,8 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     auto t0 = Clock::now();
     const double c0 = cpu_seconds();
     manual_seed(step_seed(o.seed, rank, step));
-    optimizer.zero_grad();
+    if (zero) zero->zero_grad();
+    else optimizer.zero_grad();
     double local = 0;
     for (int64_t m = 0; m < o.grad_accum; ++m) {
       auto [x, y] = text.get_batch(Split::kTrain, o.seed, step, batch_rows(m, rank, world, B), B, T, device);
@@ -170,7 +221,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
         Tensor loss;
         {
           autocast guard(device.type, kBFloat16, o.dtype == "bfloat16");
-          loss = ddp.forward<GPTImpl>(x, y).second * (1.0 / o.grad_accum);
+          loss = (ddp ? ddp->forward<GPTImpl>(x, y).second : model(x, y).second) * (1.0 / o.grad_accum);
         }
         auto tb = Clock::now();
         fwd_s += std::chrono::duration<double>(tb - tf).count();
@@ -178,16 +229,23 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
         bwd_s += seconds_since(tb);
         local += loss.item<double>();
       };
-      if (m + 1 < o.grad_accum) {
-        auto no_sync = ddp.no_sync();  // accumulate locally; the last micro-step's backward all-reduces the sum
+      // All but the last micro-step accumulate locally; the last one's backward reduces the sum.
+      const bool sync = m + 1 == o.grad_accum;
+      if (fsdp_root) {
+        fsdp_root->set_requires_gradient_sync(sync);
+        micro_step();
+      } else if (!sync) {
+        auto no_sync = ddp->no_sync();
         micro_step();
       } else {
         micro_step();
       }
     }
     auto to = Clock::now();
-    if (o.grad_clip > 0) nn::utils::clip_grad_norm_(params, o.grad_clip);
-    optimizer.step();
+    if (o.grad_clip > 0 && fsdp_root) dist::clip_grad_norm_(params, o.grad_clip);  // the norm over every shard
+    else if (o.grad_clip > 0) nn::utils::clip_grad_norm_(params, o.grad_clip);
+    if (zero) zero->step();
+    else optimizer.step();
     scheduler.step();
     opt_s += seconds_since(to);
     const double secs = seconds_since(t0);
@@ -242,22 +300,32 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
                 result.tokens_per_s);
     std::printf("step_ms %.3f cpu_ms %.3f\n", median_after_warmup(step_ms), median_after_warmup(step_cpu_ms));
   }
-  if (rank == 0 && stop == max_iters && o.sample_tokens > 0) {
+  // Sharded, every rank generates alike (each forward gathers the blocks); the root is gathered around it.
+  if ((rank == 0 || fsdp_root) && stop == max_iters && o.sample_tokens > 0) {
     manual_seed(o.seed);
+    if (fsdp_root) fsdp_root->unshard();
     const std::string& chars = text.chars();
     const int64_t newline = chars.find('\n') == std::string::npos ? 0 : static_cast<int64_t>(chars.find('\n'));
     Tensor out = model->generate(tensor(std::vector<int64_t>{newline}, {1, 1}, device), o.sample_tokens,
                                  o.temperature, o.top_k);
     std::vector<int64_t> tokens = out.to(Device::cpu()).to_vector<int64_t>();
+    if (fsdp_root) fsdp_root->reshard();
     result.sample = text.decode(std::vector<int64_t>(tokens.begin() + 1, tokens.end()));
     if (talk) std::printf("--- sample (%ld tokens, temperature %g, top_k %ld) ---\n%s\n---\n", long(o.sample_tokens),
                           o.temperature, long(o.top_k), result.sample.c_str());
   }
-  if (rank == 0 && !f.save.empty() && stop == max_iters) {
+  if (fsdp_root && !f.save.empty() && stop == max_iters) {
+    auto full = dist::full_state_dict(*model, /*rank0_only=*/true);  // PyTorch's names, gathered to rank 0
+    if (rank == 0) save_safetensors(f.save, full);
+  } else if (rank == 0 && !f.save.empty() && stop == max_iters) {
     Checkpoint weights;
     weights.model = model.get();
     weights.step = max_iters - 1;
     save_checkpoint(f.save, weights);
+  }
+  if (!o.quiet) {
+    std::fflush(stdout);
+    std::printf("gpt: rank %d --shard %s VmHWM %ld KiB\n", rank, o.shard.c_str(), peak_rss_kib());
   }
   std::fflush(stdout);
   return result;

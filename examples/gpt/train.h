@@ -29,6 +29,9 @@ struct GPTTrainOptions {
   double temperature = 0.8;
   int64_t top_k = 200;
   uint64_t seed = 1337;
+  // "none": DDP; "optimizer": DDP + ZeroRedundancyOptimizer (AdamW state sharded); "full": fully_shard
+  // on every block and the root (parameters, gradients and state sharded).
+  std::string shard = "none";
   std::string dtype = "float32";     // "bfloat16": forward and loss under autocast (nanoGPT's --dtype)
   std::string export_init;           // write the initial weights here and stop before training
   int64_t stop_after = -1;           // testing: checkpoint and return after this many steps in all

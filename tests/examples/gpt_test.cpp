@@ -56,8 +56,8 @@ Fixture load_fixture() {
 }
 
 // Trains on `world` ranks at `batch` rows per rank and micro-step, `accum` micro-steps, and checks every
-// step's loss against PyTorch's.
-void check_parity(int world, int64_t batch, int64_t accum) {
+// step's loss against PyTorch's; `shard` is gpt's --shard.
+void check_parity(int world, int64_t batch, int64_t accum, const std::string& shard = "none") {
   Fixture fx = load_fixture();
   REQUIRE(world * batch * accum == fx.options.train.batch_size);
   uint16_t port = testing::free_port();
@@ -66,6 +66,7 @@ void check_parity(int world, int64_t batch, int64_t accum) {
     GPTTrainOptions o = fx.options;
     o.train.batch_size = batch;
     o.grad_accum = accum;
+    o.shard = shard;
     GPTTrainResult r = train_gpt(o);
     RANK_CHECK(r.losses.size() == fx.losses.size(), "ran ", r.losses.size(), " steps");
     for (size_t s = 0; s < fx.losses.size(); ++s)
@@ -105,6 +106,13 @@ TEST_CASE("gpt on 2 ranks at batch 2 follows the same losses") { check_parity(2,
 
 TEST_CASE("gpt on 2 ranks at batch 1 with 2 micro-batches under no_sync follows the same losses") {
   check_parity(2, 1, 2);
+}
+
+TEST_CASE("gpt --shard optimizer (ZeRO-1) on 2 ranks follows the same losses") { check_parity(2, 2, 1, "optimizer"); }
+
+TEST_CASE("gpt --shard full (fully_shard) on 2 ranks follows the same losses, with and without micro-batches") {
+  check_parity(2, 2, 1, "full");
+  check_parity(2, 1, 2, "full");
 }
 
 TEST_CASE("a gpt run stopped after a checkpoint and resumed continues with the uninterrupted run's losses") {
