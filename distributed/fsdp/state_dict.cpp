@@ -2,11 +2,10 @@
 #include "distributed/fsdp/state_dict.h"
 
 #include <array>
-#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
@@ -112,46 +111,23 @@ struct Index {
   std::map<std::string, IndexEntry> params;
 };
 
-// The integers in line[pos:].
-std::vector<int64_t> numbers_after(const std::string& line, size_t pos) {
-  std::vector<int64_t> out;
-  std::string num;
-  for (size_t i = pos; i <= line.size(); ++i) {
-    const char c = i < line.size() ? line[i] : ' ';
-    if (std::isdigit(static_cast<unsigned char>(c)) || c == '-') {
-      num += c;
-    } else {
-      if (!num.empty()) out.push_back(std::stoll(num));
-      num.clear();
-    }
-  }
-  return out;
-}
-
-// Reads the index.json that save_sharded_checkpoint writes (one parameter per line).
+// Reads the index.json that save_sharded_checkpoint writes.
 Index read_index(const std::string& path) {
   std::ifstream f(path);
   LOCKSTEP_CHECK(f, "load_sharded_checkpoint: cannot open ", path);
   Index index;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (auto p = line.find("\"world_size\":"); p != std::string::npos) {
-      index.world_size = static_cast<int>(numbers_after(line, p).at(0));
-      continue;
+  try {
+    const auto j = nlohmann::json::parse(f);
+    index.world_size = j.at("world_size").get<int>();
+    for (const auto& [name, p] : j.at("params").items()) {
+      IndexEntry e;
+      for (int64_t d : p.at("shape")) e.shape.push_back(d);
+      e.dtype = p.at("dtype").get<std::string>();
+      for (const auto& s : p.at("slices")) e.slices.push_back(s.get<std::array<int64_t, 3>>());
+      index.params[name] = std::move(e);
     }
-    const size_t shape = line.find("\"shape\": [");
-    if (shape == std::string::npos) continue;
-    const size_t q0 = line.find('"'), q1 = line.find('"', q0 + 1);
-    const std::string name = line.substr(q0 + 1, q1 - q0 - 1);
-    IndexEntry e;
-    const size_t shape_end = line.find(']', shape);
-    for (int64_t d : numbers_after(line.substr(0, shape_end), shape)) e.shape.push_back(d);
-    const size_t dt = line.find("\"dtype\": \"");
-    e.dtype = line.substr(dt + 10, line.find('"', dt + 10) - dt - 10);
-    auto s = numbers_after(line, line.find("\"slices\":"));
-    LOCKSTEP_CHECK(s.size() % 3 == 0, "load_sharded_checkpoint: malformed slices of '", name, "' in ", path);
-    for (size_t i = 0; i < s.size(); i += 3) e.slices.push_back({s[i], s[i + 1], s[i + 2]});
-    index.params[name] = e;
+  } catch (const nlohmann::json::exception& e) {
+    fail("load_sharded_checkpoint: ", path, " is not a sharded checkpoint's index: ", e.what());
   }
   LOCKSTEP_CHECK(index.world_size > 0, "load_sharded_checkpoint: ", path, " names no world_size");
   return index;
@@ -179,9 +155,7 @@ void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const o
   std::unordered_map<TensorImpl*, size_t> opt_index;
   if (optimizer) opt_index = optimizer_index(*optimizer);
   TensorList tensors;
-  std::ostringstream index;
-  index << "{\n  \"world_size\": " << pg->size() << ",\n  \"params\": {\n";
-  bool first = true;
+  nlohmann::ordered_json params = nlohmann::ordered_json::object();
   for (auto& [name, p] : module.named_parameters()) {
     auto s = sharded.find(p.impl());
     LOCKSTEP_CHECK(s != sharded.end(), "save_sharded_checkpoint: parameter '", name, "' is in no fully_shard-ed unit");
@@ -193,20 +167,16 @@ void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const o
     // tensors at distinct offsets).
     if (optimizer && opt_index.count(p.impl()) && mine_end > mine_begin)
       for (auto& [k, t] : optimizer->state(opt_index[p.impl()])) tensors.emplace_back("optimizer." + name + "." + k, in::clone(t));
-    index << (first ? "" : ",\n") << "    \"" << name << "\": {\"shape\": [";
-    for (size_t d = 0; d < e.shape.size(); ++d) index << (d ? ", " : "") << e.shape[d];
-    index << "], \"dtype\": \"" << dtype_name(u->dtype()) << "\", \"slices\": [";
-    bool first_slice = true;
+    auto slices = nlohmann::ordered_json::array();
     for (int r = 0; r < pg->size(); ++r) {
       auto [a, b] = u->local_range(e, r);
-      if (b <= a) continue;
-      index << (first_slice ? "" : ", ") << "[" << r << ", " << a << ", " << b << "]";
-      first_slice = false;
+      if (b > a) slices.push_back({r, a, b});
     }
-    index << "]}";
-    first = false;
+    params[name] = {{"shape", std::vector<int64_t>(e.shape.begin(), e.shape.end())},
+                    {"dtype", dtype_name(u->dtype())},
+                    {"slices", std::move(slices)}};
   }
-  index << "\n  }\n}\n";
+  const nlohmann::ordered_json index = {{"world_size", pg->size()}, {"params", std::move(params)}};
   if (pg->rank() == 0) {
     for (auto& [name, b] : module.named_buffers()) tensors.emplace_back(name, in::clone(b));
     if (optimizer)
@@ -218,7 +188,7 @@ void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const o
     const std::string path = dir + "/index.json", tmp = path + ".tmp";
     {
       std::ofstream f(tmp);
-      f << index.str();
+      f << index.dump(2) << "\n";
       LOCKSTEP_CHECK(f.good(), "save_sharded_checkpoint: cannot write ", tmp);
     }
     LOCKSTEP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "save_sharded_checkpoint: cannot rename ", tmp, " to ",
