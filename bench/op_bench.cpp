@@ -3,7 +3,8 @@
 // forward and backward on the same shapes, the workload of bench/op_bench.py (PyTorch, same ops and
 // shapes). One line per op: `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward
 // only, no graph, except the conv2d_*, batch_norm_* and sdpa_fwd_bwd_* rows; sdpa_* rows: causal
-// attention at T = 256 and 1024 (batch 4, 4 heads of 32), in float32 and (_bf16) bfloat16.
+// attention at T = 256 and 1024 (batch 4, 4 heads of 32); *_bf16 rows: the op on bfloat16 tensors (add_f32_bf16:
+// float32 + bfloat16 into float32; to_*: the conversions; attention in bfloat16).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -100,8 +101,20 @@ int main(int argc, char** argv) {
     };
     BnCase bn16 = bn_case(128, 16, 32), bn32 = bn_case(128, 32, 16), bn64 = bn_case(128, 64, 8);
     BnCase bn_c1 = bn_case(64, 32, 26), bn_c2 = bn_case(64, 64, 24);
+    // The same tensors in bfloat16 (the *_bf16 rows): what runs in 16 bits under autocast.
+    Tensor att16 = att.to(kBFloat16), x16 = x.to(kBFloat16), w16 = w.to(kBFloat16), b16 = b.to(kBFloat16);
+    Tensor h4_16 = h4.to(kBFloat16), h4_16b = (h4 * 0.5).to(kBFloat16);
     std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
         {"softmax_last", [&] { return softmax(att, -1); }},
+        {"softmax_last_bf16", [&] { return softmax(att16, -1); }},
+        {"layer_norm_bf16", [&] { return nn::functional::layer_norm(x16, {C}, w16, b16); }},
+        {"gelu_bf16", [&] { return gelu(h4_16); }},
+        {"add_bf16", [&] { return h4_16 + h4_16b; }},
+        {"add_f32_bf16", [&] { return h4 + h4_16; }},  // the residual stream under autocast
+        {"mul_scalar_bf16", [&] { return h4_16 * 0.5; }},
+        {"sum_dim1_bf16", [&] { return sum(h4_16, {1}); }},
+        {"to_bf16", [&] { return h4.to(kBFloat16); }},
+        {"to_f32_from_bf16", [&] { return h4_16.to(kFloat32); }},
         {"layer_norm_composed",
          [&] {
            Tensor mu = mean(x, {-1}, true);

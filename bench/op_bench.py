@@ -95,8 +95,20 @@ def main():
 
         return step
 
+    bf = torch.bfloat16
+    att16, x16, w16, b16 = att.to(bf), x.to(bf), w.to(bf), b.to(bf)
+    h4_16, h4_16b = h4.to(bf), (h4 * 0.5).to(bf)
     ops = [
         ("softmax_last", lambda: torch.softmax(att, -1)),
+        ("softmax_last_bf16", lambda: torch.softmax(att16, -1)),
+        ("layer_norm_bf16", lambda: torch.nn.functional.layer_norm(x16, (C,), w16, b16)),
+        ("gelu_bf16", lambda: torch.nn.functional.gelu(h4_16)),
+        ("add_bf16", lambda: h4_16 + h4_16b),
+        ("add_f32_bf16", lambda: h4 + h4_16),
+        ("mul_scalar_bf16", lambda: h4_16 * 0.5),
+        ("sum_dim1_bf16", lambda: h4_16.sum(1)),
+        ("to_bf16", lambda: h4.to(bf)),
+        ("to_f32_from_bf16", lambda: h4_16.to(torch.float32)),
         ("layer_norm_composed", layer_norm_composed),
         ("layer_norm", lambda: torch.nn.functional.layer_norm(x, (C,), w, b)),
         ("bmm_8x4x64x32", lambda: torch.matmul(q, kt)),

@@ -7,8 +7,9 @@
 // Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
 // strides (a StridedPlan per call); the others take contiguous tensors unless they say otherwise.
-// bfloat16 reaches fill, copy_ and every backend's GEMM; float16 only fill and copy_ (and CUDA's
-// GEMM): the ops layer computes the rest in float32.
+// bfloat16 and float16 reach the elementwise kernels (computed in float32, stored at 16 bits), every
+// backend's bfloat16 GEMM (and CUDA's float16 one), and the kernels whose comments name them; the ops
+// layer gives the others float32 copies.
 #pragma once
 
 #include <cstdint>
@@ -185,6 +186,7 @@ class Backend : public FusedKernels {
   // out = a converted to out's dtype (every dtype pair, bfloat16 included).
   virtual void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
   virtual void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
+  // a and b of one dtype; on the CPU also a bfloat16 or float16 one beside a float32 one.
   virtual void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // out = a (op) s, or s (op) a with `reverse` (plan operands: out, a).
   virtual void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,

@@ -130,8 +130,19 @@ decltype(auto) dispatch(Dtype d, Fn&& fn) {
   fail("dispatch: unknown dtype ", int(d));
 }
 
-// As dispatch, over the dtypes kernels compute in (bfloat16 and float16 are computed in float32 by the ops
-// layer, so kernels never see them); `op` names the caller in the error.
+// The type a kernel computes a T in: bfloat16 and float16 are loaded into float32 registers, computed
+// there and rounded once on store (a reduction accumulates in float32 or wider); every other dtype is
+// computed in itself. Kernels that dispatch with `dispatch` (all dtypes) and compute in compute_t<T>
+// take 16-bit tensors as they are; the ones that still dispatch with dispatch_compute below leave the
+// ops layer to give them float32 copies.
+template <typename T> struct compute_type { using type = T; };
+template <> struct compute_type<BFloat16> { using type = float; };
+template <> struct compute_type<Float16> { using type = float; };
+template <typename T> using compute_t = typename compute_type<T>::type;
+
+// As dispatch, over the dtypes that are their own compute type (no bfloat16, no float16: the caller's
+// kernels have no 16-bit rows yet, and the ops layer gives them float32 copies); `op` names the caller
+// in the error.
 template <typename Fn>
 decltype(auto) dispatch_compute(Dtype d, const char* op, Fn&& fn) {
   switch (d) {

@@ -18,12 +18,13 @@
 
 namespace lockstep {
 
-// Which dtypes a row accepts. bfloat16 and float16 never reach a kernel: the ops layer computes them in float32.
+// Which dtypes a row accepts, read off the dtype's compute type (tensor/dtype.h): bfloat16 and float16
+// are floating.
 enum class OpDtypes : uint8_t { kAll, kNumeric, kFloating };
 
 template <OpDtypes K, typename T>
 constexpr bool op_accepts() {
-  if constexpr (K == OpDtypes::kFloating) return std::is_floating_point_v<T>;
+  if constexpr (K == OpDtypes::kFloating) return std::is_floating_point_v<compute_t<T>>;
   else if constexpr (K == OpDtypes::kNumeric) return !std::is_same_v<T, bool>;
   else return true;
 }
@@ -251,6 +252,25 @@ struct Div {
 #undef LOCKSTEP_UNARY
 #undef LOCKSTEP_BINARY
 }  // namespace fn
+
+// f on operands of storage types X..., each converted to compute_t<T> first, the result rounded once
+// to T (a bool result stays bool): how both backends run a row on bfloat16 and float16 storage, and on a
+// 16-bit operand beside a float32 one (T = float). For every other T it is f itself. A struct, not a
+// lambda, so that CUDA kernels take it as they take the functors.
+template <typename F, typename T>
+struct InComputeType {
+  F f;
+  template <typename... X>
+  LOCKSTEP_HOST_DEVICE auto operator()(X... x) const {
+    using C = compute_t<T>;
+    if constexpr (std::is_same_v<decltype(f(static_cast<C>(x)...)), bool>) return f(static_cast<C>(x)...);
+    else return static_cast<T>(f(static_cast<C>(x)...));
+  }
+};
+template <typename T, typename F>
+LOCKSTEP_HOST_DEVICE InComputeType<F, T> in_compute_type(F f) {
+  return {f};
+}
 
 // The row's name at run time (for the ops layer's checks and error messages).
 inline const char* op_name(UnaryOp op) {

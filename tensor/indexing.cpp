@@ -16,7 +16,9 @@ void check_index(const Tensor& index, const Tensor& a, const char* op) {
   LOCKSTEP_CHECK(index.device() == a.device(), op, ": index on ", index.device(), " but tensor on ", a.device());
 }
 
-// bfloat16 and float16 tensors are indexed as float32 and rounded back (a lossless round trip).
+// index_select and gather move 16-bit elements as they are (on the CPU as bytes, on CUDA as 16-bit
+// words); the adds (index_add_, scatter_add_) accumulate a 16-bit destination in a float32 copy, so
+// repeated indices add in float32 and each element is rounded once, and sort orders a float32 copy.
 bool is_reduced(const Tensor& t) { return is_reduced_floating_point(t.dtype()); }
 
 }  // namespace
@@ -26,7 +28,6 @@ Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index) {
   check_index(index, a_in, "index_select");
   LOCKSTEP_CHECK(index.dim() <= 1, "index_select: expected a 1-D index, got ", index.shape());
   LOCKSTEP_CHECK(a_in.dim() >= 1, "index_select: cannot index a 0-D tensor");
-  if (is_reduced(a_in)) return to_dtype(index_select(to_dtype(a_in, kFloat32), dim, index), a_in.dtype());
   Tensor a = contiguous(a_in), idx = contiguous(index);
   const int64_t d = wrap_dim(dim, a.dim(), "index_select");
   int64_t outer, n, inner;
@@ -87,7 +88,6 @@ static Tensor narrow_to(const Tensor& a, const Tensor& index, int64_t d, const c
 Tensor gather(const Tensor& a_in, int64_t dim, const Tensor& index) {
   check_defined(a_in, "gather");
   check_index(index, a_in, "gather");
-  if (is_reduced(a_in)) return to_dtype(gather(to_dtype(a_in, kFloat32), dim, index), a_in.dtype());
   const int64_t d = wrap_dim(dim, std::max<int64_t>(a_in.dim(), 1), "gather");
   Tensor a = contiguous(narrow_to(a_in, index, d, "gather"));
   Tensor idx = contiguous(index);

@@ -1,5 +1,6 @@
-// LayerNorm in the ops layer, forward and backward: checks, dtype conversion (bfloat16 in float32) and
-// contiguous operands for the backend's fused LayerNorm kernels.
+// LayerNorm in the ops layer, forward and backward: checks and contiguous operands for the backend's
+// fused LayerNorm kernels. The CPU's take bfloat16 and float16 rows as they are, with float32 mean and
+// rstd; on CUDA 16-bit tensors run on float32 copies (the statistics are float32 either way).
 #include <cmath>
 
 #include "tensor/factory.h"
@@ -17,8 +18,12 @@ LayerNormResult layer_norm(const Tensor& x_in, int64_t n, const Tensor& weight, 
     if (!t->defined()) continue;
     LOCKSTEP_CHECK(t->numel() == n, "layer_norm: weight/bias ", t->shape(), " must hold ", n, " elements");
     check_same_device(x_in, *t, "layer_norm");
+    LOCKSTEP_CHECK(!is_reduced_floating_point(t->dtype()) || !is_reduced_floating_point(x_in.dtype()) ||
+                       t->dtype() == x_in.dtype(),
+                   "layer_norm: weight/bias of dtype ", t->dtype(), " for a ", x_in.dtype(), " input (expected ",
+                   x_in.dtype(), " or float32)");
   }
-  if (is_reduced_floating_point(x_in.dtype())) {
+  if (is_reduced_floating_point(x_in.dtype()) && !x_in.device().is_cpu()) {
     auto f32 = [](const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; };
     LayerNormResult r = layer_norm(f32(x_in), n, f32(weight), f32(bias), eps);
     r.y = to_dtype(r.y, x_in.dtype());
@@ -27,8 +32,9 @@ LayerNormResult layer_norm(const Tensor& x_in, int64_t n, const Tensor& weight, 
   auto same = [&](const Tensor& t) { return t.defined() ? contiguous(to_dtype(t, x_in.dtype())) : t; };
   Tensor x = contiguous(x_in), w = same(weight), b = same(bias);
   const int64_t rows = x.numel() / n;
-  LayerNormResult r{Tensor(x_in.shape(), x.dtype(), x.device()), Tensor(Shape{rows}, x.dtype(), x.device()),
-                    Tensor(Shape{rows}, x.dtype(), x.device())};
+  const Dtype stats = is_reduced_floating_point(x.dtype()) ? kFloat32 : x.dtype();
+  LayerNormResult r{Tensor(x_in.shape(), x.dtype(), x.device()), Tensor(Shape{rows}, stats, x.device()),
+                    Tensor(Shape{rows}, stats, x.device())};
   backend_for(x.device()).layer_norm(r.y, r.mean, r.rstd, x, w, b, rows, n, eps);
   return r;
 }
@@ -37,7 +43,7 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x_in, con
                                    const Tensor& weight, int64_t n, bool want_x, bool want_weight, bool want_bias) {
   LOCKSTEP_CHECK(grad_y.shape() == x_in.shape(), "layer_norm_backward: gradient ", grad_y.shape(),
                  " does not match input ", x_in.shape());
-  if (is_reduced_floating_point(x_in.dtype())) {
+  if (is_reduced_floating_point(x_in.dtype()) && !x_in.device().is_cpu()) {
     auto f32 = [](const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; };
     LayerNormGrads g = layer_norm_backward(f32(grad_y), f32(x_in), mean, rstd, f32(weight), n, want_x, want_weight,
                                            want_bias);

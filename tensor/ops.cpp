@@ -1,5 +1,6 @@
 // The elementwise core of the ops layer: loop plans, elementwise ops from the table in
-// elementwise_ops.h (checks, dtype promotion, bfloat16 and float16 computed in float32), copies and conversions.
+// elementwise_ops.h (checks, dtype promotion), copies and conversions. bfloat16 and float16 tensors go to
+// the kernels as they are (each element computed in float32 and rounded once, tensor/dtype.h's compute_t).
 #include "tensor/ops.h"
 
 #include <algorithm>
@@ -34,10 +35,13 @@ void check_integer_divisor(const Tensor& divisor) {
   for (int64_t v : divisor.to_vector<int64_t>()) LOCKSTEP_CHECK(v != 0, detail::kIntegerDivisionByZero);
 }
 
-Tensor as_float32(const Tensor& t) { return is_reduced_floating_point(t.dtype()) ? to_dtype(t, kFloat32) : t; }
-
-// Results computed in float32 for bfloat16 (float16) operands go back to bfloat16 (float16) (bool results stay bool).
-Tensor back_to(const Tensor& out, Dtype dtype) { return out.dtype() == kFloat32 ? to_dtype(out, dtype) : out; }
+// A 16-bit operand beside a float32 one: the CPU's kernels read it as it is (the residual stream under
+// autocast adds bfloat16 outputs into float32), so only other devices and other pairs get a copy in the
+// common dtype.
+bool mixes_16bit_with_float32(const Tensor& a, const Tensor& b) {
+  return a.device().is_cpu() && ((is_reduced_floating_point(a.dtype()) && b.dtype() == kFloat32) ||
+                                 (is_reduced_floating_point(b.dtype()) && a.dtype() == kFloat32));
+}
 
 }  // namespace
 
@@ -135,7 +139,6 @@ Tensor unary(UnaryOp op, const Tensor& a) {
   const char* name = op_name(op);
   check_defined(a, name);
   check_dtype(op_dtypes(op), a.dtype(), name);
-  if (is_reduced_floating_point(a.dtype())) return back_to(unary(op, as_float32(a)), a.dtype());
   Tensor out(a.shape(), op_returns_bool(op) ? kBool : a.dtype(), a.device());
   if (out.numel()) backend_for(a.device()).unary(op, make_plan(out, {&a}, name), out, a);
   return out;
@@ -148,9 +151,9 @@ Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
   check_same_device(a_in, b_in, name);
   const Dtype common = promote_types(a_in.dtype(), b_in.dtype());
   check_dtype(op_dtypes(op), common, name);
-  Tensor a = to_dtype(a_in, common), b = to_dtype(b_in, common);
+  const bool mixed = mixes_16bit_with_float32(a_in, b_in);
+  Tensor a = mixed ? a_in : to_dtype(a_in, common), b = mixed ? b_in : to_dtype(b_in, common);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
-  if (is_reduced_floating_point(common)) return back_to(binary(op, as_float32(a), as_float32(b)), common);
   if (op == BinaryOp::Div) check_integer_divisor(b);
   Tensor out(out_shape, op_returns_bool(op) ? kBool : common, a.device());
   if (out.numel()) backend_for(a.device()).binary(op, make_plan(out, {&a, &b}, name), out, a, b);
@@ -163,7 +166,6 @@ Tensor binary_scalar(BinaryOp op, const Tensor& a_in, double s, bool reverse) {
   // An integer tensor with a fractional scalar computes in float32, as PyTorch's default dtype.
   const Tensor a = !is_floating_point(a_in.dtype()) && s != std::floor(s) ? to_dtype(a_in, kFloat32) : a_in;
   check_dtype(op_dtypes(op), a.dtype(), name);
-  if (is_reduced_floating_point(a.dtype())) return back_to(binary_scalar(op, as_float32(a), s, reverse), a.dtype());
   if (op == BinaryOp::Div && !is_floating_point(a.dtype())) {
     if (reverse) check_integer_divisor(a);
     else LOCKSTEP_CHECK(static_cast<int64_t>(s) != 0, detail::kIntegerDivisionByZero);
@@ -183,7 +185,6 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   const Dtype common = promote_types(a_in.dtype(), b_in.dtype());
   Tensor a = to_dtype(a_in, common), b = to_dtype(b_in, common);
   Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
-  if (is_reduced_floating_point(common)) return back_to(where(cond, as_float32(a), as_float32(b)), common);
   Tensor out(shape, common, a.device());
   if (out.numel()) backend_for(a.device()).where(make_plan(out, {&cond, &a, &b}, "where"), out, cond, a, b);
   return out;
@@ -243,8 +244,8 @@ void add_(Tensor& a, const Tensor& b_in, double alpha) {
                  "add_: cannot add ", b_in.shape(), " into ", a.shape(), " in place");
   if (!a.numel()) return;
   Tensor b = alpha == 1.0 ? b_in : mul(b_in, alpha);
-  if (is_reduced_floating_point(a.dtype()) || b.dtype() != a.dtype()) {
-    copy_(a, add(as_float32(a), as_float32(b)));
+  if (b.dtype() != a.dtype() && !mixes_16bit_with_float32(a, b)) {
+    copy_(a, add(a, b));
     return;
   }
   backend_for(a.device()).binary(BinaryOp::Add, make_plan(a, {&a, &b}, "add_"), a, a, b);
@@ -253,7 +254,6 @@ void add_(Tensor& a, const Tensor& b_in, double alpha) {
 void mul_(Tensor& a, double s) {
   check_defined(a, "mul_");
   if (!a.numel()) return;
-  if (is_reduced_floating_point(a.dtype())) return copy_(a, mul(as_float32(a), s));
   backend_for(a.device()).binary_scalar(BinaryOp::Mul, make_plan(a, {&a}, "mul_"), a, a, s, false);
 }
 

@@ -18,7 +18,8 @@ Tensor reduce(Reduction op, const Tensor& a_in, int64_t dim, bool keepdim, const
   // A sum (product) of bools counts (ands) them in int64, as PyTorch.
   if (a_in.dtype() == kBool && info.dtypes == OpDtypes::kNumeric)
     return reduce(op, to_dtype(a_in, kInt64), dim, keepdim, name);
-  if (is_reduced_floating_point(a_in.dtype())) {
+  // The rows without a 16-bit kernel, and every 16-bit row on CUDA, run on a float32 copy.
+  if (is_reduced_floating_point(a_in.dtype()) && (!a_in.device().is_cpu() || !reduces_as_is(op, a_in.dtype()))) {
     Tensor r = reduce(op, to_dtype(a_in, kFloat32), dim, keepdim, name);
     return info.index ? r : to_dtype(r, a_in.dtype());
   }
@@ -66,7 +67,19 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   if (static_cast<int64_t>(dims.size()) == a.dim() && !keepdim)
     return reduce(Reduction::Sum, reshape(a, {a.numel()}), 0, false, "sum");
   Tensor r = a;
-  for (size_t i = dims.size(); i-- > 0;) r = reduce(Reduction::Sum, r, dims[i], true, "sum");
+  if (is_reduced_floating_point(a.dtype()) && dims.size() > 1) {
+    // A 16-bit sum is rounded once: adjacent dimensions (a bias gradient's [B, T] of [B, T, C]) merge
+    // into one reduction; others are summed in a float32 copy (each pass would round to 16 bits).
+    if (dims.back() - dims.front() + 1 != static_cast<int64_t>(dims.size()))
+      return to_dtype(sum(to_dtype(a, kFloat32), dims, keepdim), a.dtype());
+    Shape merged(a.shape().begin(), a.shape().begin() + dims.front());
+    merged.push_back(1);
+    for (int64_t d : dims) merged.back() *= a.shape()[d];
+    merged.insert(merged.end(), a.shape().begin() + dims.back() + 1, a.shape().end());
+    r = reshape(reduce(Reduction::Sum, reshape(a, merged), dims.front(), true, "sum"), kept_shape(a.shape(), dims));
+  } else {
+    for (size_t i = dims.size(); i-- > 0;) r = reduce(Reduction::Sum, r, dims[i], true, "sum");
+  }
   return keepdim ? r : reshape(r, [&] {
     Shape s;
     for (int64_t d = 0; d < a.dim(); ++d)

@@ -12,7 +12,8 @@
 //
 // The accumulation rule, the same on both devices and in every layout (inner == 1 and inner > 1):
 // floating sums, means and products accumulate in double and round once at the end; integer ones in
-// int64 (a uint8 sum wraps once, at the end). The NaN rule: max and min propagate NaN; argmax and argmin
+// int64 (a uint8 sum wraps once, at the end). bfloat16 and float16 have the sums, means and products:
+// read at 16 bits, accumulated in double, rounded once; their other rows run on float32 copies. The NaN rule: max and min propagate NaN; argmax and argmin
 // give the first NaN, else the first extreme (PyTorch's rule).
 #pragma once
 
@@ -42,9 +43,9 @@ enum class Reduction : uint8_t { LOCKSTEP_REDUCTIONS(LOCKSTEP_REDUCTION_ENUM) };
 
 namespace rule {
 
-// Floating inputs accumulate in double, integers in int64.
+// Floating inputs (bfloat16 and float16 included) accumulate in double, integers in int64.
 template <typename T>
-using WideAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using WideAcc = std::conditional_t<std::is_floating_point_v<compute_t<T>>, double, int64_t>;
 
 }  // namespace rule
 
@@ -177,6 +178,17 @@ LOCKSTEP_REDUCTIONS(LOCKSTEP_REDUCTION_RULE)
 #undef LOCKSTEP_REDUCTION_RULE
 template <Reduction R, typename T>
 using ReduceRule = typename ReduceRuleOf<R, T>::type;
+
+// Whether row R has a kernel for T: every row for the dtypes that are their own compute type, the
+// arithmetic ones (sum, mean, prod) for bfloat16 and float16.
+template <Reduction R, typename T>
+constexpr bool reduces_as_is() {
+  if constexpr (std::is_same_v<compute_t<T>, T>) return true;
+  else return R == Reduction::Sum || R == Reduction::Mean || R == Reduction::Prod;
+}
+inline bool reduces_as_is(Reduction op, Dtype d) {
+  return !is_reduced_floating_point(d) || op == Reduction::Sum || op == Reduction::Mean || op == Reduction::Prod;
+}
 
 inline const char* reduction_name(Reduction op) {
   switch (op) {

@@ -1,5 +1,6 @@
 // softmax and log_softmax in the ops layer, forward and backward: checks and the [outer, n, inner]
-// view the backend's fused softmax kernels take.
+// view the backend's fused softmax kernels take. The CPU's kernels take bfloat16 and float16 rows as they
+// are (computed in float32); along a middle dimension, and on CUDA, 16-bit tensors run on float32 copies.
 #include <cmath>
 
 #include "tensor/factory.h"
@@ -7,14 +8,20 @@
 
 namespace lockstep::internal {
 
+namespace {
+// Whether a 16-bit tensor has a kernel: the CPU's row kernels (the softmax dimension last).
+bool rows_kernel(const Tensor& t, int64_t inner) { return t.device().is_cpu() && inner == 1; }
+}  // namespace
+
 Tensor softmax(const Tensor& a_in, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   check_defined(a_in, name);
   check_floating(a_in, name);
-  if (is_reduced_floating_point(a_in.dtype())) return to_dtype(softmax(to_dtype(a_in, kFloat32), dim, log), a_in.dtype());
   Tensor a = contiguous(a_in.dim() == 0 ? view(a_in, {1}) : a_in);
   int64_t d = wrap_dim(dim, a.dim(), name), outer, n, inner;
   split_dim(a.shape(), d, outer, n, inner);
+  if (is_reduced_floating_point(a.dtype()) && !rows_kernel(a, inner))
+    return to_dtype(softmax(to_dtype(a_in, kFloat32), dim, log), a_in.dtype());
   Tensor out(a_in.shape(), a.dtype(), a.device());
   if (out.numel()) backend_for(a.device()).softmax(out, a, outer, n, inner, log);
   return out;
@@ -26,13 +33,13 @@ Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t di
   const char* name = log ? "log_softmax_backward" : "softmax_backward";
   LOCKSTEP_CHECK(grad_out.shape() == output.shape(), name, ": gradient ", grad_out.shape(), " does not match output ",
                  output.shape());
-  if (is_reduced_floating_point(output.dtype()))
-    return to_dtype(softmax_backward(to_dtype(grad_out, kFloat32), to_dtype(output, kFloat32), dim, log),
-                    output.dtype());
   Tensor g = contiguous(to_dtype(grad_out, output.dtype())), y = contiguous(output);
   if (y.dim() == 0) g = view(g, {1}), y = view(y, {1});
   int64_t d = wrap_dim(dim, y.dim(), name), outer, n, inner;
   split_dim(y.shape(), d, outer, n, inner);
+  if (is_reduced_floating_point(y.dtype()) && !rows_kernel(y, inner))
+    return to_dtype(softmax_backward(to_dtype(grad_out, kFloat32), to_dtype(output, kFloat32), dim, log),
+                    output.dtype());
   Tensor gi(output.shape(), y.dtype(), y.device());
   if (gi.numel()) backend_for(y.device()).softmax_backward(gi, g, y, outer, n, inner, log);
   return gi;

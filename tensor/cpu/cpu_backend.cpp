@@ -44,14 +44,16 @@ void CpuBackend::unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tens
   LOCKSTEP_CPU_ISA_CALL(unary, op, p, out.data_ptr(), a.dtype(), a.data_ptr());
 }
 void CpuBackend::binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) {
-  LOCKSTEP_CPU_ISA_CALL(binary, op, p, out.data_ptr(), a.dtype(), a.data_ptr(), b.data_ptr());
+  LOCKSTEP_CPU_ISA_CALL(binary, op, p, out.dtype(), out.data_ptr(), a.dtype(), a.data_ptr(), b.dtype(), b.data_ptr());
 }
 // The scalar becomes an operand of stride 0, so binary's kernels serve (one instantiation per op and
-// dtype instead of three); it lives on the stack, as wide as the widest dtype.
+// dtype instead of three); it lives on the stack, as wide as the widest dtype. Beside a bfloat16 or
+// float16 tensor it is held in float32 (PyTorch's opmath rule), not rounded to 16 bits first.
 void CpuBackend::binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
                    bool reverse) {
   alignas(8) unsigned char scalar[8];
-  dispatch_compute(a.dtype(), op_name(op), [&](auto tag) {
+  const Dtype s_dt = is_reduced_floating_point(a.dtype()) ? kFloat32 : a.dtype();
+  dispatch(s_dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     static_assert(sizeof(T) <= sizeof scalar);
     *reinterpret_cast<T*>(scalar) = static_cast<T>(s);
@@ -61,8 +63,10 @@ void CpuBackend::binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, c
     q.stride[2][d] = reverse ? p.stride[1][d] : 0;
     q.stride[1][d] = reverse ? 0 : p.stride[1][d];
   }
-  LOCKSTEP_CPU_ISA_CALL(binary, op, q, out.data_ptr(), a.dtype(), reverse ? scalar : a.data_ptr(),
-                        reverse ? a.data_ptr() : scalar);
+  if (reverse)
+    LOCKSTEP_CPU_ISA_CALL(binary, op, q, out.dtype(), out.data_ptr(), s_dt, scalar, a.dtype(), a.data_ptr());
+  else
+    LOCKSTEP_CPU_ISA_CALL(binary, op, q, out.dtype(), out.data_ptr(), a.dtype(), a.data_ptr(), s_dt, scalar);
 }
 void CpuBackend::where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   LOCKSTEP_CPU_ISA_CALL(where, p, out.data_ptr(), a.dtype(), cond.data<bool>(), a.data_ptr(), b.data_ptr());

@@ -10,7 +10,9 @@
   void fill(const StridedPlan& p, Dtype dt, void* out, double value);                                    \
   void copy_(const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a);                  \
   void unary(UnaryOp op, const StridedPlan& p, void* out, Dtype dt, const void* a);                      \
-  void binary(BinaryOp op, const StridedPlan& p, void* out, Dtype dt, const void* a, const void* b);     \
+  /* a and b of one dtype, or a 16-bit one beside float32 (out float32, or the 16-bit dtype) */          \
+  void binary(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a,     \
+              Dtype b_dt, const void* b);                                                                \
   void where(const StridedPlan& p, void* out, Dtype dt, const bool* cond, const void* a, const void* b); \
   }
 LOCKSTEP_CPU_ELEMENTWISE_DECL(avx2)

@@ -29,24 +29,34 @@ void check_target(int64_t t, int64_t c, int64_t i, const char* op) {
   LOCKSTEP_CHECK(t >= 0 && t < c, op, ": target ", t, " at position ", i, " is out of range for ", c, " classes");
 }
 
+// The row kernels' dtypes: float32, float64, and bfloat16 and float16 (cpu/rows.cpp computes them in
+// float32).
+template <typename Fn>
+void dispatch_rows(Dtype d, const char* op, Fn&& fn) {
+  if (d == kBFloat16) return fn(type_tag<BFloat16>{});
+  if (d == kFloat16) return fn(type_tag<Float16>{});
+  dispatch_floating(d, op, fn);
+}
+
 }  // namespace
 
 void CpuBackend::layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
                 int64_t rows, int64_t n, double eps) {
-  dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
+  dispatch_rows(x.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(layer_norm_rows<T>, x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
-                          bias.defined() ? bias.data<T>() : nullptr, y.data<T>(), mean.data<T>(), rstd.data<T>(),
-                          rows, n, eps);
+                          bias.defined() ? bias.data<T>() : nullptr, y.data<T>(), mean.data<compute_t<T>>(),
+                          rstd.data<compute_t<T>>(), rows, n, eps);
   });
 }
 
 void CpuBackend::layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x, const Tensor& mean,
                          const Tensor& rstd, const Tensor& weight, int64_t rows, int64_t n) {
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
+  dispatch_rows(x.dtype(), "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
-    LOCKSTEP_CPU_ISA_CALL(layer_norm_backward_rows<T>, gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
+    LOCKSTEP_CPU_ISA_CALL(layer_norm_backward_rows<T>, gy.data<T>(), x.data<T>(), mean.data<compute_t<T>>(),
+                          rstd.data<compute_t<T>>(),
                           ptr(weight), ptr(gx), ptr(gw), ptr(gb), rows, n);
   });
 }
@@ -95,44 +105,53 @@ void CpuBackend::batch_norm_backward_elemt(Tensor& gx, const Tensor& gy, const T
 }
 
 void CpuBackend::softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) {
-  dispatch_floating(a.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
+  dispatch_rows(a.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = a.data<T>();
     T* y = out.data<T>();
     if (inner == 1) return LOCKSTEP_CPU_ISA_CALL(softmax_rows<T>, x, y, outer, n, log);  // cpu/rows.cpp
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        const T* xr = x + o * n * inner + i;
-        T* yr = y + o * n * inner + i;
-        T m = -std::numeric_limits<T>::infinity();
-        for (int64_t k = 0; k < n; ++k) m = std::max(m, xr[k * inner]);
-        double s = 0;
-        for (int64_t k = 0; k < n; ++k) s += std::exp(double(xr[k * inner] - m));
-        for (int64_t k = 0; k < n; ++k)
-          yr[k * inner] = log ? xr[k * inner] - (m + static_cast<T>(std::log(s)))
-                              : static_cast<T>(std::exp(double(xr[k * inner] - m)) / s);
-      }
+    // Along a middle dimension, float32 and float64 only (the ops layer gives 16-bit tensors float32 copies).
+    if constexpr (std::is_same_v<compute_t<T>, T>) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          const T* xr = x + o * n * inner + i;
+          T* yr = y + o * n * inner + i;
+          T m = -std::numeric_limits<T>::infinity();
+          for (int64_t k = 0; k < n; ++k) m = std::max(m, xr[k * inner]);
+          double s = 0;
+          for (int64_t k = 0; k < n; ++k) s += std::exp(double(xr[k * inner] - m));
+          for (int64_t k = 0; k < n; ++k)
+            yr[k * inner] = log ? xr[k * inner] - (m + static_cast<T>(std::log(s)))
+                                : static_cast<T>(std::exp(double(xr[k * inner] - m)) / s);
+        }
+    } else {
+      fail(log ? "log_softmax" : "softmax", ": no ", a.dtype(), " kernel along a middle dimension");
+    }
   });
 }
 
 void CpuBackend::softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n, int64_t inner,
                       bool log) {
-  dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
+  dispatch_rows(y.dtype(), "softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1)  // contiguous rows (attention, logits): cpu/rows.cpp
       return LOCKSTEP_CPU_ISA_CALL(softmax_backward_rows<T>, go.data<T>(), y.data<T>(), gi.data<T>(), outer, n, log);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        const int64_t base = o * n * inner + i;
-        const T* g = go.data<T>() + base;
-        const T* yr = y.data<T>() + base;
-        T* r = gi.data<T>() + base;
-        double s = 0;
-        for (int64_t k = 0; k < n; ++k) s += log ? g[k * inner] : g[k * inner] * yr[k * inner];
-        for (int64_t k = 0; k < n; ++k)
-          r[k * inner] = log ? g[k * inner] - std::exp(yr[k * inner]) * static_cast<T>(s)
-                             : yr[k * inner] * (g[k * inner] - static_cast<T>(s));
-      }
+    if constexpr (std::is_same_v<compute_t<T>, T>) {
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t base = o * n * inner + i;
+          const T* g = go.data<T>() + base;
+          const T* yr = y.data<T>() + base;
+          T* r = gi.data<T>() + base;
+          double s = 0;
+          for (int64_t k = 0; k < n; ++k) s += log ? g[k * inner] : g[k * inner] * yr[k * inner];
+          for (int64_t k = 0; k < n; ++k)
+            r[k * inner] = log ? g[k * inner] - std::exp(yr[k * inner]) * static_cast<T>(s)
+                               : yr[k * inner] * (g[k * inner] - static_cast<T>(s));
+        }
+    } else {
+      fail("softmax_backward: no ", y.dtype(), " kernel along a middle dimension");
+    }
   });
 }
 

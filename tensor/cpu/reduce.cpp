@@ -113,9 +113,9 @@ void reduce_cols(const T* x, typename R::Out* y, int64_t outer, int64_t n, int64
 
 void reduce(Reduction op, Dtype dtype, const void* x, void* out, int64_t outer, int64_t n, int64_t inner) {
   visit_reduction(op, [&](auto r, auto kinds) {
-    dispatch_compute(dtype, reduction_name(op), [&](auto tag) {
+    dispatch(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (!op_accepts<decltype(kinds)::value, T>()) {
+      if constexpr (!op_accepts<decltype(kinds)::value, T>() || !reduces_as_is<decltype(r)::value, T>()) {
         fail(reduction_name(op), ": not defined for ", dtype_name(dtype), " tensors");
       } else {
         using R = ReduceRule<decltype(r)::value, T>;

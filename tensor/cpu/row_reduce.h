@@ -11,7 +11,10 @@
 #include <type_traits>
 #include <utility>
 
+#include <immintrin.h>
+
 #include "tensor/cpu/isa.h"
+#include "tensor/dtype.h"
 
 LOCKSTEP_ISA_BEGIN
 
@@ -39,14 +42,44 @@ auto fold(V v, Op op) {
   else return fold(fold_halves(v, op, std::make_index_sequence<n / 2>()), op);
 }
 
+// kLanes float32 values from kLanes bfloat16 or float16 ones at p (unaligned): bfloat16 is the upper half
+// of a float32, so a widening shift; float16 through F16C's vcvtph2ps (x86-64-v3 has it).
+template <int kLanes> struct HalfVec {
+  typedef float F __attribute__((vector_size(kLanes * 4)));
+  typedef uint16_t Raw __attribute__((vector_size(kLanes * 2)));
+  typedef uint32_t Wide __attribute__((vector_size(kLanes * 4)));
+};
+template <int kLanes, typename T>
+typename HalfVec<kLanes>::F load_floats(const T* p) {
+  using F = typename HalfVec<kLanes>::F;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    typename HalfVec<kLanes>::Raw raw;
+    std::memcpy(&raw, p, sizeof raw);
+    return (F)(__builtin_convertvector(raw, typename HalfVec<kLanes>::Wide) << 16);
+  } else {
+    static_assert(std::is_same_v<T, Float16>);
+#if defined(LOCKSTEP_ISA_AVX512)
+    if constexpr (kLanes == 16)  // maskz: the unmasked form trips GCC 12's -Wmaybe-uninitialized
+      return (F)_mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    else
+#endif
+    if constexpr (kLanes == 8) return (F)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    else return (F)_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
 // kLanes elements of Acc from p[0 .. kLanes) (unaligned), converted from T.
 template <typename Acc, typename T>
 typename Vec<Acc>::type load_as(const T* p) {
   constexpr int kLanes = kVectorBytes / sizeof(Acc);
-  typedef T Raw __attribute__((vector_size(kLanes * sizeof(T))));
-  Raw raw;
-  std::memcpy(&raw, p, sizeof raw);
-  return __builtin_convertvector(raw, typename Vec<Acc>::type);
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>) {
+    return __builtin_convertvector(load_floats<kLanes>(p), typename Vec<Acc>::type);
+  } else {
+    typedef T Raw __attribute__((vector_size(kLanes * sizeof(T))));
+    Raw raw;
+    std::memcpy(&raw, p, sizeof raw);
+    return __builtin_convertvector(raw, typename Vec<Acc>::type);
+  }
 }
 
 // op over f(p[k]...) for k < n, the elements converted to Acc first, from `init` (op's identity).
@@ -76,12 +109,12 @@ Acc row_sum(int64_t n, F&& f, const T*... p) {
   return row_reduce<Acc>(n, [](auto a, auto b) { return a + b; }, Acc(0), f, p...);
 }
 
-// The largest of p[0 .. n) (-inf when n == 0). A NaN may or may not win; softmax, the caller, turns
-// a NaN input into NaN outputs through exp(x - max) anyway.
-template <typename T>
-T row_max(int64_t n, const T* p) {
-  return row_reduce<T>(n, [](auto a, auto b) { return a > b ? a : b; }, T(-__builtin_inf()),
-                       [](auto v) { return v; }, p);
+// The largest of p[0 .. n), in Acc (-inf when n == 0). A NaN may or may not win; softmax, the caller,
+// turns a NaN input into NaN outputs through exp(x - max) anyway.
+template <typename Acc, typename T>
+Acc row_max(int64_t n, const T* p) {
+  return row_reduce<Acc>(n, [](auto a, auto b) { return a > b ? a : b; }, Acc(-__builtin_inf()),
+                         [](auto v) { return v; }, p);
 }
 
 // f(x) = x, for row_sum.

@@ -2,7 +2,8 @@
 // binary, binary with a scalar, where; and the fused SGD update. Each kernel is written once over the
 // op's functor from tensor/elementwise_ops.h, so a new row of that table needs no change here: the
 // functor's return type is the output's element type, and its dtype rule decides which (op, dtype)
-// kernels exist. Where the CPU raises on data only the device holds (an integer divisor of 0), the
+// kernels exist. bfloat16 and float16 are read and written at 16 bits and computed in float32
+// (in_compute_type, tensor/elementwise_ops.h), as on the CPU. Where the CPU raises on data only the device holds (an integer divisor of 0), the
 // kernel records it instead (device_error.h).
 #include <type_traits>
 
@@ -91,13 +92,16 @@ constexpr bool kChecksDivisor = std::is_same_v<F, fn::Div> && std::is_integral_v
 
 // out = f(x, y) with plan operands (out, a, b). A null a or b is the scalar s instead (binary_scalar),
 // so one kernel serves both. `err` is the device's record where kChecksDivisor, else unused (null).
+// f is in_compute_type<T>'s wrapper: operands are loaded into compute_t<T>, where the scalar already is
+// (beside a 16-bit tensor it stays float32, PyTorch's opmath rule).
 template <typename F, typename T, bool kFlat>
-__global__ void binary_kernel(F f, BinaryOut<F, T>* out, const T* a, const T* b, T s, StridedPlan p,
+__global__ void binary_kernel(F f, BinaryOut<F, T>* out, const T* a, const T* b, compute_t<T> s, StridedPlan p,
                               IndexError* err) {
+  using C = compute_t<T>;
   LOCKSTEP_GRID_STRIDE(i, p.numel) {
     int64_t off[3];
     offsets<kFlat>(p, i, off);
-    const T x = a ? a[off[1]] : s, y = b ? b[off[2]] : s;
+    const C x = a ? static_cast<C>(a[off[1]]) : s, y = b ? static_cast<C>(b[off[2]]) : s;
     if constexpr (kChecksDivisor<F, T>) {
       if (!divisor_ok(err, i, x, y)) {
         out[off[0]] = BinaryOut<F, T>(0);
@@ -149,16 +153,17 @@ void run_binary(BinaryOp op, const StridedPlan& p, Tensor& out, Dtype dtype, con
     visit_op(op, [&](auto f, auto kinds) {
       using F = std::decay_t<decltype(f)>;  // decay: g++ sees a reference in the nested lambda
       constexpr OpDtypes kKinds = decltype(kinds)::value;
-      dispatch_compute(dtype, name, [&](auto tag) {
+      dispatch(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         if constexpr (op_accepts<kKinds, T>()) {
-          using R = BinaryOut<F, T>;
-          const T v = static_cast<T>(s);
+          using G = InComputeType<F, T>;
+          using R = BinaryOut<G, T>;
+          const compute_t<T> v = static_cast<compute_t<T>>(s);
           // The divisor b is device data, any element of which may be 0; a scalar one is known here.
-          launch_binary<F, T>(on.ctx, /*may_divide_by_zero=*/b || v == T(0), [&](IndexError* err) {
-            LOCKSTEP_LAUNCH("binary_kernel", binary_kernel<F, T, kFlat>, grid_for(p.numel, on.ctx), kThreads,
-                            on.stream(), f, out.data<R>(), static_cast<const T*>(a), static_cast<const T*>(b), v, p,
-                            err);
+          launch_binary<F, T>(on.ctx, /*may_divide_by_zero=*/b || v == compute_t<T>(0), [&](IndexError* err) {
+            LOCKSTEP_LAUNCH("binary_kernel", binary_kernel<G, T, kFlat>, grid_for(p.numel, on.ctx), kThreads,
+                            on.stream(), G{f}, out.data<R>(), static_cast<const T*>(a), static_cast<const T*>(b), v,
+                            p, err);
           });
         } else {
           fail(name, ": not defined for ", dtype_name(dtype));
@@ -205,11 +210,12 @@ void CudaBackend::unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Ten
     visit_op(op, [&](auto f, auto kinds) {
       using F = std::decay_t<decltype(f)>;  // decay: g++ sees a reference in the nested lambda
       constexpr OpDtypes kKinds = decltype(kinds)::value;
-      dispatch_compute(a.dtype(), name, [&](auto tag) {
+      dispatch(a.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         if constexpr (op_accepts<kKinds, T>()) {
-          LOCKSTEP_LAUNCH("unary_kernel", unary_kernel<F, T, kFlat>, grid_for(p.numel, on.ctx), kThreads, on.stream(),
-                          f, out.data<UnaryOut<F, T>>(), a.data<T>(), p);
+          using G = InComputeType<F, T>;
+          LOCKSTEP_LAUNCH("unary_kernel", unary_kernel<G, T, kFlat>, grid_for(p.numel, on.ctx), kThreads, on.stream(),
+                          G{f}, out.data<UnaryOut<G, T>>(), a.data<T>(), p);
         } else {
           fail(name, ": not defined for ", dtype_name(a.dtype()));
         }
@@ -238,7 +244,7 @@ void CudaBackend::where(const StridedPlan& p, Tensor& out, const Tensor& cond, c
   OnDevice on(out.device());
   for_plan(p, "where", [&](auto flat) {
     constexpr bool kFlat = decltype(flat)::value;
-    dispatch_compute(out.dtype(), "where", [&](auto tag) {
+    dispatch(out.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       LOCKSTEP_LAUNCH("where_kernel", where_kernel<T, kFlat>, grid_for(p.numel, on.ctx), kThreads, on.stream(),
                       out.data<T>(), cond.data<bool>(), a.data<T>(), b.data<T>(), p);

@@ -47,7 +47,7 @@ const BinaryOp kBinaryOps[] = {
 };
 
 bool accepts(OpDtypes kinds, Dtype dt) {
-  if (kinds == OpDtypes::kFloating) return dt == kFloat32 || dt == kFloat64;
+  if (kinds == OpDtypes::kFloating) return is_floating_point(dt);
   if (kinds == OpDtypes::kNumeric) return dt != kBool;
   return true;
 }
@@ -102,9 +102,13 @@ std::string mismatch(const Tensor& got, const Tensor& want, double rtol = 0, dou
     CHECK_MESSAGE(m_.empty(), m_);                         \
   } while (0)
 
-// Math functions may differ by an ulp or two between the host's libm and the device's.
-double rtol(Dtype dt) { return dt == kFloat32 ? 1e-5 : dt == kFloat64 ? 1e-12 : 0.0; }
-double atol(Dtype dt) { return dt == kFloat32 ? 1e-6 : dt == kFloat64 ? 1e-12 : 0.0; }
+// Math functions may differ by an ulp or two between the host's libm and the device's; a 16-bit result
+// (computed in float32, rounded once) then by one unit of its format where the float32 values straddle a
+// rounding boundary.
+double rtol(Dtype dt) {
+  return dt == kFloat32 ? 1e-5 : dt == kFloat64 ? 1e-12 : dt == kBFloat16 ? 0x1p-7 : dt == kFloat16 ? 0x1p-10 : 0.0;
+}
+double atol(Dtype dt) { return dt == kFloat32 ? 1e-6 : dt == kFloat64 ? 1e-12 : is_reduced_floating_point(dt) ? 1e-6 : 0.0; }
 
 // x[i, j] (and x[i, j, :]) = NaN.
 void set_nan(Tensor& x, int64_t i, int64_t j) {
@@ -143,11 +147,11 @@ const Layout kLayouts[] = {
 
 }  // namespace
 
-TEST_CASE("unary: every table row and dtype, on every layout") {
+TEST_CASE("unary: every table row and dtype (bfloat16 and float16 included), on every layout") {
   REQUIRE_DEVICE();
   manual_seed(1);
   for (UnaryOp op : kUnaryOps)
-    for (Dtype dt : kComputeDtypes) {
+    for (Dtype dt : kEveryDtype) {
       if (!accepts(op_dtypes(op), dt)) continue;
       CAPTURE(op_name(op));
       CAPTURE(dt);
@@ -173,11 +177,11 @@ Tensor operand(BinaryOp op, const Shape& s, Dtype dt) {
 
 }  // namespace
 
-TEST_CASE("binary and binary_scalar: every table row and dtype, on every layout, b broadcast") {
+TEST_CASE("binary and binary_scalar: every table row and dtype (bfloat16 and float16 included), on every layout, b broadcast") {
   REQUIRE_DEVICE();
   manual_seed(2);
   for (BinaryOp op : kBinaryOps)
-    for (Dtype dt : kComputeDtypes) {
+    for (Dtype dt : kEveryDtype) {
       if (!accepts(op_dtypes(op), dt)) continue;
       CAPTURE(op_name(op));
       CAPTURE(dt);
@@ -207,10 +211,10 @@ TEST_CASE("binary and binary_scalar: every table row and dtype, on every layout,
   CHECK(error_at_sync().empty());
 }
 
-TEST_CASE("where: broadcast condition and operands, strided output, every compute dtype") {
+TEST_CASE("where: broadcast condition and operands, strided output, every dtype") {
   REQUIRE_DEVICE();
   manual_seed(3);
-  for (Dtype dt : kComputeDtypes) {
+  for (Dtype dt : kEveryDtype) {
     CAPTURE(dt);
     Both cond = both(random({6, 1}, kBool), [](const Tensor& t) { return internal::expand(t, {6, 5}); });
     Both a = both(random({5, 6}, dt), transposed);
