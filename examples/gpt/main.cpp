@@ -42,9 +42,6 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", o.temperature, "sampling temperature")->capture_default_str();
   app.add_option("--top-k", o.top_k, "sample among the k most likely (0: all)")->capture_default_str();
   app.add_option("--seed", o.seed, "initialisation, batches and dropout")->capture_default_str();
-  app.add_option("--dtype", o.dtype, "float32, or bfloat16: the products under autocast, float32 master weights")
-      ->check(CLI::IsMember({"float32", "bfloat16"}))
-      ->capture_default_str();
   app.add_option("--export-init", o.export_init, "write the initial weights (safetensors) here and exit");
   app.add_option("--stop-after", o.stop_after, "testing: checkpoint and exit after this many steps in all");
   app.add_option("--sigkill-at-step", o.sigkill_at_step,

@@ -29,7 +29,6 @@ struct GPTTrainOptions {
   double temperature = 0.8;
   int64_t top_k = 200;
   uint64_t seed = 1337;
-  std::string dtype = "float32";     // "bfloat16": forward and loss under autocast (nanoGPT's --dtype)
   std::string export_init;           // write the initial weights here and stop before training
   int64_t stop_after = -1;           // testing: checkpoint and return after this many steps in all
   int64_t sigkill_at_step = -1;      // testing: the last rank SIGKILLs itself before this step (first attempt)

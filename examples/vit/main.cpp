@@ -81,7 +81,7 @@ int run(const Flags& f) {
   if (device.is_cuda()) ddp_opts.device_ids = {device.index};
   dist::DistributedDataParallel ddp(model.ptr(), ddp_opts);
   if (f.bench_steps > 0) {
-    examples::bench_steps(ddp, opt, train_loader, device, f.bench_steps, f.batch_size);
+    examples::bench_steps(ddp, opt, train_loader, device, f.bench_steps, f.batch_size, examples::autocast_bf16(f));
     dist::destroy_process_group();
     return 0;
   }
