@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "distributed/init.h"
+#include "examples/common/train_device.h"
 #include "examples/gpt/train.h"
 
 using namespace lockstep;
@@ -48,11 +49,7 @@ int main(int argc, char** argv) {
                  "testing: the last rank SIGKILLs itself before this step, on the first attempt only");
   CLI11_PARSE(app, argc, argv);
   try {
-    dist::InitOptions init;
-    init.backend = o.train.backend;
-    if (o.train.timeout_s > 0)
-      init.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.train.timeout_s * 1000));
-    dist::init_process_group(init);
+    init_process_group(o.train);
     train_gpt(o);
     dist::destroy_process_group();
     return 0;
