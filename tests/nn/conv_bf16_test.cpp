@@ -64,7 +64,8 @@ Tensor f64(const Tensor& t) { return t.defined() ? t.to(kFloat64) : t; }
 
 TEST_CASE("bf16 conv2d kernels equal float64 on the rounded operands, rounded once: all three, every path") {
   const bool native = cpu::use_avx512_bf16();
-  MESSAGE(std::string("bfloat16 convolutions on ") + (native ? "oneDNN's AVX512-BF16 kernels" : "the float32 fallback"));
+  const std::string path = native ? "oneDNN's AVX512-BF16 kernels" : "the float32 fallback";
+  MESSAGE("bfloat16 convolutions on " << path);
   manual_seed(11);
   for (const Case& c : kCases) {
     Tensor x = bf16_randn({c.N, c.C, c.H, c.W}), w = bf16_randn({c.O, c.C / c.p.groups, c.k, c.k});
