@@ -5,9 +5,9 @@
 //   backward 1.2-2x faster than im2col on ResNet-20's and cnn_fashion's layers (bench/op_bench's
 //   conv2d_*_im2col and _onednn rows), except the small 1x1 stride-2 projections, where the two are
 //   within noise of each other; and for bfloat16 (autocast's conv2d) where the processor has
-//   AVX512-BF16: bf16 operands and results, float32 accumulation, forward + backward 0.39-0.65x the
-//   time of computing them on float32 copies on every one of those layers (op_bench's _bf16_onednn
-//   and _bf16_via_f32 rows, Zen 4);
+//   AVX512-BF16: bf16 operands and results, float32 accumulation, forward + backward faster than
+//   computing them on float32 copies on every one of those layers (0.44-0.91x the best time; op_bench's
+//   _bf16_onednn and _bf16_via_f32 rows, Zen 4, BENCHMARKS.md);
 // - im2col through views plus GEMMs (tensor/conv2d.cpp) for CUDA, float64, empty batches, and as the
 //   reference the oneDNN path is tested against. bfloat16 elsewhere is computed in float32 (oneDNN or
 //   im2col) and rounded once.
