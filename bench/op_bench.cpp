@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/api.h"
+#include "autograd/autocast.h"
 #include "nn/functional.h"
 #include "tensor/conv2d.h"
 #include "tensor/parallel.h"
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "calls per timed round");
   app.add_option("--rounds", rounds, "timed rounds; median and best are reported");
   app.add_option("--threads", threads, "intra-op threads (default: lockstep's default)");
-  app.add_option("--only", only, "run only the op with this name");
+  app.add_option("--only", only, "run only the op with this name (NAME* : the ops whose names start with NAME)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads > 0) set_num_threads(threads);
@@ -169,7 +170,39 @@ int main(int argc, char** argv) {
                          return y;
                        }});
       }
-      for (int i = 0; i < 3; ++i) slow.push_back(ops[ops.size() - 1 - i].first);
+      // bfloat16: forward + backward under autocast on the float32 leaves (the row PyTorch's twin times
+      // under torch.autocast), and the bf16 kernels directly on oneDNN's AVX512-BF16 path (_bf16_onednn)
+      // and on float32 copies rounded once (_bf16_via_f32, what bf16 took before).
+      Tensor gyb = gy.to(kBFloat16);
+      ops.push_back({std::string("conv2d_") + c.name + "_bf16", [=]() mutable {
+                       EnableGradGuard grad;
+                       Tensor y;
+                       {
+                         autocast guard(kCPU, kBFloat16);
+                         y = nn::functional::conv2d(cx, cw, cb, c.stride, c.padding);
+                       }
+                       y.backward(gyb);
+                       for (Tensor* t : {&cx, &cw, &cb})
+                         if (t->defined()) t->set_grad(Tensor());
+                       return y;
+                     }});
+      const Tensor xb = cx.detach().to(kBFloat16), wb = cw.detach().to(kBFloat16),
+                   bb = c.bias ? cb.detach().to(kBFloat16) : Tensor();
+      const internal::Conv2dParams pb{.stride = {c.stride, c.stride}, .padding = {c.padding, c.padding}};
+      ops.push_back({std::string("conv2d_") + c.name + "_bf16_onednn", [=] {
+                       Tensor y = internal::conv2d_forward(xb, wb, bb, pb);
+                       internal::conv2d_backward(gyb, xb, wb, c.input_grad, true, c.bias, pb);
+                       return y;
+                     }});
+      ops.push_back({std::string("conv2d_") + c.name + "_bf16_via_f32", [=] {
+                       auto f32 = [](const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; };
+                       auto bf16 = [](const Tensor& t) { return t.defined() ? t.to(kBFloat16) : t; };
+                       Tensor y = bf16(internal::conv2d_forward(f32(xb), f32(wb), f32(bb), pb));
+                       auto g = internal::conv2d_backward(f32(gyb), f32(xb), f32(wb), c.input_grad, true, c.bias, pb);
+                       bf16(g.input), bf16(g.weight), bf16(g.bias);
+                       return y;
+                     }});
+      for (int i = 0; i < 6; ++i) slow.push_back(ops[ops.size() - 1 - i].first);
     }
     // Causal attention with a GPT's heads (batch 4, 4 heads of 32) at T = 256 and 1024: the fused
     // kernels forward, and forward + backward through autograd; _composed rows time the composed path
@@ -214,7 +247,8 @@ int main(int argc, char** argv) {
     }
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
     for (auto& [name, op] : ops) {
-      if (!only.empty() && name != only) continue;
+      const bool prefix = !only.empty() && only.back() == '*';
+      if (!only.empty() && (prefix ? name.rfind(only.substr(0, only.size() - 1), 0) != 0 : name != only)) continue;
       const bool is_slow = std::find(slow.begin(), slow.end(), name) != slow.end();
       Timing t = time_op(op, is_slow ? std::max(1, iters / 50) : iters, rounds);
       std::printf("op %s %.2f %.2f\n", name.c_str(), t.median_us, t.best_us);

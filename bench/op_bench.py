@@ -41,16 +41,18 @@ CONV_SHAPES = [
 ]
 
 
-def conv_op(N, C, H, W, O, k, stride, padding, bias, input_grad):
+def conv_op(N, C, H, W, O, k, stride, padding, bias, input_grad, bf16=False):
+    """Forward + backward; bf16: under torch.autocast("cpu", bfloat16) on the float32 leaves."""
     x = torch.randn(N, C, H, W, requires_grad=input_grad)
     w = torch.randn(O, C, k, k, requires_grad=True)
     b = torch.randn(O, requires_grad=True) if bias else None
     out = (H + 2 * padding - k) // stride + 1
-    gy = torch.randn(N, O, out, out)
+    gy = torch.randn(N, O, out, out, dtype=torch.bfloat16 if bf16 else torch.float32)
 
     def op():
         with torch.enable_grad():
-            y = torch.nn.functional.conv2d(x, w, b, stride, padding)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                y = torch.nn.functional.conv2d(x, w, b, stride, padding)
             y.backward(gy)
         for t in (x, w, b):
             if t is not None:
@@ -131,7 +133,8 @@ def main():
     slow = set()
     for name, *shape in CONV_SHAPES:
         ops.append(("conv2d_" + name, conv_op(*shape)))
-        slow.add("conv2d_" + name)
+        ops.append(("conv2d_" + name + "_bf16", conv_op(*shape, bf16=True)))
+        slow |= {"conv2d_" + name, "conv2d_" + name + "_bf16"}
     # Causal attention with a GPT's heads at T = 256 and 1024, as op_bench.cpp's sdpa_* rows.
     for T in (256, 1024):
         sq, sk, sv = (torch.randn(4, 4, T, 32, requires_grad=True) for _ in range(3))
@@ -159,7 +162,7 @@ def main():
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")
     with torch.no_grad():
         for name, op in ops:
-            if a.only and name != a.only:
+            if a.only and not (name.startswith(a.only[:-1]) if a.only.endswith("*") else name == a.only):
                 continue
             med, best = time_op(op, max(1, a.iters // 50) if name in slow else a.iters, a.rounds)
             print(f"op {name} {med:.2f} {best:.2f}")

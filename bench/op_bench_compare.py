@@ -3,7 +3,7 @@ and prints a Markdown table: per op, the median over runs of each side's median,
 and lockstep / PyTorch ratios (below 1: lockstep faster). Rows PyTorch has no twin of (conv2d's
 _im2col and _onednn rows: one implementation each) show lockstep's times alone.
 
-    python3 bench/op_bench_compare.py --runs 5 [--lockstep bazel-bin/bench/op_bench] [--only op1,op2]
+    python3 bench/op_bench_compare.py --runs 5 [--lockstep bazel-bin/bench/op_bench] [--only op1,op2,prefix*]
         [--python ~/.cache/torch-venv/bin/python]
 """
 import argparse
@@ -23,7 +23,9 @@ def main():
     p.add_argument("--lockstep", default=os.path.join(here, "..", "bazel-bin", "bench", "op_bench"))
     p.add_argument("--python", default=os.path.expanduser("~/.cache/torch-venv/bin/python"))
     p.add_argument("--iters", type=int, default=100)
-    p.add_argument("--only", default="", help="comma-separated op names: run just these, one process each")
+    p.add_argument("--rounds", type=int, default=7, help="timed rounds per process")
+    p.add_argument("--only", default="", help="comma-separated op names (NAME*: every op whose name starts with "
+                   "NAME): run just these, one process each")
     a = p.parse_args()
     names = [n for n in a.only.split(",") if n] or [None]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -31,8 +33,9 @@ def main():
     for _ in range(a.runs):
         for only in names:
             pick = ["--only", only] if only else []
-            for cmd, sink in (([a.lockstep, "--threads", "1", "--iters", str(a.iters)] + pick, ours),
-                              ([a.python, os.path.join(here, "op_bench.py"), "--iters", str(a.iters)] + pick, theirs)):
+            rounds = ["--iters", str(a.iters), "--rounds", str(a.rounds)]
+            for cmd, sink in (([a.lockstep, "--threads", "1"] + rounds + pick, ours),
+                              ([a.python, os.path.join(here, "op_bench.py")] + rounds + pick, theirs)):
                 out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
                 for name, t in parse(out).items():
                     sink.setdefault(name, []).append(t)

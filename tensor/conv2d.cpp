@@ -170,17 +170,21 @@ void check_args(const char* op, const Shape& x, const Shape& w, const Conv2dPara
   LOCKSTEP_CHECK(out[0] > 0 && out[1] > 0, op, ": input ", x, " is smaller than the kernel ", w);
 }
 
-// `t` is the batch operand (x or grad_y); with no output channels the weight is empty too.
-bool use_onednn(const Tensor& t, const Tensor& weight, const Conv2dParams& p) {
-  const bool applies = cpu::onednn_conv2d_applies(t) && cpu::onednn_conv2d_applies(weight);
+// Whether oneDNN computes this call: `ts` are its operands (x or grad_y first; with no output channels
+// the weight is empty too), all of one dtype. Conv2dAlgo::OneDNN insists (an error where it cannot).
+bool use_onednn(const Conv2dParams& p, std::initializer_list<Tensor> ts) {
+  const Tensor& t = *ts.begin();
+  bool applies = true;
+  for (const Tensor& u : ts) applies = applies && (!u.defined() || (cpu::onednn_conv2d_applies(u) && u.dtype() == t.dtype()));
   if (p.algo == Conv2dAlgo::OneDNN)
-    LOCKSTEP_CHECK(applies, "conv2d: oneDNN takes non-empty float32 tensors on the CPU, got ", t.dtype(), " ",
-                   t.shape(), " on ", t.device());
+    LOCKSTEP_CHECK(applies, "conv2d: oneDNN takes non-empty tensors of one dtype on the CPU, float32 or (with "
+                   "AVX512-BF16) bfloat16, got ", t.dtype(), " ", t.shape(), " on ", t.device());
   return applies && p.algo != Conv2dAlgo::Im2col;
 }
 
-// bfloat16 operands (autocast's conv2d) are computed in float32 and rounded once, as lockstep's other
-// ops on bf16 storage do; oneDNN's bf16 convolution reading them directly is the faster path to come.
+// bfloat16 operands (autocast's conv2d) go to oneDNN's bf16 kernels where the processor has
+// AVX512-BF16 (use_onednn); elsewhere (CUDA, no AVX512-BF16, Conv2dAlgo::Im2col, mixed dtypes) they
+// are computed in float32 and rounded once, as lockstep's other ops on bf16 storage are.
 bool bf16(const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; }
 Tensor f32(const Tensor& t) { return bf16(t) ? to_dtype(t, kFloat32) : t; }
 Tensor to_bf16(const Tensor& t) { return t.defined() ? to_dtype(t, kBFloat16) : t; }
@@ -189,33 +193,39 @@ Tensor to_bf16(const Tensor& t) { return t.defined() ? to_dtype(t, kBFloat16) : 
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   check_args("conv2d_forward", x.shape(), weight.shape(), p);
+  if (use_onednn(p, {x, weight, bias})) return cpu::onednn_conv2d_forward(x, weight, bias, p);
   if (bf16(x) || bf16(weight)) return to_bf16(conv2d_forward(f32(x), f32(weight), f32(bias), p));
-  if (use_onednn(x, weight, p)) return cpu::onednn_conv2d_forward(x, weight, bias, p);
   return im2col_forward(x, weight, bias, p);
 }
 
 Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape,
                             const Conv2dParams& p) {
   check_args("conv2d_backward_data", input_shape, weight.shape(), p);
-  if (use_onednn(grad_y, weight, p)) return cpu::onednn_conv2d_backward_data(grad_y, weight, input_shape, p);
+  if (use_onednn(p, {grad_y, weight})) return cpu::onednn_conv2d_backward_data(grad_y, weight, input_shape, p);
+  if (bf16(grad_y) || bf16(weight)) return to_bf16(conv2d_backward_data(f32(grad_y), f32(weight), input_shape, p));
   return im2col_backward_data(grad_y, weight, input_shape, p);
 }
 
 Conv2dWeightGrads conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
                                          bool want_bias, const Conv2dParams& p) {
   check_args("conv2d_backward_weight", x.shape(), weight_shape, p);
-  if (use_onednn(x, grad_y, p)) return cpu::onednn_conv2d_backward_weight(grad_y, x, weight_shape, want_bias, p);
+  if (use_onednn(p, {x, grad_y})) return cpu::onednn_conv2d_backward_weight(grad_y, x, weight_shape, want_bias, p);
+  if (bf16(grad_y) || bf16(x)) {
+    Conv2dWeightGrads g = conv2d_backward_weight(f32(grad_y), f32(x), weight_shape, want_bias, p);
+    return {to_bf16(g.weight), to_bf16(g.bias)};
+  }
   return im2col_backward_weight(grad_y, x, weight_shape, want_bias, p);
 }
 
 Conv2dGrads conv2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, bool want_input,
                             bool want_weight, bool want_bias, const Conv2dParams& p) {
   check_args("conv2d_backward", x.shape(), weight.shape(), p);
-  if (bf16(x) || bf16(weight)) {
+  if (use_onednn(p, {x, weight, grad_y}))
+    return cpu::onednn_conv2d_backward(grad_y, x, weight, want_input, want_weight, want_bias, p);
+  if (bf16(x) || bf16(weight) || bf16(grad_y)) {
     Conv2dGrads g = conv2d_backward(f32(grad_y), f32(x), f32(weight), want_input, want_weight, want_bias, p);
     return {to_bf16(g.input), to_bf16(g.weight), to_bf16(g.bias)};
   }
-  if (use_onednn(x, weight, p)) return cpu::onednn_conv2d_backward(grad_y, x, weight, want_input, want_weight, want_bias, p);
   Conv2dGrads g;
   if (want_input) g.input = im2col_backward_data(grad_y, weight, x.shape(), p);
   if (want_weight) {

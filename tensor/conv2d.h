@@ -4,9 +4,13 @@
 // - oneDNN's direct convolutions (tensor/cpu/conv2d_onednn.cpp) for float32 on the CPU: forward +
 //   backward 1.2-2x faster than im2col on ResNet-20's and cnn_fashion's layers (bench/op_bench's
 //   conv2d_*_im2col and _onednn rows), except the small 1x1 stride-2 projections, where the two are
-//   within noise of each other;
-// - im2col through views plus GEMMs (tensor/conv2d.cpp) for CUDA, float64, bfloat16, empty batches,
-//   and as the reference the oneDNN path is tested against.
+//   within noise of each other; and for bfloat16 (autocast's conv2d) where the processor has
+//   AVX512-BF16: bf16 operands and results, float32 accumulation, forward + backward faster than
+//   computing them on float32 copies on every one of those layers (0.44-0.91x the best time; op_bench's
+//   _bf16_onednn and _bf16_via_f32 rows, Zen 4, BENCHMARKS.md);
+// - im2col through views plus GEMMs (tensor/conv2d.cpp) for CUDA, float64, empty batches, and as the
+//   reference the oneDNN path is tested against. bfloat16 elsewhere is computed in float32 (oneDNN or
+//   im2col) and rounded once.
 #pragma once
 
 #include <array>

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "autograd/autocast.h"
 #include "distributed/api.h"
 #include "nn/api.h"
 #include "tensor/backend.h"
@@ -51,7 +52,7 @@ double evaluate_accuracy(nn::Module& model, data::DataLoader& loader, int64_t n,
 }
 
 void bench_steps(dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data::DataLoader& loader, Device device,
-                 int64_t steps, int64_t batch_size) {
+                 int64_t steps, int64_t batch_size, bool autocast_bf16) {
   using Clock = std::chrono::steady_clock;
   nn::CrossEntropyLoss criterion;
   std::vector<double> step_ms, fwd, bwd, wait, opt_ms;
@@ -71,7 +72,11 @@ void bench_steps(dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data
     ++it;
     auto t0 = Clock::now();
     opt.zero_grad();
-    Tensor loss = criterion(ddp(batch.input), batch.target);
+    Tensor loss;
+    {
+      autocast guard(device.type, kBFloat16, autocast_bf16);
+      loss = criterion(ddp(batch.input), batch.target);
+    }
     loss.item<float>();
     auto t1 = Clock::now();
     loss.backward();

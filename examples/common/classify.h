@@ -31,8 +31,9 @@ double evaluate_accuracy(nn::Module& model, data::DataLoader& loader, int64_t n,
 // Times `steps` training steps (cross-entropy) on the loader's batches after 5 untimed ones, and rank 0
 // prints the median step and its phases (DDP's wait for the all-reduce split out of backward) and the
 // process CPU time per step (every thread; steadier than wall time on a loaded machine), then
-// `step_ms MEDIAN`, the line bench/twin_bench.py reads.
+// `step_ms MEDIAN`, the line bench/twin_bench.py reads. `autocast_bf16`: forward and loss under
+// autocast in bfloat16 (--dtype bfloat16).
 void bench_steps(dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data::DataLoader& loader, Device device,
-                 int64_t steps, int64_t batch_size);
+                 int64_t steps, int64_t batch_size, bool autocast_bf16 = false);
 
 }  // namespace lockstep::examples

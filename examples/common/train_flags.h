@@ -1,6 +1,6 @@
 // The flags every training example takes (train_eval's set), declared once so that cnn_fashion and gpt
 // read the same way on the command line: --epochs/--steps, --batch-size per rank, --lr, --backend,
-// --device, --init, --save, --checkpoint/--resume, --timeout, --metrics/--plot.
+// --device, --dtype, --init, --save, --checkpoint/--resume, --timeout, --metrics/--plot.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,6 +15,7 @@ struct TrainFlags {
   int64_t batch_size = 64;  // per rank, as DataLoader's
   double lr = 1e-3;
   std::string backend = "auto", device = "auto";
+  std::string dtype = "float32";  // "bfloat16": forward and loss under autocast, float32 master weights
   std::string init;        // initial weights (safetensors), e.g. to start the PyTorch twin from the same point
   std::string save;        // final weights alone, under PyTorch's names
   std::string checkpoint;  // resumable checkpoint, rewritten as the run goes
@@ -33,6 +34,10 @@ inline void add_train_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--lr", f.lr, "peak learning rate")->capture_default_str();
   app.add_option("--backend", f.backend, "gloo, nccl, mpi (under mpirun) or auto")->capture_default_str();
   app.add_option("--device", f.device, "cpu, cuda or auto (cuda:LOCAL_RANK with nccl)")->capture_default_str();
+  app.add_option("--dtype", f.dtype, "float32, or bfloat16: forward and loss under autocast (torch.autocast), "
+                 "float32 master weights")
+      ->check(CLI::IsMember({"float32", "bfloat16"}))
+      ->capture_default_str();
   app.add_option("--init", f.init, "load initial weights from this safetensors file");
   app.add_option("--save", f.save, "write the final weights here (safetensors, PyTorch's names)");
   app.add_option("--checkpoint", f.checkpoint, "write a resumable checkpoint here as the run goes");
@@ -41,5 +46,8 @@ inline void add_train_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--metrics", f.metrics, "append metrics here as JSON lines (rank 0)");
   app.add_option("--plot", f.plot, "draw the metrics' curves into this SVG file (rank 0)");
 }
+
+// Whether --dtype asks for autocast (the guard's `enabled`).
+inline bool autocast_bf16(const TrainFlags& f) { return f.dtype == "bfloat16"; }
 
 }  // namespace lockstep::examples

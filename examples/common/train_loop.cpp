@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "autograd/autocast.h"
 #include "distributed/api.h"
 #include "examples/common/classify.h"
 #include "examples/common/metrics_log.h"
@@ -35,6 +36,7 @@ void train_classifier(ClassifierRun& run, ResumePoint from) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const int64_t steps_per_epoch = run.train_loader.size();
   const bool tty = rank == 0 && ::isatty(STDOUT_FILENO);
+  const bool bf16 = autocast_bf16(f);
   int64_t step = from.step;
   double epoch_loss = from.epoch_loss, epoch_seen = from.epoch_seen;  // this rank's sums over the epoch so far
   MetricsLog metrics(rank == 0 ? f.metrics : "", rank == 0 ? f.plot : "", run.title, /*append=*/step > 0);
@@ -51,7 +53,11 @@ void train_classifier(ClassifierRun& run, ResumePoint from) {
       if (run.reseed_each_step) manual_seed(run.seed * 1000003 + uint64_t(step) * 64 + uint64_t(rank));
       const double lr = run.opt.lr(0);
       run.opt.zero_grad();
-      Tensor loss = criterion(run.ddp(batch.input), batch.target);
+      Tensor loss;
+      {
+        autocast guard(run.device.type, kBFloat16, bf16);  // --dtype bfloat16: forward and loss, as torch.autocast
+        loss = criterion(run.ddp(batch.input), batch.target);
+      }
       loss.backward();
       run.opt.step();
       if (run.scheduler) run.scheduler->step();
@@ -72,7 +78,11 @@ void train_classifier(ClassifierRun& run, ResumePoint from) {
       MetricsLog::Fields rec{{"step", double(step)}, {"epoch", double(epoch)},
                              {"loss", sums[0] / sums[1]}, {"lr", lr}, {"samples_per_s", sums[1] / secs}};
       if (epoch_end) {
-        const double acc = evaluate_accuracy(run.model, run.test_loader, run.test_size, run.device);
+        double acc;
+        {
+          autocast guard(run.device.type, kBFloat16, bf16);
+          acc = evaluate_accuracy(run.model, run.test_loader, run.test_size, run.device);
+        }
         rec.insert(rec.begin() + 3, {"test_acc", acc});
         if (rank == 0) {
           if (tty) std::printf("\r%*s\r", 60, "");

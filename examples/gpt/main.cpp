@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "distributed/init.h"
+#include "examples/common/train_device.h"
 #include "examples/gpt/train.h"
 
 using namespace lockstep;
@@ -42,9 +43,6 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", o.temperature, "sampling temperature")->capture_default_str();
   app.add_option("--top-k", o.top_k, "sample among the k most likely (0: all)")->capture_default_str();
   app.add_option("--seed", o.seed, "initialisation, batches and dropout")->capture_default_str();
-  app.add_option("--dtype", o.dtype, "float32, or bfloat16: the products under autocast, float32 master weights")
-      ->check(CLI::IsMember({"float32", "bfloat16"}))
-      ->capture_default_str();
   app.add_option("--shard", o.shard, "none (DDP), optimizer (ZeRO-1: AdamW state sharded) or full (fully_shard)")
       ->check(CLI::IsMember({"none", "optimizer", "full"}))
       ->capture_default_str();
@@ -54,11 +52,7 @@ int main(int argc, char** argv) {
                  "testing: the last rank SIGKILLs itself before this step, on the first attempt only");
   CLI11_PARSE(app, argc, argv);
   try {
-    dist::InitOptions init;
-    init.backend = o.train.backend;
-    if (o.train.timeout_s > 0)
-      init.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.train.timeout_s * 1000));
-    dist::init_process_group(init);
+    init_process_group(o.train);
     train_gpt(o);
     dist::destroy_process_group();
     return 0;

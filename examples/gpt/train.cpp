@@ -186,7 +186,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     double sum = 0;
     for (int64_t k = 0; k < o.eval_iters; ++k) {
       auto [x, y] = text.get_batch(Split::kVal, o.seed, step, batch_rows(k, rank, world, B), B, T, device);
-      autocast guard(device.type, kBFloat16, o.dtype == "bfloat16");
+      autocast guard(device.type, kBFloat16, autocast_bf16(o.train));
       sum += model(x, y).second.item<double>();
     }
     model->train();
@@ -220,7 +220,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
         auto tf = Clock::now();
         Tensor loss;
         {
-          autocast guard(device.type, kBFloat16, o.dtype == "bfloat16");
+          autocast guard(device.type, kBFloat16, autocast_bf16(o.train));
           loss = (ddp ? ddp->forward<GPTImpl>(x, y).second : model(x, y).second) * (1.0 / o.grad_accum);
         }
         auto tb = Clock::now();

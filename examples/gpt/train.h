@@ -32,7 +32,6 @@ struct GPTTrainOptions {
   // "none": DDP; "optimizer": DDP + ZeroRedundancyOptimizer (AdamW state sharded); "full": fully_shard
   // on every block and the root (parameters, gradients and state sharded).
   std::string shard = "none";
-  std::string dtype = "float32";     // "bfloat16": forward and loss under autocast (nanoGPT's --dtype)
   std::string export_init;           // write the initial weights here and stop before training
   int64_t stop_after = -1;           // testing: checkpoint and return after this many steps in all
   int64_t sigkill_at_step = -1;      // testing: the last rank SIGKILLs itself before this step (first attempt)

@@ -1,5 +1,6 @@
-// 2-D convolutions in float32 on the CPU through oneDNN's direct (JIT) kernels: forward,
-// backward-data and backward-weight(+bias).
+// 2-D convolutions on the CPU through oneDNN's direct (JIT) kernels: forward, backward-data and
+// backward-weight(+bias), in float32, or in bfloat16 where the processor has AVX512-BF16 (bf16 operands
+// and results, float32 accumulation inside oneDNN: its avx512_core_bf16 kernels, vdpbf16ps).
 //
 // Layouts: lockstep's tensors stay NCHW / OIHW; oneDNN chooses its own (format_tag::any: nChw16c
 // activations, blocked weights), and each call reorders into and out of it. On plain NCHW memory
@@ -21,6 +22,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "tensor/cpu/isa.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -47,27 +49,33 @@ struct Plan {
   memory::desc x, w, y, scratchpad;
 };
 
+memory::data_type dnnl_type(Dtype dtype) {
+  return dtype == kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
 // The plain layouts of lockstep's tensors: x [N, C, H, W], y [N, O, OH, OW], weight [O, C / G, kh, kw]
-// (as [G, O / G, C / G, kh, kw] with groups).
+// (as [G, O / G, C / G, kh, kw] with groups), all of one dtype.
 struct Plain {
   memory::desc x, w, y, bias;
 
-  Plain(const Shape& xs, const Shape& ws, const Conv2dParams& p) {
+  Plain(const Shape& xs, const Shape& ws, const Conv2dParams& p, Dtype dtype) {
     const auto out = p.output_size(xs[2], xs[3], ws[2], ws[3]);
     const memory::dim G = p.groups;
-    x = memory::desc({xs[0], xs[1], xs[2], xs[3]}, memory::data_type::f32, Tag::nchw);
-    y = memory::desc({xs[0], ws[0], out[0], out[1]}, memory::data_type::f32, Tag::nchw);
-    w = G == 1 ? memory::desc({ws[0], ws[1], ws[2], ws[3]}, memory::data_type::f32, Tag::oihw)
-               : memory::desc({G, ws[0] / G, ws[1], ws[2], ws[3]}, memory::data_type::f32, Tag::goihw);
-    bias = memory::desc({ws[0]}, memory::data_type::f32, Tag::x);
+    const memory::data_type t = dnnl_type(dtype);
+    x = memory::desc({xs[0], xs[1], xs[2], xs[3]}, t, Tag::nchw);
+    y = memory::desc({xs[0], ws[0], out[0], out[1]}, t, Tag::nchw);
+    w = G == 1 ? memory::desc({ws[0], ws[1], ws[2], ws[3]}, t, Tag::oihw)
+               : memory::desc({G, ws[0] / G, ws[1], ws[2], ws[3]}, t, Tag::goihw);
+    bias = memory::desc({ws[0]}, t, Tag::x);
   }
 };
 
-memory::desc any(const memory::desc& d) { return memory::desc(d.dims(), memory::data_type::f32, Tag::any); }
+memory::desc any(const memory::desc& d) { return memory::desc(d.dims(), d.data_type(), Tag::any); }
 
-// Builds the primitive for one kind and shape. The backward kinds take a forward descriptor as a hint.
-Plan make_plan(Kind kind, const Shape& xs, const Shape& ws, bool bias, const Conv2dParams& p) {
-  const Plain plain(xs, ws, p);
+// Builds the primitive for one kind, shape and dtype. The backward kinds take a forward descriptor as
+// a hint.
+Plan make_plan(Kind kind, const Shape& xs, const Shape& ws, bool bias, const Conv2dParams& p, Dtype dtype) {
+  const Plain plain(xs, ws, p, dtype);
   const memory::dims strides{p.stride[0], p.stride[1]}, pad{p.padding[0], p.padding[1]},
       dil{p.dilation[0] - 1, p.dilation[1] - 1};  // oneDNN counts dilation from 0
   const memory::desc x = any(plain.x), w = any(plain.w), y = any(plain.y);
@@ -99,21 +107,21 @@ Plan make_plan(Kind kind, const Shape& xs, const Shape& ws, bool bias, const Con
   throw Error("conv2d: unknown oneDNN primitive kind");
 }
 
-// The plan for one kind and shape, built on first use and kept for the process's life (a network
-// has a handful of convolution shapes).
-const Plan& plan_for(Kind kind, const Shape& xs, const Shape& ws, bool bias, const Conv2dParams& p) {
-  using Key = std::array<int64_t, 16>;
+// The plan for one kind, shape and dtype, built on first use and kept for the process's life (a
+// network has a handful of convolution shapes).
+const Plan& plan_for(Kind kind, const Shape& xs, const Shape& ws, bool bias, const Conv2dParams& p, Dtype dtype) {
+  using Key = std::array<int64_t, 17>;
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<Plan>> plans;
   const Key key{int64_t(kind), xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], p.stride[0], p.stride[1],
-                p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups, bias};
+                p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups, bias, int64_t(dtype)};
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = plans[key];
-  if (!slot) slot = std::make_unique<Plan>(make_plan(kind, xs, ws, bias, p));
+  if (!slot) slot = std::make_unique<Plan>(make_plan(kind, xs, ws, bias, p, dtype));
   return *slot;
 }
 
-// A float32 tensor as oneDNN memory of a plain layout (no copy).
+// A tensor as oneDNN memory of a plain layout (no copy).
 memory wrap(const memory::desc& d, const Tensor& t) { return memory(d, cpu_engine(), t.data_ptr()); }
 
 // A buffer for `d` held by a lockstep tensor (kept alive in `keep`), so that the block cache reuses it.
@@ -172,15 +180,17 @@ class Call {
 }  // namespace
 
 bool onednn_conv2d_applies(const Tensor& t) {
-  return t.dtype() == kFloat32 && t.device().is_cpu() && t.numel() > 0;
+  // bfloat16 without AVX512-BF16 would run oneDNN's emulation or reference kernels.
+  const bool dtype_ok = t.dtype() == kFloat32 || (t.dtype() == kBFloat16 && use_avx512_bf16());
+  return dtype_ok && t.device().is_cpu() && t.numel() > 0;
 }
 
 Tensor onednn_conv2d_forward(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
                              const Conv2dParams& p) {
   const Tensor x = internal::contiguous(x_in), weight = internal::contiguous(weight_in);
-  const Plain plain(x.shape(), weight.shape(), p);
-  const Plan& plan = plan_for(Kind::Forward, x.shape(), weight.shape(), bias_in.defined(), p);
-  Tensor y = empty(Shape(plain.y.dims()), kFloat32);
+  const Plain plain(x.shape(), weight.shape(), p, x.dtype());
+  const Plan& plan = plan_for(Kind::Forward, x.shape(), weight.shape(), bias_in.defined(), p, x.dtype());
+  Tensor y = empty(Shape(plain.y.dims()), x.dtype());
   Call call(plan);
   call.input(DNNL_ARG_SRC, plan.x, plain.x, x);
   call.input(DNNL_ARG_WEIGHTS, plan.w, plain.w, weight);
@@ -193,9 +203,9 @@ Tensor onednn_conv2d_forward(const Tensor& x_in, const Tensor& weight_in, const 
 Tensor onednn_conv2d_backward_data(const Tensor& grad_y_in, const Tensor& weight_in, const Shape& input_shape,
                                    const Conv2dParams& p) {
   const Tensor grad_y = internal::contiguous(grad_y_in), weight = internal::contiguous(weight_in);
-  const Plain plain(input_shape, weight.shape(), p);
-  const Plan& plan = plan_for(Kind::BackwardData, input_shape, weight.shape(), false, p);
-  Tensor grad_x = empty(input_shape, kFloat32);
+  const Plain plain(input_shape, weight.shape(), p, grad_y.dtype());
+  const Plan& plan = plan_for(Kind::BackwardData, input_shape, weight.shape(), false, p, grad_y.dtype());
+  Tensor grad_x = empty(input_shape, grad_y.dtype());
   Call call(plan);
   call.input(DNNL_ARG_DIFF_DST, plan.y, plain.y, grad_y);
   call.input(DNNL_ARG_WEIGHTS, plan.w, plain.w, weight);
@@ -208,9 +218,10 @@ internal::Conv2dWeightGrads onednn_conv2d_backward_weight(const Tensor& grad_y_i
                                                           const Shape& weight_shape, bool want_bias,
                                                           const Conv2dParams& p) {
   const Tensor grad_y = internal::contiguous(grad_y_in), x = internal::contiguous(x_in);
-  const Plain plain(x.shape(), weight_shape, p);
-  const Plan& plan = plan_for(Kind::BackwardWeight, x.shape(), weight_shape, want_bias, p);
-  internal::Conv2dWeightGrads grads{empty(weight_shape, kFloat32), want_bias ? empty({weight_shape[0]}, kFloat32) : Tensor()};
+  const Plain plain(x.shape(), weight_shape, p, x.dtype());
+  const Plan& plan = plan_for(Kind::BackwardWeight, x.shape(), weight_shape, want_bias, p, x.dtype());
+  const Dtype dt = x.dtype();
+  internal::Conv2dWeightGrads grads{empty(weight_shape, dt), want_bias ? empty({weight_shape[0]}, dt) : Tensor()};
   Call call(plan);
   call.input(DNNL_ARG_SRC, plan.x, plain.x, x);
   call.input(DNNL_ARG_DIFF_DST, plan.y, plain.y, grad_y);
@@ -236,12 +247,13 @@ internal::Conv2dGrads onednn_conv2d_backward(const Tensor& grad_y_in, const Tens
   // Both kernels: grad_y is reordered once when they want it in the same layout (they do, nChw16c).
   const Tensor grad_y = internal::contiguous(grad_y_in), x = internal::contiguous(x_in),
                weight = internal::contiguous(weight_in);
-  const Plain plain(x.shape(), weight.shape(), p);
-  const Plan& data = plan_for(Kind::BackwardData, x.shape(), weight.shape(), false, p);
-  const Plan& wgt = plan_for(Kind::BackwardWeight, x.shape(), weight.shape(), want_bias, p);
-  g.input = empty(x.shape(), kFloat32);
-  g.weight = empty(weight.shape(), kFloat32);
-  if (want_bias) g.bias = empty({weight.size(0)}, kFloat32);
+  const Dtype dt = x.dtype();
+  const Plain plain(x.shape(), weight.shape(), p, dt);
+  const Plan& data = plan_for(Kind::BackwardData, x.shape(), weight.shape(), false, p, dt);
+  const Plan& wgt = plan_for(Kind::BackwardWeight, x.shape(), weight.shape(), want_bias, p, dt);
+  g.input = empty(x.shape(), dt);
+  g.weight = empty(weight.shape(), dt);
+  if (want_bias) g.bias = empty({weight.size(0)}, dt);
   Call wc(wgt);
   const memory gy = wc.input(DNNL_ARG_DIFF_DST, wgt.y, plain.y, grad_y);
   wc.input(DNNL_ARG_SRC, wgt.x, plain.x, x);

@@ -1,11 +1,12 @@
-// The convolution family's oneDNN implementation (tensor/conv2d.h): float32 on the CPU.
+// The convolution family's oneDNN implementation (tensor/conv2d.h): float32 on the CPU, and bfloat16
+// where the processor has AVX512-BF16. Every operand of a call has one dtype.
 #pragma once
 
 #include "tensor/conv2d.h"
 
 namespace lockstep::cpu {
 
-// Whether oneDNN takes this operand: float32 on the CPU, and no empty dimension.
+// Whether oneDNN takes this operand: float32 (or bfloat16 with AVX512-BF16) on the CPU, no empty dimension.
 bool onednn_conv2d_applies(const Tensor& t);
 
 Tensor onednn_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,

@@ -161,7 +161,7 @@ TEST_CASE("gpt --dtype bfloat16 (autocast) on 2 ranks follows PyTorch's float32 
     init(2, rank, port);
     GPTTrainOptions o = fx.options;
     o.train.batch_size = fx.options.train.batch_size / 2;
-    o.dtype = "bfloat16";
+    o.train.dtype = "bfloat16";
     GPTTrainResult r = train_gpt(o);
     RANK_CHECK(r.losses.size() == fx.losses.size(), "ran ", r.losses.size(), " steps");
     double worst = 0;

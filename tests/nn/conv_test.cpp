@@ -171,7 +171,8 @@ TEST_CASE("conv2d's errors name the shapes; oneDNN refuses what it does not take
   CHECK(error_of([] {
           internal::conv2d_forward(zeros({2, 3, 8, 8}, kFloat64), zeros({8, 3, 3, 3}, kFloat64), Tensor(),
                                    params({1, 1}, {0, 0}, {1, 1}, 1, Conv2dAlgo::OneDNN));
-        }) == "conv2d: oneDNN takes non-empty float32 tensors on the CPU, got float64 [2, 3, 8, 8] on cpu");
+        }) == "conv2d: oneDNN takes non-empty tensors of one dtype on the CPU, float32 or (with AVX512-BF16) bfloat16, got "
+           "float64 [2, 3, 8, 8] on cpu");
   CHECK(error_of([] { internal::conv2d_forward(zeros({2, 4, 8, 8}), zeros({8, 3, 3, 3}), Tensor(), Conv2dParams{}); }) ==
         "conv2d_forward: input [2, 4, 8, 8] and weight [8, 3, 3, 3] with groups = 1 do not match");
   // An empty batch takes the im2col path: an empty output, and zero weight gradients.

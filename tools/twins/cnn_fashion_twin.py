@@ -147,6 +147,7 @@ def main():
     p.add_argument("--float64", action="store_true", help="model and data in float64 (a reference without float32 "
                    "rounding; the --init weights are widened)")
     p.add_argument("--bench-steps", type=int, default=0, help="time this many steps and exit")
+    add_dtype_flag(p)
     p.add_argument("--device", default="cpu", help="cpu or cuda (a batch is copied there each step, as cnn_fashion)")
     p.add_argument("--data-dir", default=DATA, help="directory with the Fashion-MNIST IDX files")
     p.add_argument("--write-fixture", action="store_true", help="write tests/fixtures/{" + ",".join(FIXTURES) + "}.json")
@@ -159,6 +160,16 @@ def main():
     if a.write_fixture:
         return write_fixture(a)
     train(a)
+
+
+def add_dtype_flag(p):
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                   help="bfloat16: forward and loss (and evaluation) under torch.autocast, as cnn_fashion --dtype")
+
+
+def autocast(a, dev):
+    """The autocast region of forward and loss: off for --dtype float32."""
+    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.dtype == "bfloat16")
 
 
 def train(a):
@@ -218,7 +229,8 @@ def train_loop(a, model, ddp, opt, sched, batches, total, spe, x_test, y_test, w
         t0, seen, loss_sum = time.perf_counter(), 0, 0.0
         for x, y in batches(epoch):
             opt.zero_grad()
-            loss = F.cross_entropy(ddp(x), y)
+            with autocast(a, dev):
+                loss = F.cross_entropy(ddp(x), y)
             loss.backward()
             opt.step()
             if sched:
@@ -233,7 +245,8 @@ def train_loop(a, model, ddp, opt, sched, batches, total, spe, x_test, y_test, w
                 break
         secs = time.perf_counter() - t0
         if step % spe == 0:
-            acc = evaluate(model, x_test, y_test, rank, world, dev)
+            with autocast(a, dev):
+                acc = evaluate(model, x_test, y_test, rank, world, dev)
             if rank == 0:
                 print(f"epoch {epoch} loss {loss_sum / seen:.4f} test_acc {acc:.4f} samples_per_s {seen / secs:.0f}",
                       flush=True)
@@ -272,7 +285,8 @@ def bench(a, ddp, opt, batches, world, rank, dev):
             x, y = next(it)
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = F.cross_entropy(ddp(x), y)
+        with autocast(a, dev):
+            loss = F.cross_entropy(ddp(x), y)
         loss.item()
         t1 = time.perf_counter()
         loss.backward()

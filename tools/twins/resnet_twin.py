@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cnn_fashion_twin import DATA, bench, evaluate, load, shard, train_loop  # noqa: E402
+from cnn_fashion_twin import DATA, add_dtype_flag, bench, evaluate, load, shard, train_loop  # noqa: E402
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "fixtures")
 # The fixtures' runs: ResNet-20 (its depth, at half width to keep the test short) on the first 160
@@ -141,6 +141,7 @@ def main():
     p.add_argument("--float64", action="store_true", help="model and data in float64 (--init weights widened)")
     p.add_argument("--bench-steps", type=int, default=0, help="time this many steps and exit")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    add_dtype_flag(p)
     p.add_argument("--data-dir", default=DATA, help="directory with the Fashion-MNIST IDX files")
     p.add_argument("--write-fixture", action="store_true", help="write tests/fixtures/{" + ",".join(FIXTURES) + "}.json")
     p.add_argument("--lockstep", help="with --write-fixture: the resnet binary (writes the initial weights)")
