@@ -43,8 +43,13 @@ FSDPModule fully_shard(const std::shared_ptr<nn::Module>& module, FSDPOptions op
   for (auto& u : inner)
     for (auto& e : u->entries()) taken.insert(e.param.impl());
   std::vector<fsdp::FlatEntry> entries;
-  for (auto& [name, p] : module->named_parameters())
-    if (!taken.count(p.impl())) entries.push_back(fsdp::FlatEntry{name, p});
+  for (auto& [name, p] : module->named_parameters()) {
+    if (taken.count(p.impl())) continue;
+    fsdp::FlatEntry e;  // the Unit lays out shape, offset and numel
+    e.name = name;
+    e.param = p;
+    entries.push_back(std::move(e));
+  }
 
   auto unit = std::make_shared<fsdp::Unit>(*module, std::move(entries), options, pg);
   unit->attach();
