@@ -89,6 +89,9 @@ __global__ void unary_kernel(F f, UnaryOut<F, T>* out, const T* a, StridedPlan p
 // synchronization.
 template <typename F, typename T>
 constexpr bool kChecksDivisor = std::is_same_v<F, fn::Div> && std::is_integral_v<T>;
+// The kernels get the row wrapped in InComputeType: the check looks through it to the row.
+template <typename F, typename T>
+constexpr bool kChecksDivisor<InComputeType<F, T>, T> = kChecksDivisor<F, T>;
 
 // out = f(x, y) with plan operands (out, a, b). A null a or b is the scalar s instead (binary_scalar),
 // so one kernel serves both. `err` is the device's record where kChecksDivisor, else unused (null).
