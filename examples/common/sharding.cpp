@@ -82,6 +82,7 @@ void Sharding::save(const std::string& path, Checkpoint what) {
   if (zero_) {
     zero_->consolidate_state_dict(0);  // collective: every rank sends its share to rank 0
     if (dist::get_rank() == 0) consolidated = zero_->state_dict();
+    what.optimizer = nullptr;
     what.optimizer_state = &consolidated;
   } else {
     what.optimizer = whole_.get();
@@ -117,6 +118,7 @@ Checkpoint Sharding::load(const std::string& path, Checkpoint into) {
     return load_checkpoint(path, into);
   }
   optim::StateDict state;  // the whole optimizer's: each rank keeps its share
+  into.optimizer = nullptr;
   into.optimizer_state = &state;
   Checkpoint got = load_checkpoint(path, into);
   zero_->load_state_dict(state);
