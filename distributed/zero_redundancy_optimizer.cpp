@@ -12,48 +12,78 @@
 
 namespace lockstep::dist {
 
-std::vector<int> partition_parameters(const std::vector<Tensor>& params, int world_size) {
+std::vector<int> partition_parameters(const std::vector<std::vector<Tensor>>& param_groups, int world_size) {
   LOCKSTEP_CHECK(world_size >= 1, "partition_parameters: world_size must be >= 1, got ", world_size);
-  std::vector<size_t> order(params.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return params[a].numel() > params[b].numel(); });
   std::vector<int64_t> load(world_size, 0);
-  std::vector<int> owner(params.size());
-  for (size_t i : order) {
-    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    owner[i] = r;
-    load[r] += params[i].numel();
+  std::vector<int> owner;
+  for (const auto& params : param_groups) {
+    std::vector<size_t> order(params.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return params[a].numel() > params[b].numel(); });
+    const size_t first = owner.size();
+    owner.resize(first + params.size());
+    for (size_t i : order) {
+      const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+      owner[first + i] = r;
+      load[r] += params[i].numel();
+    }
   }
   return owner;
 }
 
-ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Factory make_optimizer,
-                                                 std::shared_ptr<ProcessGroup> process_group)
-    : params_(std::move(params)) {
+std::vector<int> partition_parameters(const std::vector<Tensor>& params, int world_size) {
+  return partition_parameters(std::vector<std::vector<Tensor>>{params}, world_size);
+}
+
+// The partition and each parameter's local index; the local optimizer is built by the public constructors.
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<std::vector<Tensor>> param_groups,
+                                                 std::shared_ptr<ProcessGroup> process_group) {
   pg_ = process_group ? std::move(process_group) : (is_initialized() ? default_pg() : nullptr);
   LOCKSTEP_CHECK(pg_, "ZeroRedundancyOptimizer: no process group; call init_process_group first");
+  for (auto& g : param_groups) {
+    group_size_.push_back(g.size());
+    params_.insert(params_.end(), g.begin(), g.end());
+  }
   LOCKSTEP_CHECK(!params_.empty(), "ZeroRedundancyOptimizer: got an empty parameter list");
-  LOCKSTEP_CHECK(make_optimizer, "ZeroRedundancyOptimizer: the optimizer factory is empty");
   for (size_t i = 0; i < params_.size(); ++i)
     LOCKSTEP_CHECK(params_[i].defined() && params_[i].is_contiguous(), "ZeroRedundancyOptimizer: parameter ", i,
                    " is undefined or not contiguous");
-  owner_ = partition_parameters(params_, pg_->size());
-  std::vector<Tensor> mine;
+  owner_ = partition_parameters(param_groups, pg_->size());
   local_index_.resize(params_.size());
   std::vector<size_t> count(pg_->size(), 0);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    local_index_[i] = count[owner_[i]]++;
+  for (size_t i = 0; i < params_.size(); ++i) local_index_[i] = count[owner_[i]]++;
+}
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Factory make_optimizer,
+                                                 std::shared_ptr<ProcessGroup> process_group)
+    : ZeroRedundancyOptimizer(std::vector<std::vector<Tensor>>{std::move(params)}, std::move(process_group)) {
+  LOCKSTEP_CHECK(make_optimizer, "ZeroRedundancyOptimizer: the optimizer factory is empty");
+  std::vector<Tensor> mine;
+  for (size_t i = 0; i < params_.size(); ++i)
     if (owner_[i] == pg_->rank()) mine.push_back(params_[i]);
-  }
-  if (!mine.empty()) {
-    local_ = make_optimizer(std::move(mine));
-    LOCKSTEP_CHECK(local_, "ZeroRedundancyOptimizer: the optimizer factory returned null");
-    auto ps = local_->params();
-    LOCKSTEP_CHECK(ps.size() == static_cast<size_t>(std::count(owner_.begin(), owner_.end(), pg_->rank())),
-                   "ZeroRedundancyOptimizer: the factory's optimizer holds ", ps.size(),
-                   " parameters; it must hold exactly the ones it is given");
-  }
+  if (mine.empty()) return;
+  const size_t n = mine.size();
+  local_ = make_optimizer(std::move(mine));
+  LOCKSTEP_CHECK(local_, "ZeroRedundancyOptimizer: the optimizer factory returned null");
+  LOCKSTEP_CHECK(local_->params().size() == n, "ZeroRedundancyOptimizer: the factory's optimizer holds ",
+                 local_->params().size(), " parameters; it must hold exactly the ones it is given");
+}
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<std::vector<Tensor>> param_groups,
+                                                 GroupsFactory make_optimizer,
+                                                 std::shared_ptr<ProcessGroup> process_group)
+    : ZeroRedundancyOptimizer(std::move(param_groups), std::move(process_group)) {
+  LOCKSTEP_CHECK(make_optimizer, "ZeroRedundancyOptimizer: the optimizer factory is empty");
+  std::vector<std::vector<Tensor>> shares(group_size_.size());
+  bool any = false;
+  for (size_t g = 0, i = 0; g < group_size_.size(); ++g)
+    for (size_t k = 0; k < group_size_[g]; ++k, ++i)
+      if (owner_[i] == pg_->rank()) shares[g].push_back(params_[i]), any = true;
+  if (!any) return;
+  local_ = make_optimizer(std::move(shares));
+  LOCKSTEP_CHECK(local_, "ZeroRedundancyOptimizer: the optimizer factory returned null");
+  check_groups("ZeroRedundancyOptimizer");
 }
 
 void ZeroRedundancyOptimizer::step() {
@@ -146,41 +176,52 @@ bool parse_state_key(const std::string& key, size_t& i, std::string& name) {
 
 }  // namespace
 
-void ZeroRedundancyOptimizer::check_one_group(const char* op) const {
-  LOCKSTEP_CHECK(!local_ || local_->num_param_groups() == 1, "ZeroRedundancyOptimizer::", op, ": the local ",
-                 local_->name(), " has ", local_->num_param_groups(), " param groups; state dicts need one group");
+void ZeroRedundancyOptimizer::check_groups(const char* op) const {
   if (!local_) return;
-  auto ps = local_->params();
-  size_t j = 0;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (owner_[i] == pg_->rank())
-      LOCKSTEP_CHECK(ps[j++].is_same(params_[i]), "ZeroRedundancyOptimizer::", op, ": the local ", local_->name(),
-                     " holds its parameters in another order than given; state dicts need the given order");
+  const size_t groups = group_size_.size();
+  LOCKSTEP_CHECK(local_->num_param_groups() == groups, "ZeroRedundancyOptimizer::", op, ": the local ",
+                 local_->name(), " has ", local_->num_param_groups(), " param groups, this ZeroRedundancyOptimizer ",
+                 groups, "; state dicts need one local group per param group (build it over the groups: the "
+                 "param-groups constructor)");
+  for (size_t g = 0, i = 0; g < groups; ++g) {
+    const auto& ps = local_->params(g);
+    size_t j = 0;
+    for (size_t k = 0; k < group_size_[g]; ++k, ++i) {
+      if (owner_[i] != pg_->rank()) continue;
+      LOCKSTEP_CHECK(j < ps.size() && ps[j].is_same(params_[i]), "ZeroRedundancyOptimizer::", op, ": the local ",
+                     local_->name(), "'s param group ", g, " does not hold this rank's share of the given group ", g,
+                     " in the given order");
+      ++j;
+    }
+    LOCKSTEP_CHECK(j == ps.size(), "ZeroRedundancyOptimizer::", op, ": the local ", local_->name(), "'s param group ",
+                   g, " holds ", ps.size(), " parameters; this rank's share of the group is ", j);
+  }
 }
 
 void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
   LOCKSTEP_CHECK(to >= 0 && to < pg_->size(), "ZeroRedundancyOptimizer::consolidate_state_dict: to = ", to,
                  " is not a rank of a group of ", pg_->size());
-  check_one_group("consolidate_state_dict");
+  check_groups("consolidate_state_dict");
   NoGradGuard no_grad;
   // Global index of each rank's local parameter j.
   std::vector<std::vector<size_t>> global(pg_->size());
   for (size_t i = 0; i < params_.size(); ++i) global[owner_[i]].push_back(i);
 
-  optim::StateDict groups;  // param_groups.0.*
+  optim::StateDict options;  // param_groups.<g>.*, but params: every rank's options are the same
   std::map<size_t, optim::StateDict> per_param;
   for (int r = 0; r < pg_->size(); ++r) {
     if (global[r].empty()) continue;
-    optim::StateDict local = broadcast_named(*pg_, r == pg_->rank() ? local_->state_dict() : optim::StateDict{}, r);
+    optim::StateDict mine;
+    if (r == pg_->rank())  // a group's local indices are rewritten below (and an empty share has none to send)
+      for (auto& [k, t] : local_->state_dict())
+        if (!(k.rfind("param_groups.", 0) == 0 && k.ends_with(".params"))) mine.emplace_back(k, t);
+    optim::StateDict local = broadcast_named(*pg_, mine, r);
     if (pg_->rank() != to) continue;
     for (auto& [k, t] : local) {
       size_t j = 0;
       std::string name;
-      if (parse_state_key(k, j, name)) {
-        per_param[global[r][j]].emplace_back(name, t);
-      } else if (r == owner_[0]) {  // every rank's options are the same: take one rank's
-        groups.emplace_back(k, t);
-      }
+      if (parse_state_key(k, j, name)) per_param[global[r][j]].emplace_back(name, t);
+      else if (r == owner_[0]) options.emplace_back(k, t);
     }
   }
   if (pg_->rank() != to) {
@@ -190,9 +231,14 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
   optim::StateDict out;
   for (auto& [i, entries] : per_param)
     for (auto& [name, t] : entries) out.emplace_back("state." + std::to_string(i) + "." + name, t);
-  for (auto& [k, t] : groups) {
-    if (k == "param_groups.0.params") out.emplace_back(k, arange(static_cast<int64_t>(params_.size())));
-    else out.emplace_back(k, t);
+  int64_t first = 0;
+  for (size_t g = 0; g < group_size_.size(); ++g) {
+    const std::string prefix = "param_groups." + std::to_string(g) + ".";
+    for (auto& [k, t] : options)
+      if (k.rfind(prefix, 0) == 0) out.emplace_back(k, t);
+    const int64_t n = static_cast<int64_t>(group_size_[g]);
+    out.emplace_back(prefix + "params", arange(first, first + n));
+    first += n;
   }
   consolidated_ = std::move(out);
 }
@@ -205,31 +251,49 @@ optim::StateDict ZeroRedundancyOptimizer::state_dict() const {
 }
 
 void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
-  check_one_group("load_state_dict");
-  const int64_t n = static_cast<int64_t>(params_.size());
-  bool found_params = false;
+  check_groups("load_state_dict");
+  const size_t groups = group_size_.size();
+  std::vector<bool> found(groups, false);
   optim::StateDict local;
   for (const auto& [k, t] : state) {
     size_t i = 0;
     std::string name;
     if (parse_state_key(k, i, name)) {
       LOCKSTEP_CHECK(i < params_.size(), "ZeroRedundancyOptimizer::load_state_dict: key '", k, "' is for parameter ",
-                     i, ", but this optimizer has ", n);
+                     i, ", but this optimizer has ", params_.size());
       if (owner_[i] == pg_->rank()) local.emplace_back("state." + std::to_string(local_index_[i]) + "." + name, t);
-    } else if (k == "param_groups.0.params") {
-      LOCKSTEP_CHECK(t.numel() == n, "ZeroRedundancyOptimizer::load_state_dict: the state_dict has ", t.numel(),
-                     " parameters, this optimizer ", n);
-      found_params = true;
+      continue;
+    }
+    // param_groups.<g>.<option>
+    size_t g = groups, dot = std::string::npos;
+    if (k.rfind("param_groups.", 0) == 0 && (dot = k.find('.', 13)) != std::string::npos) {
+      try {
+        g = std::stoul(k.substr(13, dot - 13));
+      } catch (const std::exception&) {
+        g = groups;
+      }
+    }
+    LOCKSTEP_CHECK(g < groups, "ZeroRedundancyOptimizer::load_state_dict: unexpected key '", k, "' (this optimizer has ",
+                   groups, " param group(s))");
+    if (k.substr(dot + 1) == "params") {
+      LOCKSTEP_CHECK(t.numel() == static_cast<int64_t>(group_size_[g]), "ZeroRedundancyOptimizer::load_state_dict: ",
+                     "param group ", g, " has ", t.numel(), " parameters in the state_dict, ", group_size_[g],
+                     " in this optimizer");
+      found[g] = true;
     } else {
-      LOCKSTEP_CHECK(k.rfind("param_groups.0.", 0) == 0, "ZeroRedundancyOptimizer::load_state_dict: unexpected key '",
-                     k, "' (one param group is supported)");
       local.emplace_back(k, t);
     }
   }
-  LOCKSTEP_CHECK(found_params, "ZeroRedundancyOptimizer::load_state_dict: no param_groups.0.params entry");
+  for (size_t g = 0; g < groups; ++g)
+    LOCKSTEP_CHECK(found[g], "ZeroRedundancyOptimizer::load_state_dict: no param_groups.", g, ".params entry (this ",
+                   "optimizer has ", groups, " param group(s))");
   if (!local_) return;
-  const int64_t mine = static_cast<int64_t>(local_->params(0).size());
-  local.emplace_back("param_groups.0.params", arange(mine));
+  int64_t first = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    const int64_t n = static_cast<int64_t>(local_->params(g).size());
+    local.emplace_back("param_groups." + std::to_string(g) + ".params", arange(first, first + n));
+    first += n;
+  }
   local_->load_state_dict(local);
 }
 

@@ -35,8 +35,12 @@ void save_checkpoint(const std::string& path, const Checkpoint& what) {
       tensors.emplace_back(name, t);
     }
   }
+  LOCKSTEP_CHECK(!(what.optimizer && what.optimizer_state), "save_checkpoint: give an optimizer or an optimizer_state, "
+                 "not both");
   if (what.optimizer)
     for (auto& [k, t] : what.optimizer->state_dict()) tensors.emplace_back(kOptimizer + k, t);
+  if (what.optimizer_state)
+    for (auto& [k, t] : *what.optimizer_state) tensors.emplace_back(kOptimizer + k, t);
   if (what.scheduler)
     for (auto& [k, t] : what.scheduler->state_dict()) tensors.emplace_back(kScheduler + k, t);
   std::map<std::string, std::string> meta = what.metadata;
@@ -57,10 +61,11 @@ Checkpoint load_checkpoint(const std::string& path, const Checkpoint& into) {
   }
   // Optimizer before scheduler, as PyTorch's resume order: the scheduler's state refers to the groups.
   if (into.model) into.model->load_state_dict(model);
-  if (into.optimizer) {
+  if (into.optimizer || into.optimizer_state) {
     LOCKSTEP_CHECK(!optimizer.empty(), "load_checkpoint: ", path, " holds no optimizer state (was it saved with "
                    "one?)");
-    into.optimizer->load_state_dict(optimizer);
+    if (into.optimizer) into.optimizer->load_state_dict(optimizer);
+    if (into.optimizer_state) *into.optimizer_state = optimizer;
   }
   if (into.scheduler) {
     LOCKSTEP_CHECK(!scheduler.empty(), "load_checkpoint: ", path, " holds no scheduler state (was it saved with "

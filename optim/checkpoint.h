@@ -28,6 +28,9 @@ namespace lockstep {
 struct Checkpoint {
   nn::Module* model = nullptr;  // under DDP, the wrapped module (its names are the model's own)
   optim::Optimizer* optimizer = nullptr;
+  // In place of `optimizer`: a state_dict saved as it is, or filled on load with the file's (a
+  // ZeroRedundancyOptimizer's consolidated state, which no one optimizer holds).
+  optim::StateDict* optimizer_state = nullptr;
   optim::LRScheduler* scheduler = nullptr;
   int64_t epoch = -1;  // the last finished epoch (-1: none)
   int64_t step = -1;   // the last finished optimizer step (-1: none)

@@ -2,7 +2,9 @@
 #include "distributed/fsdp/state_dict.h"
 
 #include <array>
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -108,6 +110,8 @@ struct IndexEntry {
 };
 struct Index {
   int world_size = 0;
+  int64_t step = -1;
+  std::vector<std::string> files;  // rank r's file, relative to the directory
   std::map<std::string, IndexEntry> params;
 };
 
@@ -119,6 +123,8 @@ Index read_index(const std::string& path) {
   try {
     const auto j = nlohmann::json::parse(f);
     index.world_size = j.at("world_size").get<int>();
+    if (j.contains("step")) index.step = j.at("step").get<int64_t>();
+    if (j.contains("files")) index.files = j.at("files").get<std::vector<std::string>>();
     for (const auto& [name, p] : j.at("params").items()) {
       IndexEntry e;
       for (int64_t d : p.at("shape")) e.shape.push_back(d);
@@ -130,28 +136,44 @@ Index read_index(const std::string& path) {
     fail("load_sharded_checkpoint: ", path, " is not a sharded checkpoint's index: ", e.what());
   }
   LOCKSTEP_CHECK(index.world_size > 0, "load_sharded_checkpoint: ", path, " names no world_size");
+  LOCKSTEP_CHECK(index.files.empty() || index.files.size() == static_cast<size_t>(index.world_size),
+                 "load_sharded_checkpoint: ", path, " names ", index.files.size(), " files for world_size ",
+                 index.world_size);
+  for (int r = 0; r < index.world_size && index.files.empty(); ++r) index.files.push_back(
+      "rank" + std::to_string(r) + ".safetensors");
   return index;
 }
 
-std::string rank_file(const std::string& dir, int r) { return dir + "/rank" + std::to_string(r) + ".safetensors"; }
+// Rank r's file: rank<r>.safetensors, or rank<r>.step<N>.safetensors for a training checkpoint, so that
+// a save never overwrites the files the current index names.
+std::string rank_file_name(int r, int64_t step) {
+  return "rank" + std::to_string(r) + (step >= 0 ? ".step" + std::to_string(step) : "") + ".safetensors";
+}
 
-// Optimizer index of each parameter handle.
+// Optimizer index of each parameter handle, counted over the groups in order.
 std::unordered_map<TensorImpl*, size_t> optimizer_index(const optim::Optimizer& opt) {
-  LOCKSTEP_CHECK(opt.num_param_groups() == 1, "sharded checkpoint: ", opt.name(), " has ", opt.num_param_groups(),
-                 " param groups; one is supported");
   std::unordered_map<TensorImpl*, size_t> out;
   auto ps = opt.params();
   for (size_t i = 0; i < ps.size(); ++i) out[ps[i].impl()] = i;
   return out;
 }
 
+const std::string kOptimizer = "optimizer.", kScheduler = "scheduler.";
+
 }  // namespace
 
-void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const optim::Optimizer* optimizer) {
+void save_sharded_checkpoint(const std::string& dir, const Checkpoint& what) {
   NoGradGuard no_grad;
+  LOCKSTEP_CHECK(what.model, "save_sharded_checkpoint: no model given");
+  nn::Module& module = *what.model;
+  const optim::Optimizer* optimizer = what.optimizer;
   ProcessGroup* pg = nullptr;
   auto sharded = sharded_params(module, &pg);
   LOCKSTEP_CHECK(pg, "save_sharded_checkpoint: ", module.name(), " holds no fully_shard-ed unit");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // every rank: the directory may be on each rank's own disk
+  LOCKSTEP_CHECK(std::filesystem::is_directory(dir), "save_sharded_checkpoint: cannot create the directory ", dir,
+                 ec ? ": " + ec.message() : "");
   std::unordered_map<TensorImpl*, size_t> opt_index;
   if (optimizer) opt_index = optimizer_index(*optimizer);
   TensorList tensors;
@@ -166,7 +188,8 @@ void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const o
     // A rank holding no element of the parameter writes nothing for it (safetensors has no empty
     // tensors at distinct offsets).
     if (optimizer && opt_index.count(p.impl()) && mine_end > mine_begin)
-      for (auto& [k, t] : optimizer->state(opt_index[p.impl()])) tensors.emplace_back("optimizer." + name + "." + k, in::clone(t));
+      for (auto& [k, t] : optimizer->state(opt_index[p.impl()]))
+        tensors.emplace_back(kOptimizer + name + "." + k, in::clone(t));
     auto slices = nlohmann::ordered_json::array();
     for (int r = 0; r < pg->size(); ++r) {
       auto [a, b] = u->local_range(e, r);
@@ -176,14 +199,25 @@ void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const o
                     {"dtype", dtype_name(u->dtype())},
                     {"slices", std::move(slices)}};
   }
-  const nlohmann::ordered_json index = {{"world_size", pg->size()}, {"params", std::move(params)}};
+  std::vector<std::string> files;
+  for (int r = 0; r < pg->size(); ++r) files.push_back(rank_file_name(r, what.step));
+  const nlohmann::ordered_json index = {
+      {"world_size", pg->size()}, {"step", what.step}, {"files", files}, {"params", std::move(params)}};
+  std::map<std::string, std::string> meta = {{"format", "lockstep sharded checkpoint"},
+                                             {"step", std::to_string(what.step)}};
   if (pg->rank() == 0) {
     for (auto& [name, b] : module.named_buffers()) tensors.emplace_back(name, in::clone(b));
     if (optimizer)
       for (auto& [k, t] : optimizer->state_dict())
-        if (k.rfind("param_groups.", 0) == 0 && !k.ends_with(".params")) tensors.emplace_back("optimizer." + k, t);
+        if (k.rfind("param_groups.", 0) == 0 && !k.ends_with(".params")) tensors.emplace_back(kOptimizer + k, t);
+    if (what.scheduler)
+      for (auto& [k, t] : what.scheduler->state_dict()) tensors.emplace_back(kScheduler + k, t);
+    for (auto& [k, v] : what.metadata) meta.emplace(k, v);
+    meta["epoch"] = std::to_string(what.epoch);
   }
-  save_safetensors(rank_file(dir, pg->rank()), tensors, {{"format", "lockstep sharded checkpoint"}});
+  save_safetensors(dir + "/" + files[pg->rank()], tensors, meta);
+  // The index last, once every rank's file is whole: until then it names the previous save's files.
+  pg->barrier(false);
   if (pg->rank() == 0) {
     const std::string path = dir + "/index.json", tmp = path + ".tmp";
     {
@@ -193,12 +227,29 @@ void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const o
     }
     LOCKSTEP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "save_sharded_checkpoint: cannot rename ", tmp, " to ",
                    path);
+    // The files no index names any more: earlier saves' (and those of ranks a smaller world lacks).
+    for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string n = f.path().filename().string();
+      if (n.rfind("rank", 0) == 0 && n.ends_with(".safetensors") &&
+          std::find(files.begin(), files.end(), n) == files.end())
+        std::filesystem::remove(f.path(), ec);
+    }
   }
   pg->barrier(false);  // every file is written before any rank goes on (and may load it)
 }
 
-void load_sharded_checkpoint(const std::string& dir, nn::Module& module, optim::Optimizer* optimizer) {
+void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const optim::Optimizer* optimizer) {
+  Checkpoint what;
+  what.model = &module;
+  what.optimizer = const_cast<optim::Optimizer*>(optimizer);  // only read
+  save_sharded_checkpoint(dir, what);
+}
+
+Checkpoint load_sharded_checkpoint(const std::string& dir, const Checkpoint& into) {
   NoGradGuard no_grad;
+  LOCKSTEP_CHECK(into.model, "load_sharded_checkpoint: no model given");
+  nn::Module& module = *into.model;
+  optim::Optimizer* optimizer = into.optimizer;
   ProcessGroup* pg = nullptr;
   auto sharded = sharded_params(module, &pg);
   LOCKSTEP_CHECK(pg, "load_sharded_checkpoint: ", module.name(), " holds no fully_shard-ed unit");
@@ -222,19 +273,30 @@ void load_sharded_checkpoint(const std::string& dir, nn::Module& module, optim::
   }
   LOCKSTEP_CHECK(index.params.size() == targets.size(), "load_sharded_checkpoint: ", dir, " holds ",
                  index.params.size(), " parameters, the model ", targets.size());
-  optim::StateDict groups;
+  optim::StateDict groups, scheduler;
+  Checkpoint out = into;
   auto buffers = module.named_buffers();
   for (int r = 0; r < index.world_size; ++r) {
-    SafetensorsFile file = load_safetensors(rank_file(dir, r));
+    const std::string path = dir + "/" + index.files[r];
+    SafetensorsFile file = load_safetensors(path);
+    auto step = file.metadata.find("step");
+    LOCKSTEP_CHECK(index.step < 0 || (step != file.metadata.end() && step->second == std::to_string(index.step)),
+                   "load_sharded_checkpoint: ", path, " is from step ", step != file.metadata.end() ? step->second : "?",
+                   ", index.json from step ", index.step, " (files of different saves)");
+    if (r == 0) out.metadata = file.metadata;
     for (auto& [key, t] : file.tensors) {
       std::string name = key, state;
-      if (key.rfind("optimizer.param_groups.", 0) == 0) {
-        groups.emplace_back(key.substr(10), t);
+      if (key.rfind(kOptimizer + "param_groups.", 0) == 0) {
+        groups.emplace_back(key.substr(kOptimizer.size()), t);
         continue;
       }
-      if (key.rfind("optimizer.", 0) == 0) {
+      if (key.rfind(kScheduler, 0) == 0) {
+        scheduler.emplace_back(key.substr(kScheduler.size()), t);
+        continue;
+      }
+      if (key.rfind(kOptimizer, 0) == 0) {
         const size_t dot = key.rfind('.');
-        name = key.substr(10, dot - 10);
+        name = key.substr(kOptimizer.size(), dot - kOptimizer.size());
         state = key.substr(dot + 1);
       }
       auto target = targets.find(name);
@@ -252,8 +314,8 @@ void load_sharded_checkpoint(const std::string& dir, nn::Module& module, optim::
       int64_t sb = -1, se = -1;
       for (auto& s : index.params.at(name).slices)
         if (s[0] == r) sb = s[1], se = s[2];
-      LOCKSTEP_CHECK(sb >= 0 && t.numel() == se - sb, "load_sharded_checkpoint: '", key, "' in ", rank_file(dir, r),
-                     " has ", t.numel(), " elements; index.json says [", sb, ", ", se, ")");
+      LOCKSTEP_CHECK(sb >= 0 && t.numel() == se - sb, "load_sharded_checkpoint: '", key, "' in ", path, " has ",
+                     t.numel(), " elements; index.json says [", sb, ", ", se, ")");
       Tensor dst;
       if (state.empty()) {
         dst = tg.unit->local_view(tg.unit->shard(), *tg.entry);
@@ -268,18 +330,49 @@ void load_sharded_checkpoint(const std::string& dir, nn::Module& module, optim::
       in::copy_(part, in::to_dtype(in::view_range(t, lo - sb, {hi - lo}), dst.dtype()));
     }
   }
-  if (!optimizer) return;
-  auto opt_index = optimizer_index(*optimizer);
-  optim::StateDict sd;
-  for (auto& [name, tg] : targets) {
-    auto it = opt_index.find(tg.entry->param.impl());
-    if (it == opt_index.end()) continue;
-    for (auto& [k, t] : tg.state) sd.emplace_back("state." + std::to_string(it->second) + "." + k, t);
+  if (optimizer) {
+    auto opt_index = optimizer_index(*optimizer);
+    optim::StateDict sd;
+    for (auto& [name, tg] : targets) {
+      auto it = opt_index.find(tg.entry->param.impl());
+      if (it == opt_index.end()) continue;
+      for (auto& [k, t] : tg.state) sd.emplace_back("state." + std::to_string(it->second) + "." + k, t);
+    }
+    LOCKSTEP_CHECK(!groups.empty(), "load_sharded_checkpoint: ", dir, " holds no optimizer state");
+    // The saved groups' options: as many groups as this optimizer has (their indices are this optimizer's).
+    size_t saved_groups = 0;
+    for (auto& [k, t] : groups) saved_groups = std::max<size_t>(saved_groups, std::stoul(k.substr(13)) + 1);
+    LOCKSTEP_CHECK(saved_groups == optimizer->num_param_groups(), "load_sharded_checkpoint: ", dir, " holds ",
+                   saved_groups, " param group(s) of optimizer state, the ", optimizer->name(), " has ",
+                   optimizer->num_param_groups());
+    for (auto& g : groups) sd.push_back(g);
+    int64_t first = 0;
+    for (size_t g = 0; g < optimizer->num_param_groups(); ++g) {
+      const int64_t n = static_cast<int64_t>(optimizer->params(g).size());
+      sd.emplace_back("param_groups." + std::to_string(g) + ".params", arange(first, first + n));
+      first += n;
+    }
+    optimizer->load_state_dict(sd);
   }
-  LOCKSTEP_CHECK(!groups.empty(), "load_sharded_checkpoint: ", dir, " holds no optimizer state");
-  for (auto& g : groups) sd.push_back(g);
-  sd.emplace_back("param_groups.0.params", arange(static_cast<int64_t>(opt_index.size())));
-  optimizer->load_state_dict(sd);
+  if (into.scheduler) {
+    LOCKSTEP_CHECK(!scheduler.empty(), "load_sharded_checkpoint: ", dir, " holds no scheduler state (was it saved "
+                   "with one?)");
+    into.scheduler->load_state_dict(scheduler);
+  }
+  auto number = [&](const char* key) {
+    auto it = out.metadata.find(key);
+    return it == out.metadata.end() ? int64_t{-1} : std::stoll(it->second);
+  };
+  out.epoch = number("epoch");
+  out.step = number("step");
+  return out;
+}
+
+void load_sharded_checkpoint(const std::string& dir, nn::Module& module, optim::Optimizer* optimizer) {
+  Checkpoint into;
+  into.model = &module;
+  into.optimizer = optimizer;
+  load_sharded_checkpoint(dir, into);
 }
 
 }  // namespace lockstep::dist

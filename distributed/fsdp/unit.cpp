@@ -83,10 +83,10 @@ void Unit::attach() {
   module_->register_forward_hook(
       [self](nn::Module&, const std::vector<Tensor*>& outputs) { self->post_forward(outputs); });
   std::weak_ptr<Unit> weak = self;
-  for (auto& e : entries_) {
-    if (!e.param.requires_grad()) continue;
-    autograd::register_post_accumulate_grad_hook(e.param, [weak](Tensor&) {
-      if (auto u = weak.lock()) u->on_grad_ready();
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (!entries_[i].param.requires_grad()) continue;
+    autograd::register_post_accumulate_grad_hook(entries_[i].param, [weak, i](Tensor&) {
+      if (auto u = weak.lock()) u->on_grad_ready(i);
     });
   }
 }
@@ -218,7 +218,7 @@ void Unit::pre_backward() {
   }
 }
 
-void Unit::on_grad_ready() {
+void Unit::on_grad_ready(size_t entry) {
   if (!autograd::in_backward()) return;
   const uint64_t pass = autograd::backward_pass_id();
   ctx->ensure_callback();
@@ -226,7 +226,25 @@ void Unit::on_grad_ready() {
     ready_pass_ = pass;
     ready_ = 0;
   }
+  if (unsharded_) take_grad(entries_[entry]);
   if (++ready_ == requiring_grad_) post_backward();
+}
+
+void Unit::take_grad(FlatEntry& e) {
+  const Tensor& g = e.param.grad();
+  if (!g.defined()) return;
+  NoGradGuard no_grad;
+  if (!flat_grad_.defined()) {
+    // The unit's full gradient, flat, in the reduce dtype (padding and unused parameters: zeros). The
+    // reduce-scatter still in flight finishes first, so that its input is freed before this one exists.
+    if (ctx->reducing && ctx->reducing != this) ctx->reducing->finish_reduce();
+    flat_grad_ = accumulated_.defined() ? accumulated_
+                                        : zeros({shard_numel_ * pg_->size()}, TensorOptions(reduce_dtype_, device_));
+    accumulated_ = Tensor();
+  }
+  Tensor dst = in::view_range(flat_grad_, e.offset, {e.numel});
+  in::add_(dst, in::to_dtype(in::reshape(g, {e.numel}), reduce_dtype_));
+  e.param.autograd_meta().grad = Tensor();
 }
 
 void Unit::post_backward() {
@@ -234,17 +252,15 @@ void Unit::post_backward() {
   if (post_backward_pass_ == pass || !unsharded_) return;
   post_backward_pass_ = pass;
   NoGradGuard no_grad;
-  const int64_t total = shard_numel_ * pg_->size();
-  // The unit's full gradient, flat, in the reduce dtype (padding and unused parameters: zeros).
-  Tensor flat = accumulated_.defined() ? accumulated_ : zeros({total}, TensorOptions(reduce_dtype_, device_));
-  accumulated_ = Tensor();
-  for (auto& e : entries_) {
-    const Tensor& g = e.param.grad();
-    if (!g.defined()) continue;
-    Tensor dst = in::view_range(flat, e.offset, {e.numel});
-    in::add_(dst, in::to_dtype(in::reshape(g, {e.numel}), reduce_dtype_));
-    e.param.autograd_meta().grad = Tensor();
+  for (auto& e : entries_) take_grad(e);  // those whose hooks did not run (none, or unused parameters)
+  if (!flat_grad_.defined()) {  // no parameter got a gradient
+    if (ctx->reducing && ctx->reducing != this) ctx->reducing->finish_reduce();
+    flat_grad_ = accumulated_.defined() ? accumulated_
+                                        : zeros({shard_numel_ * pg_->size()}, TensorOptions(reduce_dtype_, device_));
+    accumulated_ = Tensor();
   }
+  Tensor flat = std::move(flat_grad_);
+  flat_grad_ = Tensor();
   if (!requires_gradient_sync) {
     accumulated_ = flat;
     reshard();

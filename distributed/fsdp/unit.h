@@ -60,7 +60,7 @@ class Unit : public std::enable_shared_from_this<Unit> {
   void pre_forward();
   void post_forward(const std::vector<Tensor*>& outputs);
   void pre_backward();
-  void on_grad_ready();
+  void on_grad_ready(size_t entry);
   void post_backward();
   void finish_backward();
   void finish_reduce();  // waits for this unit's reduce-scatter and sets the sharded gradients
@@ -84,6 +84,7 @@ class Unit : public std::enable_shared_from_this<Unit> {
 
  private:
   void park_grads();
+  void take_grad(FlatEntry& e);  // adds e's gradient into flat_grad_ and frees it
   void restore_parked_grads();
   void set_sharded_grads(const Tensor& grad);
 
@@ -103,6 +104,9 @@ class Unit : public std::enable_shared_from_this<Unit> {
   size_t index_ = 0;  // in ctx->order
   Tensor parked_;     // [S] or undefined
   Tensor accumulated_;  // [W S] reduce dtype: full gradients summed without sync
+  // [W S] reduce dtype: this backward's gradients, each copied in (and its own tensor freed) as soon as
+  // autograd has accumulated it, so that the unit's gradients are not alive twice.
+  Tensor flat_grad_;
   // The reduce-scatter in flight: its output [S] and input [W S].
   std::shared_ptr<Work> reduce_;
   Tensor reduce_out_, reduce_in_;

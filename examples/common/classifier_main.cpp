@@ -21,6 +21,7 @@ void add_classifier_flags(CLI::App& app, ClassifierFlags& f, const std::string& 
   app.add_option("--seed", f.seed, seed_help)->capture_default_str();
   app.add_option("--data-dir", f.data_dir, "directory with the Fashion-MNIST IDX files")->capture_default_str();
   app.add_option("--bench-steps", f.bench_steps, "time this many training steps (step_ms: the median) and exit");
+  add_shard_flag(app, f.shard);
   if (!comparisons) return;
   app.add_flag("!--no-shuffle", f.shuffle, "the training set in order every epoch");
   app.add_flag("--float64", f.float64, "model and data in float64 (--init weights widened): for step-by-step "
@@ -66,32 +67,37 @@ int run(const ClassifierFlags& f, const Classifier& c) {
   }
   if (f.float64) model->to(kFloat64);
   model->to(device);
-  std::unique_ptr<optim::Optimizer> opt = c.optimizer(model->parameters());
-  std::unique_ptr<optim::LRScheduler> scheduler = c.scheduler ? c.scheduler(*opt, steps_per_epoch) : nullptr;
-  Checkpoint state;  // what --checkpoint saves and --resume loads
+  int64_t n_params = 0;  // before --shard full leaves each rank a part
+  for (const Tensor& p : model->parameters()) n_params += p.numel();
+  // One param group; --shard full makes the whole model one unit, or each of c.units first.
+  Sharding sharding(f.shard, model, c.units ? c.units(*model) : std::vector<std::shared_ptr<nn::Module>>{},
+                    [](const std::vector<Tensor>& ps) { return std::vector<std::vector<Tensor>>{ps}; },
+                    [&](std::vector<std::vector<Tensor>> g) { return c.optimizer(std::move(g[0])); });
+  optim::Optimizer& opt = sharding.optimizer();
+  std::unique_ptr<optim::LRScheduler> scheduler = c.scheduler ? c.scheduler(opt, steps_per_epoch) : nullptr;
+  Checkpoint state;  // what --checkpoint saves and --resume loads, with the sharding's optimizer
   state.model = model.get();
-  state.optimizer = opt.get();
   state.scheduler = scheduler.get();
-  const ResumePoint from = resume_classifier(state, f, steps_per_epoch);  // before DDP broadcasts rank 0's weights
+  const ResumePoint from = resume_classifier(sharding, state, f, steps_per_epoch);  // before DDP broadcasts rank 0's
   dist::DDPOptions ddp_opts;
   if (device.is_cuda()) ddp_opts.device_ids = {device.index};
-  dist::DistributedDataParallel ddp(model, ddp_opts);
+  sharding.wrap(ddp_opts);
   if (f.bench_steps > 0) {
-    bench_steps(ddp, *opt, train_loader, device, f.bench_steps, f.batch_size, autocast_bf16(f));
+    LOCKSTEP_CHECK(sharding.ddp() && f.shard == "none", "--bench-steps times DDP's step: it takes --shard none, got --shard ",
+                   f.shard);
+    bench_steps(*sharding.ddp(), opt, train_loader, device, f.bench_steps, f.batch_size, autocast_bf16(f));
     return 0;
   }
 
   if (rank == 0) {
-    int64_t n_params = 0;
-    for (const Tensor& p : model->parameters()) n_params += p.numel();
     const std::string what = c.describe ? c.describe(*model) + ", " : "";
     std::printf("%s: %s%ld parameters; %d rank(s), backend %s, device %s, %s, batch %ld per rank, %ld training "
-                "samples, %ld steps per epoch%s\n",
+                "samples, %ld steps per epoch, --shard %s%s\n",
                 c.name.c_str(), what.c_str(), long(n_params), world, dist::get_backend().c_str(), device.str().c_str(),
-                f.dtype.c_str(), long(f.batch_size), long(train_set->size()), long(steps_per_epoch),
+                f.dtype.c_str(), long(f.batch_size), long(train_set->size()), long(steps_per_epoch), f.shard.c_str(),
                 from.step ? (", resuming after step " + std::to_string(from.step - 1)).c_str() : "");
   }
-  ClassifierRun run{.ddp = ddp, .model = *model, .opt = *opt, .scheduler = scheduler.get(), .state = state,
+  ClassifierRun run{.sharding = sharding, .model = *model, .opt = opt, .scheduler = scheduler.get(), .state = state,
                     .train_loader = train_loader, .test_loader = test_loader, .test_size = test_set->size(),
                     .flags = f, .title = c.title, .log_every = f.log_every, .total_steps = total_steps,
                     .device = device, .reseed_each_step = c.reseed_each_step, .seed = f.seed};

@@ -30,10 +30,11 @@ struct ClassifierFlags : TrainFlags {
   uint64_t seed = 0;
   bool shuffle = true;   // --no-shuffle, where the example offers it
   bool float64 = false;  // --float64, where the example offers it
+  std::string shard = "none";  // --shard: none (DDP), optimizer (ZeRO-1) or full (fully_shard)
 };
 
 // TrainFlags' flags and the classifiers': --train-limit, --test-limit, --log-every, --seed (`seed_help`
-// says what it seeds), --data-dir, --bench-steps; with `comparisons`, also --no-shuffle and --float64
+// says what it seeds), --data-dir, --bench-steps, --shard; with `comparisons`, also --no-shuffle and --float64
 // (the step-by-step comparisons with a twin).
 void add_classifier_flags(CLI::App& app, ClassifierFlags& f, const std::string& seed_help, bool comparisons);
 
@@ -47,6 +48,8 @@ struct Classifier {
   // The model, built right after manual_seed(--seed), for images of `in_channels` channels.
   std::function<std::shared_ptr<nn::Module>(int64_t in_channels)> build;
   std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> params)> optimizer;
+  // --shard full: the modules made units before the root (a ViT's encoder layers); unset: the root alone.
+  std::function<std::vector<std::shared_ptr<nn::Module>>(nn::Module& model)> units;
   // Stepped once per optimizer step (may return null: no schedule).
   std::function<std::unique_ptr<optim::LRScheduler>(optim::Optimizer&, int64_t steps_per_epoch)> scheduler;
   // The banner's description of the model ("ResNet-20"); empty: the name alone.

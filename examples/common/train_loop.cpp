@@ -17,13 +17,13 @@ namespace lockstep::examples {
 
 using Clock = std::chrono::steady_clock;
 
-ResumePoint resume_classifier(Checkpoint& state, const TrainFlags& f, int64_t steps_per_epoch) {
+ResumePoint resume_classifier(Sharding& sharding, Checkpoint& state, const TrainFlags& f, int64_t steps_per_epoch) {
   // A restarted job (launch --max_restarts) picks up its own last checkpoint.
   std::string resume = f.resume;
-  if (resume.empty() && !f.checkpoint.empty() && ::access(f.checkpoint.c_str(), F_OK) == 0) resume = f.checkpoint;
+  if (resume.empty() && !f.checkpoint.empty() && sharding.has_checkpoint(f.checkpoint)) resume = f.checkpoint;
   if (resume.empty()) return {};
   const int rank = dist::get_rank();
-  Checkpoint got = load_checkpoint(resume, state);
+  Checkpoint got = sharding.load(resume, state);
   const std::string spe = got.metadata.count("steps_per_epoch") ? got.metadata.at("steps_per_epoch") : "?";
   LOCKSTEP_CHECK(spe == std::to_string(steps_per_epoch), "", resume, " was written by a run of ", spe,
                  " steps per epoch, this one has ", steps_per_epoch, " (same --batch-size, ranks and data needed)");
@@ -43,7 +43,7 @@ void train_classifier(ClassifierRun& run, ResumePoint from) {
   nn::CrossEntropyLoss criterion;
   double window_loss = 0, window_seen = 0;  // this rank's sums since the last record
   auto window_t0 = Clock::now();
-  run.ddp.train();
+  run.model.train();
   while (step < run.total_steps) {
     const int64_t epoch = step / steps_per_epoch, skip = step % steps_per_epoch;
     run.train_loader.set_epoch(epoch);
@@ -52,14 +52,14 @@ void train_classifier(ClassifierRun& run, ResumePoint from) {
       if (i++ < skip) continue;  // done before the checkpoint this run resumed from
       if (run.reseed_each_step) manual_seed(run.seed * 1000003 + uint64_t(step) * 64 + uint64_t(rank));
       const double lr = run.opt.lr(0);
-      run.opt.zero_grad();
+      run.sharding.zero_grad();
       Tensor loss;
       {
         autocast guard(run.device.type, kBFloat16, bf16);  // --dtype bfloat16: forward and loss, as torch.autocast
-        loss = criterion(run.ddp(batch.input), batch.target);
+        loss = criterion(run.sharding.forward(batch.input), batch.target);
       }
       loss.backward();
-      run.opt.step();
+      run.sharding.step();
       if (run.scheduler) run.scheduler->step();
       const double l = loss.item<double>();
       LOCKSTEP_CHECK(std::isfinite(l), "loss is ", l, " at step ", step, " on rank ", rank);
@@ -101,29 +101,21 @@ void train_classifier(ClassifierRun& run, ResumePoint from) {
         std::vector<double> ep(2 * world, 0.0);
         ep[2 * rank] = epoch_loss, ep[2 * rank + 1] = epoch_seen;
         ep = all_reduce_sum(ep, run.device);
-        if (rank == 0) {
-          run.state.step = step - 1;
-          run.state.epoch = epoch_end ? epoch : epoch - 1;
-          run.state.metadata = {{"steps_per_epoch", std::to_string(steps_per_epoch)}};
-          for (int r = 0; r < world; ++r) {
-            run.state.metadata["epoch_loss_sum." + std::to_string(r)] = detail::str_cat(ep[2 * r]);
-            run.state.metadata["epoch_seen." + std::to_string(r)] = detail::str_cat(ep[2 * r + 1]);
-          }
-          save_checkpoint(f.checkpoint, run.state);
+        run.state.step = step - 1;
+        run.state.epoch = epoch_end ? epoch : epoch - 1;
+        run.state.metadata = {{"steps_per_epoch", std::to_string(steps_per_epoch)}};
+        for (int r = 0; r < world; ++r) {
+          run.state.metadata["epoch_loss_sum." + std::to_string(r)] = detail::str_cat(ep[2 * r]);
+          run.state.metadata["epoch_seen." + std::to_string(r)] = detail::str_cat(ep[2 * r + 1]);
         }
-        dist::barrier();  // nobody resumes from a checkpoint rank 0 is still writing
+        run.sharding.save(f.checkpoint, run.state);  // every rank (rank 0 writes, or each its shard)
       }
       window_loss = window_seen = 0;
       window_t0 = Clock::now();
       if (last) break;
     }
   }
-  if (rank == 0 && !f.save.empty()) {
-    Checkpoint weights;  // the model alone: what PyTorch's load_file + load_state_dict reads as it is
-    weights.model = &run.model;
-    weights.step = step - 1;
-    save_checkpoint(f.save, weights);
-  }
+  if (!f.save.empty()) run.sharding.save_weights(f.save, step - 1);
 }
 
 }  // namespace lockstep::examples

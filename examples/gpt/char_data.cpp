@@ -19,10 +19,11 @@ CharText::CharText(const std::string& text) {
     }
   LOCKSTEP_CHECK(chars_.size() >= 2, "CharText: the text needs at least 2 distinct characters, got ", chars_.size(),
                  " in ", text.size(), " bytes");
-  std::vector<int64_t> all = encode(text);
-  const size_t n = all.size() * 9 / 10;  // int(n * 0.9), as nanoGPT's prepare.py
-  train_.assign(all.begin(), all.begin() + n);
-  val_.assign(all.begin() + n, all.end());
+  const size_t n = text.size() * 9 / 10;  // int(n * 0.9), as nanoGPT's prepare.py
+  train_.reserve(n);
+  val_.reserve(text.size() - n);
+  for (size_t i = 0; i < text.size(); ++i)
+    (i < n ? train_ : val_).push_back(static_cast<uint8_t>(index_[static_cast<unsigned char>(text[i])]));
 }
 
 std::vector<int64_t> CharText::encode(const std::string& s) const {
@@ -63,7 +64,7 @@ uint64_t window_start(uint64_t seed, Split split, int64_t step, int64_t row, int
 
 std::pair<Tensor, Tensor> CharText::get_batch(Split split, uint64_t seed, int64_t step, int64_t first_row,
                                               int64_t rows, int64_t block_size, Device device) const {
-  const std::vector<int64_t>& data = tokens(split);
+  const std::vector<uint8_t>& data = tokens(split);
   const int64_t n_windows = static_cast<int64_t>(data.size()) - block_size;
   LOCKSTEP_CHECK(n_windows > 0, "CharText::get_batch: the ", split == Split::kTrain ? "train" : "val", " split has ",
                  data.size(), " tokens, not more than block_size ", block_size, " (use a longer text or a smaller "

@@ -27,7 +27,9 @@ class CharText {
   const std::string& chars() const { return chars_; }  // token i is the byte chars()[i]
   std::vector<int64_t> encode(const std::string& s) const;  // throws on a byte not in the vocabulary
   std::string decode(const std::vector<int64_t>& tokens) const;
-  const std::vector<int64_t>& tokens(Split split) const { return split == Split::kTrain ? train_ : val_; }
+  // A split's tokens, one byte each (a token is a byte's index: the vocabulary has at most 256); batches
+  // widen them to int64. A byte per token keeps a large text small in every rank.
+  const std::vector<uint8_t>& tokens(Split split) const { return split == Split::kTrain ? train_ : val_; }
 
   // x, y: int64 [rows, block_size] on `device`, for rows first_row .. first_row + rows - 1 of step `step`.
   // Throws when the split is not longer than block_size.
@@ -37,7 +39,7 @@ class CharText {
  private:
   std::string chars_;
   int64_t index_[256];
-  std::vector<int64_t> train_, val_;
+  std::vector<uint8_t> train_, val_;
 };
 
 // The start of window `row` of step `step`, in [0, n_windows): splitmix64 applied in turn to the seed,

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "distributed/init.h"
+#include "examples/common/sharding.h"
 #include "examples/common/train_device.h"
 #include "examples/gpt/train.h"
 
@@ -43,9 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", o.temperature, "sampling temperature")->capture_default_str();
   app.add_option("--top-k", o.top_k, "sample among the k most likely (0: all)")->capture_default_str();
   app.add_option("--seed", o.seed, "initialisation, batches and dropout")->capture_default_str();
-  app.add_option("--shard", o.shard, "none (DDP), optimizer (ZeRO-1: AdamW state sharded) or full (fully_shard)")
-      ->check(CLI::IsMember({"none", "optimizer", "full"}))
-      ->capture_default_str();
+  add_shard_flag(app, o.shard);
   app.add_option("--export-init", o.export_init, "write the initial weights (safetensors) here and exit");
   app.add_option("--stop-after", o.stop_after, "testing: checkpoint and exit after this many steps in all");
   app.add_option("--sigkill-at-step", o.sigkill_at_step,

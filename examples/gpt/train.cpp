@@ -10,21 +10,15 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <unordered_set>
 
-#include "distributed/ddp.h"
-#include "distributed/fsdp/fully_shard.h"
-#include "distributed/fsdp/state_dict.h"
 #include "distributed/init.h"
-#include "distributed/zero_redundancy_optimizer.h"
 #include "examples/common/metrics_log.h"
+#include "examples/common/sharding.h"
 #include "examples/common/train_device.h"
-#include "nn/utils/clip_grad.h"
 #include "optim/api.h"
 #include "examples/common/step_timing.h"
 #include "optim/checkpoint.h"
-#include "tensor/safetensors.h"
 #include "tensor/cuda/cuda.h"
 
 namespace lockstep::examples {
@@ -62,9 +56,6 @@ void check_options(const GPTTrainOptions& o) {
                  ", ", o.top_k, ", ", o.temperature);
   LOCKSTEP_CHECK(o.shard == "none" || o.shard == "optimizer" || o.shard == "full",
                  "train_gpt: --shard must be none, optimizer or full, got '", o.shard, "'");
-  LOCKSTEP_CHECK(o.shard == "none" || (o.train.checkpoint.empty() && o.train.resume.empty()),
-                 "train_gpt: --checkpoint and --resume take --shard none (sharded runs save their final weights "
-                 "with --save only)");
 }
 
 // This process's peak resident memory (VmHWM), in KiB.
@@ -112,59 +103,47 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
   model->to(device);
 
   // nanoGPT's configure_optimizers: weight decay on the matmul and embedding weights (2-D) only, chosen
-  // before sharding flattens them. make_adamw builds it over any subset (ZeRO's share, FSDP's shards).
+  // before sharding flattens them: two param groups over any subset (ZeRO's share, FSDP's shards).
   const double n_params = model->num_params() / 1e6;  // before sharding leaves each rank a part
   std::unordered_set<TensorImpl*> decayed;
   for (const auto& p : model->parameters())
     if (p.dim() >= 2) decayed.insert(p.impl());
-  auto adamw = [&](double wd) { return optim::AdamWOptions(f.lr).betas(o.beta1, o.beta2).weight_decay(wd); };
-  auto make_adamw = [&](const std::vector<Tensor>& ps) {
-    std::vector<Tensor> decay, no_decay;
-    for (const auto& p : ps) (decayed.count(p.impl()) ? decay : no_decay).push_back(p);
-    std::vector<optim::AdamW::ParamGroup> groups;
-    if (!decay.empty()) groups.push_back({decay, adamw(o.weight_decay)});
-    if (!no_decay.empty()) groups.push_back({no_decay, adamw(0.0)});
-    return std::make_unique<optim::AdamW>(std::move(groups));
+  auto groups_of = [&](const std::vector<Tensor>& ps) {
+    std::vector<std::vector<Tensor>> g(2);  // decay, no_decay
+    for (const auto& p : ps) g[decayed.count(p.impl()) ? 0 : 1].push_back(p);
+    return g;
   };
-  // --shard full: every block a unit, then the root (FSDP2's usual wrapping); the optimizer over the shards.
-  std::optional<dist::FSDPModule> fsdp_root;
-  if (o.shard == "full") {
-    for (const auto& block : *model->transformer->h) dist::fully_shard(block);
-    fsdp_root = dist::fully_shard(model);
-  }
-  std::optional<dist::ZeroRedundancyOptimizer> zero;  // --shard optimizer: each rank's share of AdamW
-  std::unique_ptr<optim::AdamW> whole;
-  if (o.shard == "optimizer") {
-    zero.emplace(model->parameters(), [&](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
-      return make_adamw(ps);
-    });
-  } else {
-    whole = make_adamw(model->parameters());
-  }
-  optim::Optimizer& optimizer = zero ? *zero->optim() : *whole;
+  auto adamw = [&](double wd) { return optim::AdamWOptions(f.lr).betas(o.beta1, o.beta2).weight_decay(wd); };
+  auto make_adamw = [&](std::vector<std::vector<Tensor>> g) -> std::unique_ptr<optim::Optimizer> {
+    return std::make_unique<optim::AdamW>(
+        std::vector<optim::AdamW::ParamGroup>{{g[0], adamw(o.weight_decay)}, {g[1], adamw(0.0)}});
+  };
+  // --shard full: every block a unit, then the root; --shard optimizer: each rank's share of AdamW.
+  std::vector<std::shared_ptr<nn::Module>> blocks;
+  for (const auto& block : *model->transformer->h) blocks.push_back(block);
+  Sharding sharding(o.shard, model.ptr(), blocks, groups_of, make_adamw);
+  dist::FSDPModule* fsdp_root = sharding.fsdp_root();
+  optim::Optimizer& optimizer = sharding.optimizer();
   const int64_t max_iters = f.steps, decay_iters = o.lr_decay_iters < 0 ? max_iters : o.lr_decay_iters;
   optim::LambdaLR scheduler(optimizer, [&](int64_t it) {
     return nanogpt_lr(it, f.lr, o.min_lr, o.warmup_iters, decay_iters) / f.lr;
   });
 
+  // A checkpoint holds the model, AdamW, the scheduler and the step: batches and dropout masks are
+  // functions of (seed, rank, step), so the step is the data position. --shard full's is a directory.
   Checkpoint state;
   state.model = model.get();
-  state.optimizer = &optimizer;
   state.scheduler = &scheduler;
   std::string resume = f.resume;
-  if (resume.empty() && !f.checkpoint.empty() && ::access(f.checkpoint.c_str(), F_OK) == 0) resume = f.checkpoint;
+  if (resume.empty() && !f.checkpoint.empty() && sharding.has_checkpoint(f.checkpoint)) resume = f.checkpoint;
   int64_t start = 0;
-  if (!resume.empty()) start = load_checkpoint(resume, state).step + 1;
+  if (!resume.empty()) start = sharding.load(resume, state).step + 1;
   result.first_step = start;
 
   dist::DDPOptions ddp_options;
   if (device.is_cuda()) ddp_options.device_ids = {device.index};
-  // Under ZeRO the gradients are read only by the step after the all-reduce: as views of DDP's buckets
-  // they are not kept twice (PyTorch's advice for ZeroRedundancyOptimizer, gradient_as_bucket_view=True).
-  ddp_options.gradient_as_bucket_view = zero.has_value();
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  if (!fsdp_root) ddp = std::make_unique<dist::DistributedDataParallel>(model.ptr(), ddp_options);
-  const std::vector<Tensor> params = model->parameters();
+  sharding.wrap(ddp_options);
+  dist::DistributedDataParallel* ddp = sharding.ddp();
   const int64_t B = f.batch_size, T = config.block_size;
   const double tokens_per_step = static_cast<double>(world * B * o.grad_accum * T);
   std::unique_ptr<MetricsLog> log;
@@ -211,8 +190,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     auto t0 = Clock::now();
     const double c0 = cpu_seconds();
     manual_seed(step_seed(o.seed, rank, step));
-    if (zero) zero->zero_grad();
-    else optimizer.zero_grad();
+    sharding.zero_grad();
     double local = 0;
     for (int64_t m = 0; m < o.grad_accum; ++m) {
       auto [x, y] = text.get_batch(Split::kTrain, o.seed, step, batch_rows(m, rank, world, B), B, T, device);
@@ -242,10 +220,8 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
       }
     }
     auto to = Clock::now();
-    if (o.grad_clip > 0 && fsdp_root) dist::clip_grad_norm_(params, o.grad_clip);  // the norm over every shard
-    else if (o.grad_clip > 0) nn::utils::clip_grad_norm_(params, o.grad_clip);
-    if (zero) zero->step();
-    else optimizer.step();
+    if (o.grad_clip > 0) sharding.clip_grad_norm_(o.grad_clip);  // under full: the norm over every shard
+    sharding.step();
     scheduler.step();
     opt_s += seconds_since(to);
     const double secs = seconds_since(t0);
@@ -277,11 +253,8 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
       std::printf("\rstep %ld/%ld [%-30s] loss %.4f", long(step + 1), long(max_iters),
                   std::string(30 * (step + 1) / max_iters, '=').c_str(), loss), std::fflush(stdout);
     if (!f.checkpoint.empty() && ((step + 1) % ckpt_every == 0 || last)) {
-      if (rank == 0) {
-        state.step = step;
-        save_checkpoint(f.checkpoint, state);
-      }
-      dist::barrier();  // nobody resumes from a checkpoint rank 0 is still writing
+      state.step = step;
+      sharding.save(f.checkpoint, state);  // every rank: ZeRO consolidates, fully_shard writes each rank's shard
     }
   }
   if (tty) std::printf("\r%*s\r", 100, "");
@@ -314,15 +287,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
     if (talk) std::printf("--- sample (%ld tokens, temperature %g, top_k %ld) ---\n%s\n---\n", long(o.sample_tokens),
                           o.temperature, long(o.top_k), result.sample.c_str());
   }
-  if (fsdp_root && !f.save.empty() && stop == max_iters) {
-    auto full = dist::full_state_dict(*model, /*rank0_only=*/true);  // PyTorch's names, gathered to rank 0
-    if (rank == 0) save_safetensors(f.save, full);
-  } else if (rank == 0 && !f.save.empty() && stop == max_iters) {
-    Checkpoint weights;
-    weights.model = model.get();
-    weights.step = max_iters - 1;
-    save_checkpoint(f.save, weights);
-  }
+  if (!f.save.empty() && stop == max_iters) sharding.save_weights(f.save, max_iters - 1);
   if (!o.quiet) {
     std::fflush(stdout);
     std::printf("gpt: rank %d --shard %s VmHWM %ld KiB\n", rank, o.shard.c_str(), peak_rss_kib());

@@ -3,7 +3,8 @@
 // DDP's no_sync; clip_grad_norm_; AdamW with weight decay on the 2-D weights only; nanoGPT's lr (linear
 // warmup, cosine decay to min_lr at lr_decay_iters) through LambdaLR; a global validation loss every
 // eval_interval steps; checkpoints (model, optimizer, scheduler, step) a resumed run continues from
-// exactly, since batches and dropout masks are functions of (seed, rank, step).
+// exactly, since batches and dropout masks are functions of (seed, rank, step), in every --shard mode
+// (examples/common/sharding.h: --shard full's checkpoint is a directory, resumable at another world size).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,8 @@ struct GPTTrainOptions {
   int64_t top_k = 200;
   uint64_t seed = 1337;
   // "none": DDP; "optimizer": DDP + ZeroRedundancyOptimizer (AdamW state sharded); "full": fully_shard
-  // on every block and the root (parameters, gradients and state sharded).
+  // on every block and the root (parameters, gradients and state sharded). Every mode takes --checkpoint
+  // and --resume (examples/common/sharding.h).
   std::string shard = "none";
   std::string export_init;           // write the initial weights here and stop before training
   int64_t stop_after = -1;           // testing: checkpoint and return after this many steps in all

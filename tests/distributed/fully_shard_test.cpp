@@ -3,13 +3,15 @@
 // parameters with no element on a rank), with
 // and without resharding after forward, gradient accumulation without sync, the sharded gradient-norm
 // clip, the bfloat16 mixed-precision policy, the full state dict, and sharded checkpoints saved at 2
-// ranks and resumed at 3 on the same loss curve.
+// ranks and resumed at 3 on the same loss curve (also with two param groups, a scheduler and the step).
 #include <doctest/doctest.h>
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "distributed/ddp.h"
 #include "distributed/fsdp/fully_shard.h"
@@ -310,6 +312,112 @@ TEST_CASE("fully_shard: a sharded checkpoint saved at 2 ranks resumes at 3 on th
       RANK_CHECK(std::abs(total.item<float>() - ref_losses[s]) <= 1e-5, "step ", s, ": loss ", total.item<float>(),
                  " at 3 ranks, ", ref_losses[s], " at 2");
     }
+  });
+}
+
+// A training checkpoint, as gpt --shard full writes it: AdamW over two param groups (decay on the 2-D
+// weights), a scheduler and the step, saved twice; the second save's files replace the first's, and it
+// resumes at 3 ranks on the 2-rank run's losses and lrs.
+TEST_CASE("fully_shard: a training checkpoint (two param groups, scheduler, step) resumes at 3 ranks") {
+  TempDir dir;
+  const std::string path = dir.path + "/ck";  // created by the save
+  // Before sharding: the 2-D weights are the decayed ones (sharding flattens them all).
+  auto sharded_adamw = [&](Stack& model) {
+    std::vector<bool> two_d;
+    for (auto& p : model->parameters()) two_d.push_back(p.dim() >= 2);
+    shard(model);
+    std::vector<Tensor> decay, rest;
+    auto ps = model->parameters();
+    for (size_t i = 0; i < ps.size(); ++i) (two_d[i] ? decay : rest).push_back(ps[i]);
+    return std::make_unique<optim::AdamW>(std::vector<optim::AdamW::ParamGroup>{
+        {decay, optim::AdamWOptions(1e-2).weight_decay(0.1)}, {rest, optim::AdamWOptions(1e-2).weight_decay(0)}});
+  };
+  auto train = [](Stack& model, optim::Optimizer& opt, optim::LRScheduler& sched, int s, int rank, int world) {
+    opt.zero_grad();
+    auto [x, y] = batch(s, rank, world);
+    Tensor loss = F::cross_entropy(model(x), y);
+    loss.backward();
+    opt.step();
+    sched.step();
+    Tensor total = loss.detach().reshape({1}).clone();
+    dist::all_reduce(total, dist::ReduceOp::AVG);
+    return total.item<float>();
+  };
+  std::vector<float> ref(6, 0);  // (loss, group 1's lr) after each of steps 5..7
+  const std::string out = dir.path + "/ref.bin";
+  {
+    const uint16_t port = free_port();
+    auto results = run_ranks(2, [&](int rank) {
+      init_tcp_group(port, 2, rank, std::chrono::seconds(30));
+      Stack model = make_stack(7);
+      auto opt = sharded_adamw(model);
+      optim::StepLR sched(*opt, 2, 0.5);
+      std::vector<float> got;
+      for (int s = 0; s < 8; ++s) {
+        const float loss = train(model, *opt, sched, s, rank, 2);
+        if (s >= 5) got.push_back(loss), got.push_back(static_cast<float>(opt->lr(1)));
+        if (s == 2 || s == 4) {
+          Checkpoint what;
+          what.model = model.get();
+          what.optimizer = opt.get();
+          what.scheduler = &sched;
+          what.step = s;
+          what.metadata = {{"data_position", std::to_string(10 * s)}};
+          dist::save_sharded_checkpoint(path, what);
+        }
+      }
+      if (rank == 0) {
+        FILE* f = std::fopen(out.c_str(), "wb");
+        std::fwrite(got.data(), sizeof(float), got.size(), f);
+        std::fclose(f);
+      }
+      dist::destroy_process_group();
+    });
+    REQUIRE_MESSAGE(all_ok(results), failures(results));
+    FILE* f = std::fopen(out.c_str(), "rb");
+    REQUIRE(f);
+    REQUIRE(std::fread(ref.data(), sizeof(float), 6, f) == 6);
+    std::fclose(f);
+  }
+  std::vector<std::string> files;
+  for (auto& e : std::filesystem::directory_iterator(path)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  CHECK(files == std::vector<std::string>{"index.json", "rank0.step4.safetensors", "rank1.step4.safetensors"});
+  on_ranks(3, [&](int rank) {
+    Stack model = make_stack(123);
+    auto opt = sharded_adamw(model);
+    optim::StepLR sched(*opt, 2, 0.5);
+    Checkpoint into;
+    into.model = model.get();
+    into.optimizer = opt.get();
+    into.scheduler = &sched;
+    Checkpoint got = dist::load_sharded_checkpoint(path, into);
+    RANK_CHECK(got.step == 4 && got.metadata["data_position"] == "40", "step ", got.step, ", data_position '",
+               got.metadata["data_position"], "'");
+    for (int s = 5; s < 8; ++s) {
+      const float loss = train(model, *opt, sched, s, rank, 3);
+      const size_t k = 2 * (s - 5);
+      RANK_CHECK(std::abs(loss - ref[k]) <= 1e-5, "step ", s, ": loss ", loss, " at 3 ranks, ", ref[k], " at 2");
+      RANK_CHECK(static_cast<float>(opt->lr(1)) == ref[k + 1], "step ", s, ": lr ", opt->lr(1), ", expected ",
+                 ref[k + 1]);
+    }
+  });
+  // An index that names another save's step than its files (a save cut short) is refused, naming both.
+  {
+    std::ifstream in(path + "/index.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\"step\": 4");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 9, "\"step\": 3");
+    std::ofstream(path + "/index.json") << text;
+  }
+  on_ranks(1, [&](int) {
+    Stack model = make_stack(1);
+    auto opt = sharded_adamw(model);
+    Checkpoint into;
+    into.model = model.get();
+    into.optimizer = opt.get();
+    expect_error([&] { dist::load_sharded_checkpoint(path, into); }, "is from step 4, index.json from step 3");
   });
 }
 

@@ -4,7 +4,9 @@
 //    1e-4 relative, on 1 rank at batch 4, on 2 ranks at batch 2, and on 2 ranks at batch 1 with 2
 //    micro-batches under no_sync: the same global batch every time;
 //  - resume: a run stopped after its checkpoint and resumed continues with the losses of a run never
-//    stopped, bit for bit, dropout included (batches and masks are functions of seed, rank and step);
+//    stopped, bit for bit, dropout included (batches and masks are functions of seed, rank and step), in
+//    each --shard mode; ZeRO's and DDP's checkpoints resume each other, and fully_shard's at another
+//    world size;
 //  - bfloat16: under autocast the losses stay within bf16 rounding of the float32 fixture.
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include "examples/gpt/train.h"
 #include "tests/util/multiprocess.h"
 #include "tests/util/tcp_group.h"
+#include "tests/util/test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::examples;
@@ -115,43 +118,110 @@ TEST_CASE("gpt --shard full (fully_shard) on 2 ranks follows the same losses, wi
   check_parity(2, 1, 2, "full");
 }
 
-TEST_CASE("a gpt run stopped after a checkpoint and resumed continues with the uninterrupted run's losses") {
-  Fixture fx = load_fixture();
-  char path[] = "/tmp/gpt_test_ckpt_XXXXXX";
-  int fd = ::mkstemp(path);
-  REQUIRE(fd >= 0);
-  ::close(fd);
-  ::unlink(path);  // the first run must start fresh, not resume
-  uint16_t port = testing::free_port();
-  auto results = testing::run_ranks(2, [&](int rank) {
-    init(2, rank, port);
-    GPTTrainOptions o = fx.options;
-    o.train.steps = 12;
-    o.train.batch_size = 2;
-    o.model.dropout = 0.1;  // masks must be redrawn the same after the restart too
-    GPTTrainResult whole = train_gpt(o);
-    RANK_CHECK(whole.losses.size() == 12u, "ran ", whole.losses.size(), " steps");
+namespace {
 
-    o.train.checkpoint = path;
-    o.checkpoint_interval = 2;
-    o.stop_after = 7;  // checkpoints after steps 1, 3, 5 and 6; the last one is what the restart reads
-    GPTTrainResult first = train_gpt(o);
-    RANK_CHECK(first.losses.size() == 7u, "the first part ran ", first.losses.size(), " steps");
-    o.stop_after = -1;
-    GPTTrainResult rest = train_gpt(o);  // finds the checkpoint and resumes, as after a launcher restart
-    RANK_CHECK(rest.first_step == 7, "resumed at step ", rest.first_step);
-    RANK_CHECK(rest.losses.size() == 5u, "the resumed part ran ", rest.losses.size(), " steps");
-    for (size_t s = 0; s < 7; ++s)
-      RANK_CHECK(first.losses[s] == whole.losses[s], "step ", s, ": ", first.losses[s], " vs ", whole.losses[s]);
-    for (size_t s = 0; s < 5; ++s)
-      RANK_CHECK(rest.losses[s] == whole.losses[7 + s], "step ", 7 + s, ": resumed ", rest.losses[s],
-                 ", uninterrupted ", whole.losses[7 + s]);
-    RANK_CHECK(rest.val_losses.back() == whole.val_losses.back(), "final val_loss ", rest.val_losses.back().second,
-               " vs ", whole.val_losses.back().second);
+// What a run of train_gpt on `world` ranks gave (rank 0's result; every rank checks its own).
+struct Run {
+  int64_t first_step = 0;
+  std::vector<double> losses;
+  double val = 0;  // the last validation loss (0 for a run stopped early)
+};
+
+Run train_ranks(int world, const GPTTrainOptions& o) {
+  testing::TempDir out("gpt_test_run");
+  const std::string file = out.path + "/run.txt";
+  const uint16_t port = testing::free_port();
+  auto results = testing::run_ranks(world, [&](int rank) {
+    init(world, rank, port);
+    GPTTrainResult r = train_gpt(o);
+    if (rank == 0) {
+      std::ofstream f(file);
+      f.precision(17);
+      f << r.first_step << ' ' << (r.val_losses.empty() ? 0.0 : r.val_losses.back().second) << ' ' << r.losses.size();
+      for (double l : r.losses) f << ' ' << l;
+    }
     dist::destroy_process_group();
   }, std::chrono::seconds(120));
-  ::unlink(path);
-  CHECK_MESSAGE(testing::all_ok(results), testing::failures(results));
+  REQUIRE_MESSAGE(testing::all_ok(results), testing::failures(results));
+  std::ifstream f(file);
+  Run run;
+  size_t n = 0;
+  f >> run.first_step >> run.val >> n;
+  run.losses.resize(n);
+  for (auto& l : run.losses) f >> l;
+  REQUIRE(!f.fail());
+  return run;
+}
+
+// 12 steps with dropout at 2 ranks x 2 rows (the fixture's global batch), --shard `shard`.
+GPTTrainOptions resume_options(const std::string& shard) {
+  GPTTrainOptions o = load_fixture().options;
+  o.train.steps = 12;
+  o.train.batch_size = 2;
+  o.model.dropout = 0.1;  // masks must be redrawn the same after the restart too
+  o.shard = shard;
+  return o;
+}
+
+// Runs 7 steps of `o` at `world` ranks with checkpoints, then resumes from the checkpoint with `resumed`
+// at `resumed_world` ranks, as after a launcher restart (the checkpoint found, no --resume), and checks the
+// resumed steps' losses and final validation loss against `whole` (exactly, or to `rel`).
+void check_resume(const GPTTrainOptions& o, int world, GPTTrainOptions resumed, int resumed_world, const Run& whole,
+                  double rel) {
+  testing::TempDir dir("gpt_test_ckpt");
+  const std::string path = dir.path + (o.shard == "full" ? "/ck" : "/ck.safetensors");
+  GPTTrainOptions first = o;
+  first.train.checkpoint = path;
+  first.checkpoint_interval = 2;
+  first.stop_after = 7;  // checkpoints after steps 1, 3, 5 and 6; the last one is what the restart reads
+  auto close = [&](double x, double y) { return rel == 0 ? x == y : std::abs(x - y) <= rel * std::abs(y); };
+  Run a = train_ranks(world, first);
+  REQUIRE(a.losses.size() == 7u);
+  for (size_t s = 0; s < 7; ++s)
+    CHECK_MESSAGE(close(a.losses[s], whole.losses[s]), "step ", s, ": ", a.losses[s], " vs ", whole.losses[s]);
+  resumed.train.checkpoint = path;
+  resumed.checkpoint_interval = 2;
+  Run b = train_ranks(resumed_world, resumed);
+  CHECK(b.first_step == 7);
+  REQUIRE(b.losses.size() == 5u);
+  for (size_t s = 0; s < 5; ++s)
+    CHECK_MESSAGE(close(b.losses[s], whole.losses[7 + s]), "step ", 7 + s, ": resumed ", b.losses[s],
+                  ", uninterrupted ", whole.losses[7 + s]);
+  CHECK_MESSAGE(close(b.val, whole.val), "final val_loss: resumed ", b.val, ", uninterrupted ", whole.val);
+}
+
+}  // namespace
+
+// A run stopped after a checkpoint and resumed ends where the uninterrupted run ends, bit for bit, in
+// every --shard mode: DDP's and ZeRO's one file (ZeRO's state consolidated to rank 0 and shared out again
+// on loading), fully_shard's sharded directory.
+TEST_CASE("a gpt run stopped after a checkpoint and resumed continues with the uninterrupted run's losses") {
+  for (const std::string shard : {"none", "optimizer", "full"}) {
+    CAPTURE(shard);
+    GPTTrainOptions o = resume_options(shard);
+    const Run whole = train_ranks(2, o);
+    REQUIRE(whole.losses.size() == 12u);
+    check_resume(o, 2, o, 2, whole, 0);
+  }
+}
+
+// ZeRO's consolidated checkpoint has DDP's keys: each resumes the other's (the same steps up to the
+// rounding of a sharded step: AdamW's arithmetic per element is the same, so to 1e-6).
+TEST_CASE("gpt checkpoints of --shard optimizer resume under --shard none and the other way round") {
+  const Run whole = train_ranks(2, resume_options("none"));
+  check_resume(resume_options("optimizer"), 2, resume_options("none"), 2, whole, 1e-6);
+  check_resume(resume_options("none"), 2, resume_options("optimizer"), 2, whole, 1e-6);
+}
+
+// A sharded checkpoint saved at 2 ranks resumes at 1 rank x 4 rows: the same global batch, without dropout
+// (its masks are drawn per rank), so the same losses up to the order of the sums.
+TEST_CASE("a gpt --shard full checkpoint saved at 2 ranks resumes at 1 rank on the same losses") {
+  GPTTrainOptions o = resume_options("full");
+  o.model.dropout = 0;
+  const Run whole = train_ranks(2, o);
+  GPTTrainOptions one = o;
+  one.train.batch_size = 4;
+  check_resume(o, 2, one, 1, whole, 1e-5);
 }
 
 TEST_CASE("gpt --dtype bfloat16 (autocast) on 2 ranks follows PyTorch's float32 losses within bf16's rounding") {
