@@ -24,6 +24,7 @@
 #include "optim/api.h"
 #include "examples/common/step_timing.h"
 #include "optim/checkpoint.h"
+#include "tensor/memory_stats.h"
 #include "tensor/safetensors.h"
 #include "tensor/cuda/cuda.h"
 
@@ -220,6 +221,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
         auto tf = Clock::now();
         Tensor loss;
         {
+          memory_stats::Scope label("forward");
           autocast guard(device.type, kBFloat16, autocast_bf16(o.train));
           loss = (ddp ? ddp->forward<GPTImpl>(x, y).second : model(x, y).second) * (1.0 / o.grad_accum);
         }
@@ -242,6 +244,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
       }
     }
     auto to = Clock::now();
+    memory_stats::Scope label("optimizer");
     if (o.grad_clip > 0 && fsdp_root) dist::clip_grad_norm_(params, o.grad_clip);  // the norm over every shard
     else if (o.grad_clip > 0) nn::utils::clip_grad_norm_(params, o.grad_clip);
     if (zero) zero->step();
