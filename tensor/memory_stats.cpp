@@ -50,10 +50,13 @@ struct Stats {
     }
     return it->second;
   }
+  // Relabels e; while the live bytes are still at the peak (e is usually the allocation that made
+  // it, tagged right after), the peak's totals follow.
   void move(Entry& e, size_t to) {
     totals[e.key].bytes -= e.bytes, --totals[e.key].count;
     e.key = to;
     totals[to].bytes += e.bytes, ++totals[to].count;
+    if (live_bytes == peak) totals_at_peak = totals;
   }
   void note_peak() {
     peak_with_cache = std::max(peak_with_cache, live_bytes + cached);
