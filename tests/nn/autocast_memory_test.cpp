@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/gelu_linear.h"
+#include "examples/gpt/model.h"
 #include "nn/api.h"
 #include "tensor/memory_stats.h"
 #include "tests/util/gradcheck.h"
@@ -129,4 +130,25 @@ TEST_CASE("gelu_linear equals linear(gelu(x)) and keeps the GELU's input only") 
 TEST_CASE("gelu_linear rejects operands that do not fit, naming itself") {
   CHECK(testing::error_of([] { gelu_linear(ones({2, 3}), ones({4, 5})); }).find("gelu_linear: input [2, 3]") == 0);
   CHECK(testing::error_of([] { gelu_linear(ones({2, 5}), ones({4, 5}), Tensor(), "fast"); }).find("gelu_linear: approximate") == 0);
+}
+
+// nanoGPT's block under autocast keeps, besides its float32 input: the residual h and the output in float32,
+// the LayerNorms' statistics, the bfloat16 casts of both LayerNorm outputs and of the four weights, the
+// attention's q, k, v (one [B, T, 3C] product), its output and float32 logsumexp, and c_fc's output
+// (the GELU's input). No GELU output, no float32 copy of a product's input.
+TEST_CASE("a GPT block under autocast keeps what PyTorch's autocast keeps, less the GELU's output") {
+  const int64_t B = 2, T = 8, C = 32, H = 4;
+  manual_seed(5);
+  examples::Block block(examples::GPTConfig{.block_size = T, .vocab_size = 10, .n_layer = 1, .n_head = H, .n_embd = C});
+  Tensor x = randn({B, T, C});
+  const size_t f32 = live(nullptr, kFloat32), bf16 = live(nullptr, kBFloat16);
+  Tensor y;
+  {
+    autocast guard(kCPU);
+    y = block(x);
+  }
+  const int64_t rows = B * T;
+  CHECK(live(nullptr, kFloat32) - f32 == (2 * rows * C + 2 * 2 * rows + B * H * T) * 4);
+  CHECK(live(nullptr, kBFloat16) - bf16 ==
+        (2 * rows * C + rows * 3 * C + rows * C + rows * 4 * C + (3 * C * C + C * C + 4 * C * C + C * 4 * C)) * 2);
 }
