@@ -2,11 +2,13 @@
 // reverse topological order. Also grad mode, recording, AccumulateGrad and hooks.
 #include "autograd/engine.h"
 
+#include <optional>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "tensor/factory.h"
+#include "tensor/memory_stats.h"
 #include "tensor/ops.h"
 
 namespace lockstep {
@@ -123,6 +125,7 @@ Tensor record(std::shared_ptr<Node> node, Tensor out, const std::vector<Tensor>&
   connect(*node, inputs, nullptr);
   for (const Tensor& t : inputs) node->is_view |= t.defined() && t.storage() == out.storage();
   if (output == Output::Saved) node->versions.push_back({out.storage(), out.version(), -1});
+  if (memory_stats::enabled()) memory_stats::tag_op(out.storage().get(), node->name());
   attach(out, std::move(node));
   return out;
 }
@@ -195,11 +198,9 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   std::unordered_map<Node*, Tensor> grads;
   grads[root_node.get()] = grad;
   std::vector<Node*> ready{root_node.get()};
-  std::vector<Node*> visited;
   while (!ready.empty()) {
     Node* n = ready.back();
     ready.pop_back();
-    visited.push_back(n);
     Tensor g;
     if (auto it = grads.find(n); it != grads.end()) {
       g = std::move(it->second);
@@ -210,8 +211,13 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       LOCKSTEP_CHECK(g.shape() == n->output_shape, "backward: ", n->name(), " received a gradient of shape ", g.shape(),
                      " for an output of shape ", n->output_shape);
       check_versions(*n);
+      std::optional<memory_stats::Scope> label;
+      if (memory_stats::enabled()) label.emplace("backward " + n->name());
       if (n->next.size() != 1 || !n->next[0] || !n->add_into_input(grads[n->next[0].get()], g)) in_grads = n->apply(g);
     }
+    // The node's saved tensors are not read again: free them now, as PyTorch does, rather than hold
+    // every activation until the whole pass ends while the gradients pile up beside them.
+    if (!retain_graph) n->release();
     g = Tensor();
     for (size_t i = 0; i < n->next.size(); ++i) {
       Node* next = n->next[i].get();
@@ -225,8 +231,6 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       if (--deps[next] == 0) ready.push_back(next);
     }
   }
-  if (!retain_graph)
-    for (Node* n : visited) n->release();
   // Callbacks may queue more callbacks (DDP finalising after its last bucket): run until none remain.
   for (size_t i = 0; i < callbacks.size(); ++i) {
     auto fn = std::move(callbacks[i]);

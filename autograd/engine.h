@@ -9,8 +9,9 @@
 namespace lockstep::autograd {
 
 // Runs the graph behind `root` once, in reverse topological order, accumulating into the .grad of
-// every leaf that requires it. `gradient` defaults to 1 for a one-element root. The graph's saved
-// tensors are freed afterwards unless retain_graph.
+// every leaf that requires it. `gradient` defaults to 1 for a one-element root. Unless retain_graph,
+// each node's saved tensors are freed as soon as the node has run (so activations do not outlive their
+// use while gradients accumulate), and a second backward through the graph is an error.
 void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);
 
 // Registers fn to run right after `leaf`'s gradient has been accumulated in a backward pass (PyTorch's

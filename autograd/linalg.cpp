@@ -2,6 +2,7 @@
 #include "autograd/autocast.h"
 #include "autograd/autograd_util.h"
 #include "autograd/functions.h"
+#include "autograd/gelu_linear.h"
 
 namespace lockstep {
 
@@ -69,6 +70,42 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& bias_in) {
                  rw ? in::matmul(g2, x2, true, false) : Tensor(),     // [out, in]
                  rb ? in::sum(g2, 0) : Tensor()};                     // [out]
   });
+}
+
+Tensor gelu_linear(const Tensor& x, const Tensor& w_in, const Tensor& bias_in, const std::string& approximate) {
+  LOCKSTEP_CHECK(x.defined() && w_in.defined(), "gelu_linear: got an undefined input or weight");
+  LOCKSTEP_CHECK(approximate == "none" || approximate == "tanh",
+                 "gelu_linear: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+  LOCKSTEP_CHECK(x.dim() >= 1 && w_in.dim() == 2 && x.size(-1) == w_in.size(1), "gelu_linear: input ", x.shape(),
+                 " does not match weight ", w_in.shape(), " (expected input [..., ", w_in.dim() == 2 ? w_in.size(1) : -1,
+                 "])");
+  const UnaryOp op = approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::Gelu;
+  const BinaryOp op_backward = approximate == "tanh" ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward;
+  Tensor out;
+  Tensor w, bias;  // as linear casts them (autocast's cached casts of the parameters, in the graph)
+  {
+    Tensor a = in::unary(op, x);  // the GELU in x's dtype, as gelu(x) would run it
+    const auto awb = amp::cast_inputs(AutocastOp::Linear, a, w_in, bias_in);
+    w = awb[1], bias = awb[2];
+    NoGradGuard no_grad;  // the product's values only: the graph is the one node below
+    out = linear(awb[0], w, bias);
+  }
+  const bool rx = x.requires_grad(), rw = w.requires_grad(), rb = bias.defined() && bias.requires_grad();
+  if (!GradMode::is_enabled() || !(rx || rw || rb)) return out;
+  return record("gelu_linear", out, {x, w, bias},
+                [x = x.detach(), w = w.detach(), op, op_backward, rx, rw, rb](const Tensor& g) {
+                  Tensor g2 = in::reshape(g, {-1, w.size(0)});  // [rows, out]
+                  Tensor gx, gw;
+                  if (rw) {
+                    Tensor a = in::unary(op, x);  // gelu(x) again, cast as the forward cast it
+                    gw = in::matmul(g2, in::reshape(in::to_dtype(a, w.dtype()), {-1, w.size(1)}), true, false);
+                  }
+                  if (rx) {
+                    Tensor ga = in::to_dtype(in::reshape(in::matmul(g2, w), x.shape()), x.dtype());
+                    gx = in::binary(op_backward, ga, x);
+                  }
+                  return Grads{gx, gw, rb ? in::sum(g2, 0) : Tensor()};
+                });
 }
 
 Tensor nll_loss(const Tensor& logp, const Tensor& target) {

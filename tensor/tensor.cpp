@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tensor/backend.h"
+#include "tensor/memory_stats.h"
 #include "tensor/ops.h"
 
 namespace lockstep {
@@ -13,17 +14,23 @@ TensorImpl::~TensorImpl() = default;
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   // Never a null pointer, even for empty tensors, so data_ptr() is always valid to pass around.
   data_ = backend_for(device).allocate(nbytes ? nbytes : 1, device);
+  memory_stats::on_allocate(this, nbytes, device.is_cpu());
 }
 
-Storage::~Storage() { backend_for(device_).deallocate(data_, nbytes_ ? nbytes_ : 1, device_); }
+Storage::~Storage() {
+  memory_stats::on_free(this);
+  backend_for(device_).deallocate(data_, nbytes_ ? nbytes_ : 1, device_);
+}
 
 void Storage::resize_(size_t nbytes) {
   if (nbytes == nbytes_) return;
+  memory_stats::on_free(this);
   backend_for(device_).deallocate(data_, nbytes_ ? nbytes_ : 1, device_);
   data_ = nullptr;
   nbytes_ = 0;
   data_ = backend_for(device_).allocate(nbytes ? nbytes : 1, device_);
   nbytes_ = nbytes;
+  memory_stats::on_allocate(this, nbytes, device_.is_cpu());
 }
 
 static int64_t checked_numel(const Shape& shape) {
@@ -42,6 +49,7 @@ Tensor::Tensor(const Shape& shape, Dtype dtype, Device device) {
   impl->strides = internal::contiguous_strides(shape);
   impl->dtype = dtype;
   impl->storage = std::make_shared<Storage>(impl->numel * element_size(dtype), device);
+  memory_stats::tag_dtype(impl->storage.get(), dtype);
   impl_ = std::move(impl);
 }
 

@@ -2,6 +2,8 @@
 // where the port is not word for word.
 #include "examples/gpt/model.h"
 
+#include "autograd/gelu_linear.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -49,7 +51,11 @@ MLPImpl::MLPImpl(const GPTConfig& c) : Module("MLP") {
   dropout = register_module("dropout", nn::Dropout(c.dropout));
 }
 
-Tensor MLPImpl::forward(const Tensor& x) { return dropout(c_proj(gelu(c_fc(x)))); }
+// dropout(c_proj(gelu(c_fc(x)))), with the GELU and c_proj as one recorded op that keeps the GELU's input
+// only (autograd/gelu_linear.h): the MLP saves one [B, T, 4C] activation for backward instead of two.
+Tensor MLPImpl::forward(const Tensor& x) {
+  return dropout(gelu_linear(c_fc(x), c_proj->weight, c_proj->bias, gelu->approximate));
+}
 
 BlockImpl::BlockImpl(const GPTConfig& c) : Module("Block") {
   ln_1 = register_module("ln_1", nn::LayerNorm(nn::LayerNormOptions(c.n_embd).bias(c.bias)));

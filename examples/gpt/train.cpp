@@ -19,6 +19,7 @@
 #include "optim/api.h"
 #include "examples/common/step_timing.h"
 #include "optim/checkpoint.h"
+#include "tensor/memory_stats.h"
 #include "tensor/cuda/cuda.h"
 
 namespace lockstep::examples {
@@ -198,6 +199,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
         auto tf = Clock::now();
         Tensor loss;
         {
+          memory_stats::Scope label("forward");
           autocast guard(device.type, kBFloat16, autocast_bf16(o.train));
           loss = (ddp ? ddp->forward<GPTImpl>(x, y).second : model(x, y).second) * (1.0 / o.grad_accum);
         }
@@ -220,6 +222,7 @@ GPTTrainResult train_gpt(const GPTTrainOptions& o) {
       }
     }
     auto to = Clock::now();
+    memory_stats::Scope label("optimizer");
     if (o.grad_clip > 0) sharding.clip_grad_norm_(o.grad_clip);  // under full: the norm over every shard
     sharding.step();
     scheduler.step();

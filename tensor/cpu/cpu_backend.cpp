@@ -11,6 +11,7 @@
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/reduce.h"
+#include "tensor/memory_stats.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cpu {
@@ -18,13 +19,17 @@ namespace lockstep::cpu {
 CpuBackend::CpuBackend() : cache_(size_t(env_int("LOCKSTEP_CPU_CACHE_MB", 1024, 0, 1 << 20)) << 20) {}
 void* CpuBackend::allocate(size_t nbytes, Device) {
   size_t rounded = (nbytes + 63) / 64 * 64;
-  if (void* p = cache_.take(rounded)) return p;
+  if (void* p = cache_.take(rounded)) {
+    if (memory_stats::enabled()) memory_stats::set_cached_bytes(cache_.cached_bytes());
+    return p;
+  }
   void* p = std::aligned_alloc(64, rounded);
   LOCKSTEP_CHECK(p, "CPU allocator: out of memory allocating ", nbytes, " bytes");
   return p;
 }
 void CpuBackend::deallocate(void* p, size_t nbytes, Device) {
   if (!p || !cache_.put(p, (nbytes + 63) / 64 * 64)) std::free(p);
+  else if (memory_stats::enabled()) memory_stats::set_cached_bytes(cache_.cached_bytes());
 }
 
 void CpuBackend::copy(Tensor& dst, const Tensor& src) {
