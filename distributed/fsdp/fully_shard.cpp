@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "distributed/fsdp/unit.h"
 #include "distributed/init.h"
+#include "tensor/cpu/cpu.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -65,6 +66,9 @@ FSDPModule fully_shard(const std::shared_ptr<nn::Module>& module, FSDPOptions op
   unit->ctx = ctx;
   ctx->units.push_back(unit.get());
   registry()[module.get()] = unit;
+  // The full parameters just freed went to the CPU block cache, by sizes no later allocation asks for:
+  // hand them back, or every rank keeps the whole model's bytes resident after all.
+  cpu::empty_cache();
   return FSDPModule(unit);
 }
 

@@ -5,9 +5,14 @@
 
 namespace lockstep::cpu {
 
-BlockCache::~BlockCache() {
+BlockCache::~BlockCache() { release(); }
+
+void BlockCache::release() {
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [n, blocks] : free_)
     for (void* p : blocks) std::free(p);
+  free_.clear();
+  cached_ = 0;
 }
 
 void* BlockCache::take(size_t nbytes) {

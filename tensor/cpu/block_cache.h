@@ -29,6 +29,8 @@ class BlockCache {
   // small, or the cap reached): the caller frees it.
   bool put(void* p, size_t nbytes);
   size_t cached_bytes() const;
+  // Frees every cached block (cpu::empty_cache).
+  void release();
 
  private:
   mutable std::mutex mu_;

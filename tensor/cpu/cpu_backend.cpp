@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/env.h"
+#include "tensor/cpu/cpu.h"
 #include "tensor/cpu/elementwise.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/isa.h"
@@ -107,13 +108,24 @@ void CpuBackend::reduce(Reduction op, Tensor& out, const Tensor& a, int64_t oute
 
 namespace {
 
+// Never destroyed: tensors in static storage may free their blocks into it at exit.
+CpuBackend& instance() {
+  static CpuBackend* cpu = new CpuBackend;
+  return *cpu;
+}
+
 // Registered before main(); //tensor:cpu is alwayslink so this survives static linking.
 const bool registered = [] {
-  // Never destroyed: tensors in static storage may free their blocks into it at exit.
-  static CpuBackend* cpu = new CpuBackend;
-  register_backend(DeviceType::CPU, cpu);
+  register_backend(DeviceType::CPU, &instance());
   return true;
 }();
 
 }  // namespace
+
+size_t memory_cached() { return instance().cache().cached_bytes(); }
+
+void empty_cache() {
+  instance().cache().release();
+  if (memory_stats::enabled()) memory_stats::set_cached_bytes(0);
+}
 }  // namespace lockstep::cpu

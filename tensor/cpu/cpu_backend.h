@@ -81,6 +81,8 @@ class CpuBackend final : public Backend {
                          const Tensor& h_gates, const Tensor& h_prev, const Tensor& d_h, int64_t rows,
                          int64_t n) override;
 
+ BlockCache& cache() { return cache_; }
+
  private:
   BlockCache cache_;  // large freed blocks, reused (tensor/cpu/block_cache.h)
 };

@@ -12,6 +12,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/philox.h"
 #include "tensor/cpu/block_cache.h"
+#include "tensor/cpu/cpu.h"
 #include "tensor/elementwise_ops.h"
 #include "tests/util/test_util.h"
 
@@ -419,4 +420,14 @@ TEST_CASE("the CPU allocator's block cache reuses large blocks by exact size, up
   }
   Tensor u = empty({int64_t(big / 4)});
   CHECK(u.data_ptr() == first);
+
+  // empty_cache hands every cached block back: nothing is held after it.
+  { Tensor v = empty({int64_t(big / 2)}); }
+  CHECK(cpu::memory_cached() >= big * 2);
+  cpu::empty_cache();
+  CHECK(cpu::memory_cached() == 0);
+  cache.put(std::aligned_alloc(64, big), big);
+  cache.release();
+  CHECK(cache.cached_bytes() == 0);
+  CHECK(cache.take(big) == nullptr);
 }
