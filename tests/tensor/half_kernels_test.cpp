@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -144,6 +145,66 @@ TEST_CASE("a 16-bit operand beside a float32 one is read as it is, into float32"
     check_close(hh, (hf + (hf * 0.5).to(dt).to(kFloat32)).to(dt), 0, "16-bit += 16-bit * alpha");
     hh.mul_(3.0);
     CHECK(hh.dtype() == dt);
+  }
+}
+
+TEST_CASE("conversions to and from 16 bits round as BFloat16 and Float16 do, bit for bit, in every block") {
+  // Edge values (ties, subnormals of both formats, the overflow thresholds, inf, NaN) and a spread of
+  // bit patterns over the whole float32 range; 1573 elements: three whole blocks of the CPU's
+  // conversion loop and a ragged tail.
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u, 0x3f818000u, 0x3f800fffu,
+                                0x3f801000u, 0x3f803000u, 0x477fefffu, 0x477ff000u, 0x477fe000u, 0x33000000u,
+                                0x33000001u, 0x33c00000u, 0x387fc000u, 0x38800000u, 0x00000001u, 0x007fffffu,
+                                0x7f7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                                0xffc12345u, 0x7f7fffffu, 0xc7800000u};
+  for (uint32_t i = 0; bits.size() < 1573; ++i) bits.push_back(i * 0x9e3779b1u);
+  std::vector<float> v(bits.size());
+  std::memcpy(v.data(), bits.data(), bits.size() * 4);
+  const Tensor f = tensor(v, {int64_t(v.size())});
+  for (Dtype dt : kHalves) {
+    INFO(dtype_name(dt));
+    const Tensor h = f.to(dt);
+    const auto* hb = static_cast<const uint16_t*>(h.data_ptr());
+    int bad = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t want = dt == kBFloat16 ? BFloat16(v[i]).bits : Float16(v[i]).bits;
+      if (hb[i] != want && bad++ < 5) MESSAGE("element ", i, " (", bits[i], "): ", hb[i], " vs ", want);
+    }
+    CHECK(bad == 0);
+    // Back to float32: exact, NaN stays NaN.
+    const std::vector<float> back = h.to(kFloat32).to_vector<float>();
+    bad = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float want = dt == kBFloat16 ? float(BFloat16(v[i])) : float(Float16(v[i]));
+      const bool same = std::isnan(want) ? std::isnan(back[i]) : back[i] == want;
+      if (!same && bad++ < 5) MESSAGE("element ", i, ": ", back[i], " vs ", want);
+    }
+    CHECK(bad == 0);
+    // Strided both ways (a column of a [1573, 2] view), and to the other 16-bit format and to float64.
+    const Tensor col = stack({f, f * 2.0}, 1).narrow(1, 1, 1).squeeze(1);
+    CHECK(!col.is_contiguous());
+    check_close(col.to(dt), (f * 2.0).to(dt), 0, "strided float32 -> 16 bits");
+    const Tensor hcol = stack({h, h}, 1).narrow(1, 1, 1).squeeze(1);
+    CHECK(hcol.to(kFloat64).to_vector<double>().size() == v.size());
+    check_close(hcol.to(kFloat32), h.to(kFloat32), 0, "strided 16 bits -> float32");
+    const Dtype other = dt == kBFloat16 ? kFloat16 : kBFloat16;
+    check_close(h.to(other), h.to(kFloat32).to(other), 0, "16 bits -> the other 16-bit dtype");
+  }
+}
+
+TEST_CASE("16-bit ops over several blocks, broadcast and strided, equal float32's rounded once") {
+  const Tensor a32 = values({3, 1100}), col32 = values({3, 1}, 1.0, 21);
+  for (Dtype dt : kHalves) {
+    const Tensor a = a32.to(dt), col = col32.to(dt), af = a.to(kFloat32), colf = col.to(kFloat32);
+    const std::string what = dtype_name(dt);
+    check_close(gelu(a), gelu(af).to(dt), 0, "gelu " + what);
+    check_close(a * col, (af * colf).to(dt), 0, "broadcast column " + what);
+    const Tensor mixed = a.transpose(0, 1) + a32.transpose(0, 1);
+    CHECK(mixed.dtype() == kFloat32);
+    CHECK(mixed.to_vector<float>() == (af.transpose(0, 1) + a32.transpose(0, 1)).to_vector<float>());
+    CHECK(gt(a, col).to_vector<double>() == gt(af, colf).to_vector<double>());
+    CHECK(gt(a.transpose(0, 1), col.transpose(0, 1)).to_vector<double>() ==
+          gt(af.transpose(0, 1), colf.transpose(0, 1)).to_vector<double>());
   }
 }
 
