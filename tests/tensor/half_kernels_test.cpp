@@ -230,6 +230,56 @@ TEST_CASE("sum and mean of 16-bit tensors accumulate in double and round once") 
   CHECK(t.mean().item<double>() == double(BFloat16(512.0f / 257)));
 }
 
+TEST_CASE("max, min, their positions, sort and max_pool2d of 16-bit tensors: the 16-bit values, exactly") {
+  // Whole numbers from a small range: every dimension has ties, so the first-extreme rule is exercised.
+  Tensor x32 = values({6, 50, 7}, 3.0).to(kInt64).to(kFloat32);
+  for (Dtype dt : kHalves) {
+    const Tensor x = x32.to(dt), xd = x.to(kFloat64);
+    for (int64_t dim : {0, 1, 2}) {
+      const std::string what = std::string("dim ") + std::to_string(dim) + " " + dtype_name(dt);
+      INFO(what);
+      auto [mx, imx] = max(x, dim);
+      auto [mxd, imxd] = max(xd, dim);
+      CHECK(mx.dtype() == dt);
+      CHECK(mx.to_vector<double>() == mxd.to_vector<double>());
+      CHECK(imx.to_vector<int64_t>() == imxd.to_vector<int64_t>());
+      auto [mn, imn] = min(x, dim, true);
+      auto [mnd, imnd] = min(xd, dim, true);
+      CHECK(mn.shape() == mnd.shape());
+      CHECK(mn.to_vector<double>() == mnd.to_vector<double>());
+      CHECK(argmax(x, dim).to_vector<int64_t>() == argmax(xd, dim).to_vector<int64_t>());
+      CHECK(argmin(x, dim).to_vector<int64_t>() == argmin(xd, dim).to_vector<int64_t>());
+      auto [sv, si] = sort(x, dim, dim == 1);
+      auto [svd, sid] = sort(xd, dim, dim == 1);
+      CHECK(sv.dtype() == dt);
+      CHECK(sv.to_vector<double>() == svd.to_vector<double>());
+      CHECK(si.to_vector<int64_t>() == sid.to_vector<int64_t>());  // stable: ties keep their order
+    }
+    CHECK(max(x).item<double>() == max(xd).item<double>());
+    // NaN: max and min propagate it, argmax and argmin point at the first one, sort puts it last.
+    Tensor y = x.clone();
+    y.narrow(1, 9, 1).fill_(NAN);
+    y.narrow(1, 30, 1).fill_(NAN);
+    auto [ymax, yi] = max(y, 1);
+    for (double v : ymax.to_vector<double>()) CHECK(std::isnan(v));
+    for (int64_t i : yi.to_vector<int64_t>()) CHECK(i == 9);
+    for (int64_t i : argmin(y, 1).to_vector<int64_t>()) CHECK(i == 9);
+    const std::vector<double> sorted = sort(y, 1).first.narrow(1, 48, 2).to_vector<double>();
+    for (double v : sorted) CHECK(std::isnan(v));
+    // max_pool2d, padded, strided and dilated, forward and backward, against float64 on the same values.
+    Tensor img = x.reshape({6, 1, 50, 7}).detach().requires_grad_();
+    Tensor imgd = img.detach().to(kFloat64).requires_grad_();
+    Tensor p = nn::functional::max_pool2d(img, {3, 2}, {2, 1}, {1, 1}, {1, 2});
+    Tensor pd = nn::functional::max_pool2d(imgd, {3, 2}, {2, 1}, {1, 1}, {1, 2});
+    CHECK(p.dtype() == dt);
+    CHECK(p.to_vector<double>() == pd.to_vector<double>());
+    p.sum().backward();
+    pd.sum().backward();
+    CHECK(img.grad().dtype() == dt);
+    CHECK(img.grad().to_vector<double>() == imgd.grad().to_vector<double>());  // small counts: exact
+  }
+}
+
 TEST_CASE("softmax and log_softmax rows in 16 bits, forward and backward") {
   Tensor x32 = values({6, 77}, 3.0);
   for (Dtype dt : kHalves) {
