@@ -4,7 +4,8 @@
 // shapes). One line per op: `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward
 // only, no graph, except the conv2d_*, batch_norm_* and sdpa_fwd_bwd_* rows; sdpa_* rows: causal
 // attention at T = 256 and 1024 (batch 4, 4 heads of 32); *_bf16 rows: the op on bfloat16 tensors (add_f32_bf16:
-// float32 + bfloat16 into float32; to_*: the conversions; attention in bfloat16).
+// float32 + bfloat16 into float32; to_*: the conversions; attention in bfloat16); *_f16 rows: the same on
+// float16 tensors.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
     // The same tensors in bfloat16 (the *_bf16 rows): what runs in 16 bits under autocast.
     Tensor att16 = att.to(kBFloat16), x16 = x.to(kBFloat16), w16 = w.to(kBFloat16), b16 = b.to(kBFloat16);
     Tensor h4_16 = h4.to(kBFloat16), h4_16b = (h4 * 0.5).to(kBFloat16);
+    Tensor h4_f16 = h4.to(kFloat16), h4_f16b = (h4 * 0.5).to(kFloat16);  // the *_f16 rows: float16
     std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
         {"softmax_last", [&] { return softmax(att, -1); }},
         {"softmax_last_bf16", [&] { return softmax(att16, -1); }},
@@ -116,6 +118,13 @@ int main(int argc, char** argv) {
         {"sum_dim1_bf16", [&] { return sum(h4_16, {1}); }},
         {"to_bf16", [&] { return h4.to(kBFloat16); }},
         {"to_f32_from_bf16", [&] { return h4_16.to(kFloat32); }},
+        {"gelu_f16", [&] { return gelu(h4_f16); }},
+        {"add_f16", [&] { return h4_f16 + h4_f16b; }},
+        {"add_f32_f16", [&] { return h4 + h4_f16; }},
+        {"sum_dim1_f16", [&] { return sum(h4_f16, {1}); }},
+        {"to_f16", [&] { return h4.to(kFloat16); }},
+        {"to_f32_from_f16", [&] { return h4_f16.to(kFloat32); }},
+        {"max_dim1_bf16", [&] { return std::get<0>(max(h4_16, 1)); }},
         {"layer_norm_composed",
          [&] {
            Tensor mu = mean(x, {-1}, true);
