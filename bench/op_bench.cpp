@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "calls per timed round");
   app.add_option("--rounds", rounds, "timed rounds; median and best are reported");
   app.add_option("--threads", threads, "intra-op threads (default: lockstep's default)");
-  app.add_option("--only", only, "run only the op with this name (NAME* : the ops whose names start with NAME)");
+  app.add_option("--only", only, "run only the ops with these comma-separated names (NAME*: the ops whose names start with NAME)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads > 0) set_num_threads(threads);
@@ -255,9 +255,20 @@ int main(int argc, char** argv) {
       if (T == 1024) slow.insert(slow.end(), {"sdpa_fwd" + b_name, "sdpa_fwd_bwd" + b_name});
     }
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
+    // --only a,b,c*: any of the names (or prefixes) in the comma-separated list.
+    auto wanted = [&](const std::string& name) {
+      if (only.empty()) return true;
+      for (size_t start = 0; start <= only.size();) {
+        const size_t end = std::min(only.find(',', start), only.size());
+        const std::string pick = only.substr(start, end - start);
+        const bool prefix = !pick.empty() && pick.back() == '*';
+        if (prefix ? name.rfind(pick.substr(0, pick.size() - 1), 0) == 0 : name == pick) return true;
+        start = end + 1;
+      }
+      return false;
+    };
     for (auto& [name, op] : ops) {
-      const bool prefix = !only.empty() && only.back() == '*';
-      if (!only.empty() && (prefix ? name.rfind(only.substr(0, only.size() - 1), 0) != 0 : name != only)) continue;
+      if (!wanted(name)) continue;
       const bool is_slow = std::find(slow.begin(), slow.end(), name) != slow.end();
       Timing t = time_op(op, is_slow ? std::max(1, iters / 50) : iters, rounds);
       std::printf("op %s %.2f %.2f\n", name.c_str(), t.median_us, t.best_us);

@@ -170,7 +170,7 @@ def main():
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")
     with torch.no_grad():
         for name, op in ops:
-            if a.only and not (name.startswith(a.only[:-1]) if a.only.endswith("*") else name == a.only):
+            if a.only and not any(name.startswith(o[:-1]) if o.endswith("*") else name == o for o in a.only.split(",")):
                 continue
             med, best = time_op(op, max(1, a.iters // 50) if name in slow else a.iters, a.rounds)
             print(f"op {name} {med:.2f} {best:.2f}")
