@@ -83,6 +83,16 @@ void apply_blocks(const StridedPlan& p, BlockFn f, Dtype out_dt, void* out, Dtyp
       char* o = static_cast<char*>(out) + off[0] * out_size;
       const char* x = static_cast<const char*>(a) + off[1] * a_size;
       const char* y = b ? static_cast<const char*>(b) + off[2] * b_size : nullptr;
+      // A broadcast operand (stride 0: a scalar, a bias) is converted once per run, not per element.
+      const bool a_once = sa == 0, b_once = y && sb == 0;
+      if (a_once) {
+        load_floats(a_dt, x, 0, 1, abuf);
+        std::fill_n(abuf + 1, std::min(kBlock, len) - 1, abuf[0]);
+      }
+      if (b_once) {
+        load_floats(b_dt, y, 0, 1, bbuf);
+        std::fill_n(bbuf + 1, std::min(kBlock, len) - 1, bbuf[0]);
+      }
       for (int64_t i = 0; i < len; i += kBlock) {
         const int64_t m = std::min(kBlock, len - i);
         char* dst = o + i * so * out_size;
@@ -92,12 +102,12 @@ void apply_blocks(const StridedPlan& p, BlockFn f, Dtype out_dt, void* out, Dtyp
         }
         const float* av = reinterpret_cast<const float*>(x) + i;
         if (a_dt != kFloat32 || sa != 1) {
-          load_floats(a_dt, x + i * sa * a_size, sa, m, abuf);
+          if (!a_once) load_floats(a_dt, x + i * sa * a_size, sa, m, abuf);
           av = abuf;
         }
         const float* bv = y ? reinterpret_cast<const float*>(y) + i : nullptr;
         if (y && (b_dt != kFloat32 || sb != 1)) {
-          load_floats(b_dt, y + i * sb * b_size, sb, m, bbuf);
+          if (!b_once) load_floats(b_dt, y + i * sb * b_size, sb, m, bbuf);
           bv = bbuf;
         }
         if (!f) {
@@ -163,6 +173,25 @@ void binary_half(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dty
   const bool bf16_only = a_dt == kBFloat16 && b_dt == kBFloat16;
   const bool with_f32 = out_dt != kBFloat16 && ((a_dt == kBFloat16 && b_dt == kFloat32) ||
                                                 (a_dt == kFloat32 && b_dt == kBFloat16));
+  // A bfloat16 tensor with a float32 scalar (stride 0; binary_scalar's operand) into bfloat16, either order.
+  if (out_dt == kBFloat16 && p.nd == 1 && p.stride[0][0] == 1 &&
+      ((a_dt == kBFloat16 && p.stride[1][0] == 1 && b_dt == kFloat32 && p.stride[2][0] == 0) ||
+       (b_dt == kBFloat16 && p.stride[2][0] == 1 && a_dt == kFloat32 && p.stride[1][0] == 0))) {
+    return visit_op(op, [&](auto f, auto) {
+      const auto g = in_compute_type<BFloat16>(f);
+      using R = decltype(g(BFloat16{}, 0.f));
+      R* y = static_cast<R*>(out);
+      const bool scalar_second = a_dt == kBFloat16;
+      const float sv = *static_cast<const float*>(scalar_second ? b : a);
+      const BFloat16* h = static_cast<const BFloat16*>(scalar_second ? a : b);
+      parallel_for(0, p.numel, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        if (scalar_second)
+          for (int64_t i = begin; i < end; ++i) y[i] = g(h[i], sv);
+        else
+          for (int64_t i = begin; i < end; ++i) y[i] = g(sv, h[i]);
+      });
+    });
+  }
   if ((bf16_only || with_f32) && all_contiguous(p, 3)) {
     return visit_op(op, [&](auto f, auto) {
       if (bf16_only) {
