@@ -4,7 +4,8 @@
 // shapes). One line per op: `op <name> <median_us> <best_us>`, over rounds of repeated calls; forward
 // only, no graph, except the conv2d_*, batch_norm_* and sdpa_fwd_bwd_* rows; sdpa_* rows: causal
 // attention at T = 256 and 1024 (batch 4, 4 heads of 32); *_bf16 rows: the op on bfloat16 tensors (add_f32_bf16:
-// float32 + bfloat16 into float32; to_*: the conversions; attention in bfloat16).
+// float32 + bfloat16 into float32; to_*: the conversions; attention in bfloat16); *_f16 rows: the same on
+// float16 tensors.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "calls per timed round");
   app.add_option("--rounds", rounds, "timed rounds; median and best are reported");
   app.add_option("--threads", threads, "intra-op threads (default: lockstep's default)");
-  app.add_option("--only", only, "run only the op with this name (NAME* : the ops whose names start with NAME)");
+  app.add_option("--only", only, "run only the ops with these comma-separated names (NAME*: the ops whose names start with NAME)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads > 0) set_num_threads(threads);
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
     // The same tensors in bfloat16 (the *_bf16 rows): what runs in 16 bits under autocast.
     Tensor att16 = att.to(kBFloat16), x16 = x.to(kBFloat16), w16 = w.to(kBFloat16), b16 = b.to(kBFloat16);
     Tensor h4_16 = h4.to(kBFloat16), h4_16b = (h4 * 0.5).to(kBFloat16);
+    Tensor h4_f16 = h4.to(kFloat16), h4_f16b = (h4 * 0.5).to(kFloat16);  // the *_f16 rows: float16
     std::vector<std::pair<std::string, std::function<Tensor()>>> ops = {
         {"softmax_last", [&] { return softmax(att, -1); }},
         {"softmax_last_bf16", [&] { return softmax(att16, -1); }},
@@ -116,6 +118,13 @@ int main(int argc, char** argv) {
         {"sum_dim1_bf16", [&] { return sum(h4_16, {1}); }},
         {"to_bf16", [&] { return h4.to(kBFloat16); }},
         {"to_f32_from_bf16", [&] { return h4_16.to(kFloat32); }},
+        {"gelu_f16", [&] { return gelu(h4_f16); }},
+        {"add_f16", [&] { return h4_f16 + h4_f16b; }},
+        {"add_f32_f16", [&] { return h4 + h4_f16; }},
+        {"sum_dim1_f16", [&] { return sum(h4_f16, {1}); }},
+        {"to_f16", [&] { return h4.to(kFloat16); }},
+        {"to_f32_from_f16", [&] { return h4_f16.to(kFloat32); }},
+        {"max_dim1_bf16", [&] { return std::get<0>(max(h4_16, 1)); }},
         {"layer_norm_composed",
          [&] {
            Tensor mu = mean(x, {-1}, true);
@@ -246,9 +255,20 @@ int main(int argc, char** argv) {
       if (T == 1024) slow.insert(slow.end(), {"sdpa_fwd" + b_name, "sdpa_fwd_bwd" + b_name});
     }
     std::printf("lockstep op_bench threads=%d iters=%d rounds=%d\n", get_num_threads(), iters, rounds);
+    // --only a,b,c*: any of the names (or prefixes) in the comma-separated list.
+    auto wanted = [&](const std::string& name) {
+      if (only.empty()) return true;
+      for (size_t start = 0; start <= only.size();) {
+        const size_t end = std::min(only.find(',', start), only.size());
+        const std::string pick = only.substr(start, end - start);
+        const bool prefix = !pick.empty() && pick.back() == '*';
+        if (prefix ? name.rfind(pick.substr(0, pick.size() - 1), 0) == 0 : name == pick) return true;
+        start = end + 1;
+      }
+      return false;
+    };
     for (auto& [name, op] : ops) {
-      const bool prefix = !only.empty() && only.back() == '*';
-      if (!only.empty() && (prefix ? name.rfind(only.substr(0, only.size() - 1), 0) != 0 : name != only)) continue;
+      if (!wanted(name)) continue;
       const bool is_slow = std::find(slow.begin(), slow.end(), name) != slow.end();
       Timing t = time_op(op, is_slow ? std::max(1, iters / 50) : iters, rounds);
       std::printf("op %s %.2f %.2f\n", name.c_str(), t.median_us, t.best_us);

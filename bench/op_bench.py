@@ -100,6 +100,7 @@ def main():
     bf = torch.bfloat16
     att16, x16, w16, b16 = att.to(bf), x.to(bf), w.to(bf), b.to(bf)
     h4_16, h4_16b = h4.to(bf), (h4 * 0.5).to(bf)
+    h4_f16, h4_f16b = h4.to(torch.float16), (h4 * 0.5).to(torch.float16)
     ops = [
         ("softmax_last", lambda: torch.softmax(att, -1)),
         ("softmax_last_bf16", lambda: torch.softmax(att16, -1)),
@@ -111,6 +112,13 @@ def main():
         ("sum_dim1_bf16", lambda: h4_16.sum(1)),
         ("to_bf16", lambda: h4.to(bf)),
         ("to_f32_from_bf16", lambda: h4_16.to(torch.float32)),
+        ("gelu_f16", lambda: torch.nn.functional.gelu(h4_f16)),
+        ("add_f16", lambda: h4_f16 + h4_f16b),
+        ("add_f32_f16", lambda: h4 + h4_f16),
+        ("sum_dim1_f16", lambda: h4_f16.sum(1)),
+        ("to_f16", lambda: h4.to(torch.float16)),
+        ("to_f32_from_f16", lambda: h4_f16.to(torch.float32)),
+        ("max_dim1_bf16", lambda: h4_16.max(1)[0]),
         ("layer_norm_composed", layer_norm_composed),
         ("layer_norm", lambda: torch.nn.functional.layer_norm(x, (C,), w, b)),
         ("bmm_8x4x64x32", lambda: torch.matmul(q, kt)),
@@ -162,7 +170,7 @@ def main():
     print(f"torch {torch.__version__} op_bench threads={torch.get_num_threads()} iters={a.iters} rounds={a.rounds}")
     with torch.no_grad():
         for name, op in ops:
-            if a.only and not (name.startswith(a.only[:-1]) if a.only.endswith("*") else name == a.only):
+            if a.only and not any(name.startswith(o[:-1]) if o.endswith("*") else name == o for o in a.only.split(",")):
                 continue
             med, best = time_op(op, max(1, a.iters // 50) if name in slow else a.iters, a.rounds)
             print(f"op {name} {med:.2f} {best:.2f}")

@@ -18,7 +18,8 @@ void check_index(const Tensor& index, const Tensor& a, const char* op) {
 
 // index_select and gather move 16-bit elements as they are (on the CPU as bytes, on CUDA as 16-bit
 // words); the adds (index_add_, scatter_add_) accumulate a 16-bit destination in a float32 copy, so
-// repeated indices add in float32 and each element is rounded once, and sort orders a float32 copy.
+// repeated indices add in float32 and each element is rounded once; sort orders them as they are on
+// the CPU, a float32 copy on CUDA.
 bool is_reduced(const Tensor& t) { return is_reduced_floating_point(t.dtype()); }
 
 }  // namespace
@@ -177,7 +178,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
 
 std::pair<Tensor, Tensor> sort(const Tensor& a_in, int64_t dim, bool descending) {
   check_defined(a_in, "sort");
-  if (is_reduced(a_in)) {
+  if (is_reduced(a_in) && !a_in.device().is_cpu()) {  // the CPU sorts 16-bit rows as they are
     auto [v, i] = sort(to_dtype(a_in, kFloat32), dim, descending);
     return {to_dtype(v, a_in.dtype()), i};
   }

@@ -18,8 +18,8 @@ Tensor reduce(Reduction op, const Tensor& a_in, int64_t dim, bool keepdim, const
   // A sum (product) of bools counts (ands) them in int64, as PyTorch.
   if (a_in.dtype() == kBool && info.dtypes == OpDtypes::kNumeric)
     return reduce(op, to_dtype(a_in, kInt64), dim, keepdim, name);
-  // The rows without a 16-bit kernel, and every 16-bit row on CUDA, run on a float32 copy.
-  if (is_reduced_floating_point(a_in.dtype()) && (!a_in.device().is_cpu() || !reduces_as_is(op, a_in.dtype()))) {
+  // Every row reads 16-bit tensors as they are on the CPU; on CUDA they run on a float32 copy.
+  if (is_reduced_floating_point(a_in.dtype()) && !a_in.device().is_cpu()) {
     Tensor r = reduce(op, to_dtype(a_in, kFloat32), dim, keepdim, name);
     return info.index ? r : to_dtype(r, a_in.dtype());
   }

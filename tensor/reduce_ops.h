@@ -12,9 +12,10 @@
 //
 // The accumulation rule, the same on both devices and in every layout (inner == 1 and inner > 1):
 // floating sums, means and products accumulate in double and round once at the end; integer ones in
-// int64 (a uint8 sum wraps once, at the end). bfloat16 and float16 have the sums, means and products:
-// read at 16 bits, accumulated in double, rounded once; their other rows run on float32 copies. The NaN rule: max and min propagate NaN; argmax and argmin
-// give the first NaN, else the first extreme (PyTorch's rule).
+// int64 (a uint8 sum wraps once, at the end). bfloat16 and float16 are read at 16 bits on the CPU (on
+// CUDA, through float32 copies): sums, means and products accumulate in double and round once; max,
+// min and the arg rows compare in float32, where every 16-bit value is exact. The NaN rule: max and min
+// propagate NaN; argmax and argmin give the first NaN, else the first extreme (PyTorch's rule).
 #pragma once
 
 #include <cstdint>
@@ -102,20 +103,22 @@ struct ArgAcc {
 
 // argmax/argmin: a NaN beats any number and the first NaN wins, else the larger (smaller) value, else
 // the earlier position.
+// Values are compared in compute_t<T> (a 16-bit value as the float32 it is exactly).
 template <typename T, bool kMax, bool kArg>
 struct Extreme {
-  using Acc = ArgAcc<T>;
+  using C = compute_t<T>;
+  using Acc = ArgAcc<C>;
   using Out = std::conditional_t<kArg, int64_t, T>;
   static constexpr Combine kCombine = Combine::kOther;
   static constexpr bool kIndex = kArg, kEmptyOk = false;
   // Whether v, seen after best, replaces it: the NaN rule in one place.
-  LOCKSTEP_HOST_DEVICE static bool beats(T v, T best) {
+  LOCKSTEP_HOST_DEVICE static bool beats(C v, C best) {
     if (fn::is_nan(best)) return false;
     if (fn::is_nan(v)) return true;
     return kMax ? best < v : v < best;
   }
-  LOCKSTEP_HOST_DEVICE static Acc identity() { return {T(0), -1}; }
-  LOCKSTEP_HOST_DEVICE static Acc lift(T v, int64_t k) { return {v, k}; }
+  LOCKSTEP_HOST_DEVICE static Acc identity() { return {C(0), -1}; }
+  LOCKSTEP_HOST_DEVICE static Acc lift(T v, int64_t k) { return {static_cast<C>(v), k}; }
   // a and b in any order (blocks finish in any order): the earlier one is the incumbent.
   LOCKSTEP_HOST_DEVICE static Acc combine(Acc a, Acc b) {
     if (a.index < 0) return b;
@@ -127,32 +130,35 @@ struct Extreme {
     }
     return beats(b.value, a.value) ? b : a;
   }
-  LOCKSTEP_HOST_DEVICE static Acc next(Acc a, T v, int64_t k) { return beats(v, a.value) ? lift(v, k) : a; }
+  LOCKSTEP_HOST_DEVICE static Acc next(Acc a, T v, int64_t k) {
+    return beats(static_cast<C>(v), a.value) ? lift(v, k) : a;
+  }
   LOCKSTEP_HOST_DEVICE static Out finish(Acc a, int64_t) {
     if constexpr (kArg) return a.index;
-    else return a.value;
+    else return static_cast<T>(a.value);
   }
 };
 
-// max and min need no position: the accumulator is the value itself, from the dtype's lowest
-// (highest), and combine is torch.maximum's (torch.minimum's) NaN-propagating rule, which the order
-// cannot change. Cheaper than Extreme's (value, index) pair, and it vectorizes.
+// max and min need no position: the accumulator is the value itself (in compute_t<T>: exact for a
+// 16-bit one), from the dtype's lowest (highest), and combine is torch.maximum's (torch.minimum's)
+// NaN-propagating rule, which the order cannot change. Cheaper than Extreme's (value, index) pair, and
+// it vectorizes.
 template <typename T, bool kMax>
 struct Bound {
-  using Acc = T;
+  using Acc = compute_t<T>;
   using Out = T;
   static constexpr Combine kCombine = Combine::kOther;
   static constexpr bool kIndex = false, kEmptyOk = false;
   LOCKSTEP_HOST_DEVICE static Acc identity() {
-    if constexpr (std::is_floating_point_v<T>) return kMax ? T(-INFINITY) : T(INFINITY);
+    if constexpr (std::is_floating_point_v<Acc>) return kMax ? Acc(-INFINITY) : Acc(INFINITY);
     else if constexpr (std::is_same_v<T, bool>) return !kMax;
     else if constexpr (std::is_unsigned_v<T>) return kMax ? T(0) : T(~T(0));
     else return kMax ? T(T(1) << (8 * sizeof(T) - 1)) : T(~(T(1) << (8 * sizeof(T) - 1)));
   }
-  LOCKSTEP_HOST_DEVICE static Acc lift(T v, int64_t) { return v; }
+  LOCKSTEP_HOST_DEVICE static Acc lift(T v, int64_t) { return static_cast<Acc>(v); }
   LOCKSTEP_HOST_DEVICE static Acc combine(Acc a, Acc b) { return kMax ? fn::max_nan(a, b) : fn::min_nan(a, b); }
-  LOCKSTEP_HOST_DEVICE static Acc next(Acc a, T v, int64_t) { return combine(a, v); }
-  LOCKSTEP_HOST_DEVICE static Out finish(Acc a, int64_t) { return a; }
+  LOCKSTEP_HOST_DEVICE static Acc next(Acc a, T v, int64_t) { return combine(a, static_cast<Acc>(v)); }
+  LOCKSTEP_HOST_DEVICE static Out finish(Acc a, int64_t) { return static_cast<Out>(a); }
 };
 
 template <typename T>
@@ -178,17 +184,6 @@ LOCKSTEP_REDUCTIONS(LOCKSTEP_REDUCTION_RULE)
 #undef LOCKSTEP_REDUCTION_RULE
 template <Reduction R, typename T>
 using ReduceRule = typename ReduceRuleOf<R, T>::type;
-
-// Whether row R has a kernel for T: every row for the dtypes that are their own compute type, the
-// arithmetic ones (sum, mean, prod) for bfloat16 and float16.
-template <Reduction R, typename T>
-constexpr bool reduces_as_is() {
-  if constexpr (std::is_same_v<compute_t<T>, T>) return true;
-  else return R == Reduction::Sum || R == Reduction::Mean || R == Reduction::Prod;
-}
-inline bool reduces_as_is(Reduction op, Dtype d) {
-  return !is_reduced_floating_point(d) || op == Reduction::Sum || op == Reduction::Mean || op == Reduction::Prod;
-}
 
 inline const char* reduction_name(Reduction op) {
   switch (op) {

@@ -32,6 +32,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,prefer-vector-width=512")
 
+#include "tensor/cpu/pack_bf16.h"  // after the pragma: compiled for its target (pack_bf16.h says why)
+
 namespace lockstep::cpu::avx512_bf16 {
 namespace {
 
@@ -42,12 +44,6 @@ constexpr int64_t kTile = 64;
 constexpr int kMR = 4, kNV = 4;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-inline uint32_t pair_at(const uint16_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 // C[rows, cols] = alpha * A B (+ C where accumulate): pair (r, q) of A at a + r * rs + q * qs (bfloat16
 // units), B as [kp][ldb] pairs from b, zero past its columns; cols <= 16 * NV, a partial vector masked.
@@ -109,38 +105,6 @@ void tile_product(int64_t m, int64_t n, int64_t kp, const uint16_t* a, int64_t r
         case 2: micro_cols<2>(kp, ai, rs, qs, b + j, ldb, ci, ldc, cols, alpha, accumulate); break;
         default: micro_cols<1>(kp, ai, rs, qs, b + j, ldb, ci, ldc, cols, alpha, accumulate); break;
       }
-    }
-  }
-}
-
-// dst[q * width + c] = the pair (x[c][2q], x[c][2q + 1]) of row c (stride ld) for c < rows and
-// q < kp, 0 for rows <= c < width: the rows' pairs transposed (B of a product over their columns).
-void pack_transposed(const uint16_t* x, int64_t ld, int64_t rows, int64_t kp, int64_t width, uint32_t* dst) {
-  for (int64_t q = 0; q < kp; ++q) std::fill(dst + q * width + rows, dst + (q + 1) * width, 0u);
-  for (int64_t c = 0; c < rows; ++c) {
-    const uint16_t* row = x + c * ld;
-    for (int64_t q = 0; q < kp; ++q) dst[q * width + c] = pair_at(row + 2 * q);
-  }
-}
-
-// dst[q * width + j] = the pair (x[2q][j], x[2q + 1][j]) for j < cols, zero past rows and cols up to
-// width (a multiple of 32): rows interleaved (B of a product over the rows), two vpermt2w per 32 columns.
-void pack_interleaved(const uint16_t* x, int64_t ld, int64_t rows, int64_t cols, int64_t width, uint32_t* dst) {
-  alignas(64) static const uint16_t kLo[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
-                                               8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-  const __m512i lo = _mm512_load_si512(kLo);
-  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-  for (int64_t q = 0; q < (rows + 1) / 2; ++q) {
-    const uint16_t* r0 = x + 2 * q * ld;
-    const uint16_t* r1 = 2 * q + 1 < rows ? r0 + ld : nullptr;
-    uint32_t* d = dst + q * width;
-    for (int64_t j = 0; j < width; j += 32) {
-      const int64_t left = std::clamp<int64_t>(cols - j, 0, 32);
-      const __mmask32 m = left == 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
-      const __m512i x0 = _mm512_maskz_loadu_epi16(m, r0 + j);
-      const __m512i x1 = r1 ? _mm512_maskz_loadu_epi16(m, r1 + j) : _mm512_setzero_si512();
-      _mm512_storeu_si512(d + j, _mm512_permutex2var_epi16(x0, lo, x1));
-      _mm512_storeu_si512(d + j + 16, _mm512_permutex2var_epi16(x0, hi, x1));
     }
   }
 }
@@ -207,7 +171,7 @@ void forward_tile(const AttentionArgs& a, const BFloat16* q, const BFloat16* k, 
   const int64_t vw = round_up(Ev, 32);
   const uint16_t* kb = bits(k) + b * a.k.batch + hk * a.k.head;
   const uint16_t* vb = bits(v) + b * a.v.batch + hk * a.v.head;
-  pack_transposed(bits(q) + b * a.q.batch + h * a.q.head + i0 * a.q.row, a.q.row, nq, E / 2, kTile, w.qt.data());
+  transpose_pairs(bits(q) + b * a.q.batch + h * a.q.head + i0 * a.q.row, a.q.row, nq, E, kTile, w.qt.data());
   float *st = w.st.data(), *acc = w.acc.data(), *m = w.m, *l = w.l;
   std::fill(acc, acc + nq * Ev, 0.f);
   std::fill(m, m + kTile, -INFINITY);
@@ -252,7 +216,7 @@ void forward_tile(const AttentionArgs& a, const BFloat16* q, const BFloat16* k, 
     }
     // O [nq, Ev] += P V: P as key pairs, V's rows interleaved.
     round_pairs(st, nk, lanes, w.pp.data());
-    pack_interleaved(vb + j0 * a.v.row, a.v.row, nk, Ev, vw, w.vi.data());
+    interleave_row_pairs(vb + j0 * a.v.row, a.v.row, nk, Ev, vw, w.vi.data());
     tile_product(nq, Ev, (nk + 1) / 2, reinterpret_cast<const uint16_t*>(w.pp.data()), 2, 2 * kTile, w.vi.data(),
                  vw, acc, Ev, 1.f, true);
   }
@@ -303,10 +267,10 @@ void backward_group(const AttentionArgs& a, const BFloat16* q, const BFloat16* k
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t i0 = t * kTile, nq = std::min(kTile, L - i0);
       const QueryTile p = tile_of(g, t);
-      pack_transposed(qh + i0 * a.q.row, a.q.row, nq, E / 2, kTile, p.qt);
-      pack_transposed(goh + i0 * a.grad_out.row, a.grad_out.row, nq, Ev / 2, kTile, p.got);
-      pack_interleaved(qh + i0 * a.q.row, a.q.row, nq, E, ew, p.qi);
-      pack_interleaved(goh + i0 * a.grad_out.row, a.grad_out.row, nq, Ev, vw, p.goi);
+      transpose_pairs(qh + i0 * a.q.row, a.q.row, nq, E, kTile, p.qt);
+      transpose_pairs(goh + i0 * a.grad_out.row, a.grad_out.row, nq, Ev, kTile, p.got);
+      interleave_row_pairs(qh + i0 * a.q.row, a.q.row, nq, E, ew, p.qi);
+      interleave_row_pairs(goh + i0 * a.grad_out.row, a.grad_out.row, nq, Ev, vw, p.goi);
     }
     for (int64_t i = 0; i < L; ++i) {  // D = rowsum(dO * O)
       const BFloat16* o = out + b * a.out.batch + h * a.out.head + i * a.out.row;
@@ -335,7 +299,7 @@ void backward_group(const AttentionArgs& a, const BFloat16* q, const BFloat16* k
     const int64_t nk = std::min(kTile, S - j0), kpk = (nk + 1) / 2;
     const uint16_t* kp = kb + j0 * a.k.row;
     const uint16_t* vp = vb + j0 * a.v.row;
-    pack_interleaved(kp, a.k.row, nk, E, ew, w.ki.data());
+    interleave_row_pairs(kp, a.k.row, nk, E, ew, w.ki.data());
     std::fill(w.dk.begin(), w.dk.end(), 0.f);
     std::fill(w.dv.begin(), w.dv.end(), 0.f);
     for (int64_t g = 0; g < G; ++g) {

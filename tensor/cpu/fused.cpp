@@ -155,8 +155,10 @@ void CpuBackend::softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y,
   });
 }
 
+// bfloat16 and float16 planes as they are: rule::Argmax compares their values in float32, exactly, and
+// the maximum is one of the inputs, so nothing is rounded.
 void CpuBackend::max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const MaxPool2dArgs& a) {
-  dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+  dispatch_rows(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t plane = a.H * a.W, out_plane = a.OH * a.OW;
     parallel_for(0, a.planes, std::max<int64_t>(1, kRowGrain / std::max<int64_t>(out_plane * a.kh * a.kw, 1)),

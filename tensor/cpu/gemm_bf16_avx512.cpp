@@ -26,6 +26,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
 
+#include "tensor/cpu/pack_bf16.h"  // after the pragma: compiled for its target (pack_bf16.h says why)
+
 namespace lockstep::cpu::avx512_bf16 {
 namespace {
 
@@ -43,28 +45,6 @@ constexpr int64_t kMC = kMR * 16;
 constexpr int64_t kNC = kNR * 24;
 constexpr int kPrefetch = 8;
 
-inline uint32_t pair_at(const uint16_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// dst[j] = the pair (r0[j], r1[j]) for j < cols (r1 null: the depth past k, zero), 0 up to width
-// (a multiple of 32): two rows interleaved 16 bits by 16 bits, 32 columns per two vpermt2w.
-void interleave_rows(const uint16_t* r0, const uint16_t* r1, int64_t cols, int64_t width, uint32_t* dst) {
-  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
-                                      37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-  for (int64_t j = 0; j < width; j += 32) {
-    const int64_t left = std::clamp<int64_t>(cols - j, 0, 32);
-    const __mmask32 m = left == 32 ? ~__mmask32(0) : (__mmask32(1) << left) - 1;
-    const __m512i x0 = _mm512_maskz_loadu_epi16(m, r0 + j);
-    const __m512i x1 = r1 ? _mm512_maskz_loadu_epi16(m, r1 + j) : _mm512_setzero_si512();
-    _mm512_storeu_si512(dst + j, _mm512_permutex2var_epi16(x0, lo, x1));
-    _mm512_storeu_si512(dst + j + 16, _mm512_permutex2var_epi16(x0, hi, x1));
-  }
-}
-
 // packed[jp][q][kNR] (32-bit pairs) = op(B)[p0 + 2q .. +1, jp * kNR + j] for the n columns at b;
 // zeros past n and k.
 void pack_b(bool tb, const uint16_t* b, int64_t ldb, int64_t n, int64_t k, int64_t p0, int64_t kc, uint32_t* packed) {
@@ -80,20 +60,8 @@ void pack_b(bool tb, const uint16_t* b, int64_t ldb, int64_t n, int64_t k, int64
     return;
   }
   // B [n, k]: a pair is one 32-bit word of a row of B; the panel is the transpose of [kNR][kp] words.
-  const int64_t whole = kc / 2;
-  for (int64_t jp = 0; jp < panels; ++jp) {
-    uint32_t* dst = packed + jp * kp * kNR;
-    for (int64_t j = 0; j < kNR; ++j) {
-      const int64_t col = jp * kNR + j;
-      if (col >= n) {
-        for (int64_t q = 0; q < kp; ++q) dst[q * kNR + j] = 0;
-        continue;
-      }
-      const uint16_t* row = b + col * ldb + p0;
-      for (int64_t q = 0; q < whole; ++q) dst[q * kNR + j] = pair_at(row + 2 * q);
-      if (whole < kp) dst[whole * kNR + j] = row[kc - 1];
-    }
-  }
+  for (int64_t jp = 0; jp < panels; ++jp)
+    transpose_pairs(b + jp * kNR * ldb + p0, ldb, std::min<int64_t>(kNR, n - jp * kNR), kc, kNR, packed + jp * kp * kNR);
 }
 
 // Where the micro-kernel reads op(A)'s pairs: pair (r, q) of a micro-panel is the 32-bit word at
@@ -115,19 +83,8 @@ APanels pack_a(bool ta, const uint16_t* a, int64_t lda, int64_t k, int64_t i0, i
   if (!ta && kc % 2 == 0 && mc % kMR == 0) return {a + i0 * lda + p0, lda, 2, kMR * lda};
   const int64_t width = ((mc + kMR - 1) / kMR * kMR + 31) / 32 * 32;
   buf.resize(size_t(kp * width));
-  if (ta) {
-    for (int64_t q = 0; q < kp; ++q) {
-      const uint16_t* r0 = a + (p0 + 2 * q) * lda + i0;
-      interleave_rows(r0, p0 + 2 * q + 1 < k ? r0 + lda : nullptr, mc, width, buf.data() + q * width);
-    }
-  } else {
-    std::fill(buf.begin(), buf.end(), 0u);
-    for (int64_t r = 0; r < mc; ++r) {
-      const uint16_t* row = a + (i0 + r) * lda + p0;
-      for (int64_t q = 0; q < kc / 2; ++q) buf[q * width + r] = pair_at(row + 2 * q);
-      if (kc % 2) buf[kc / 2 * width + r] = row[kc - 1];
-    }
-  }
+  if (ta) interleave_row_pairs(a + p0 * lda + i0, lda, kc, mc, width, buf.data());
+  else transpose_pairs(a + i0 * lda + p0, lda, mc, kc, width, buf.data());
   return {reinterpret_cast<const uint16_t*>(buf.data()), 2, 2 * width, 2 * kMR};
 }
 

@@ -85,14 +85,17 @@ void CpuBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src
   });
 }
 
+// Every dtype, bfloat16 and float16 as they are: compared in compute_t (float32, exact for them), the
+// values moved as stored.
 void CpuBackend::sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) {
-  dispatch_compute(a.dtype(), "sort", [&](auto tag) {
+  dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     const T* x = a.data<T>();
     T* v = values.data<T>();
     int64_t* ix = indices.data<int64_t>();
     // NaN sorts as the largest value, as PyTorch.
-    auto less = [](T p, T q) { return !is_nan(p) && (is_nan(q) || p < q); };
+    auto less = [](C p, C q) { return !is_nan(p) && (is_nan(q) || p < q); };
     for (int64_t r = 0; r < rows; ++r) {
       const T* row = x + r * n;
       int64_t* ir = ix + r * n;

@@ -115,7 +115,7 @@ void reduce(Reduction op, Dtype dtype, const void* x, void* out, int64_t outer, 
   visit_reduction(op, [&](auto r, auto kinds) {
     dispatch(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (!op_accepts<decltype(kinds)::value, T>() || !reduces_as_is<decltype(r)::value, T>()) {
+      if constexpr (!op_accepts<decltype(kinds)::value, T>()) {
         fail(reduction_name(op), ": not defined for ", dtype_name(dtype), " tensors");
       } else {
         using R = ReduceRule<decltype(r)::value, T>;

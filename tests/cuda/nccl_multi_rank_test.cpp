@@ -2,14 +2,9 @@
 // collective with exact values, DDP over NCCL step by step against one CPU process at the full batch,
 // and a rank that stops calling collectives. Needs two visible devices: on one GPU (NCCL refuses two
 // ranks on one device) or none, the cases skip. Under --config=cudaemu the CUDA emulator provides two.
-//
-// The parent process never calls CUDA (forked children cannot use a CUDA context made before the
-// fork); it asks a short-lived child how many devices there are.
 #include <doctest/doctest.h>
 
 #include <limits>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -22,6 +17,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tests/util/ddp_reference.h"
 #include "tests/util/multiprocess.h"
+#include "tests/util/nccl_devices.h"
 #include "tests/util/tcp_group.h"
 
 using namespace lockstep;
@@ -31,32 +27,12 @@ namespace {
 
 constexpr int kWorld = 2;
 
-int device_count_in_child() {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) _exit(std::min(cuda::device_count(), 100));
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
-  return WEXITSTATUS(status);
-}
-
-#ifdef LOCKSTEP_WITH_NCCL
-const int kDevices = device_count_in_child();
-const std::string kWhyNot = std::to_string(kDevices) + " CUDA device(s) visible, 2 needed";
-#else
-const int kDevices = 0;
-const std::string kWhyNot = "lockstep was built without NCCL";
-#endif
-
-[[maybe_unused]] const bool announced = [] {
-  if (kDevices < kWorld) std::printf("SKIPPED: %s\n", kWhyNot.c_str());
-  return true;
-}();
+const testing::NcclDevices kDevices = testing::nccl_devices(kWorld);
 
 #define REQUIRE_TWO_DEVICES()                          \
   do {                                                 \
-    if (kDevices < kWorld) {                           \
-      MESSAGE(kWhyNot << ": skipped");                 \
+    if (kDevices.count < kWorld) {                     \
+      MESSAGE(kDevices.why_not << ": skipped");        \
       return;                                          \
     }                                                  \
   } while (0)

@@ -2,12 +2,7 @@
 // sizes 1 to 4, one GPU per rank: every dtype NCCL reduces and every ReduceOp, odd element counts, out of
 // place and in place, with the values of flat_values.h. World sizes beyond the visible devices skip
 // (NCCL refuses two ranks on one device); under --config=cudaemu the CUDA emulator shows four.
-//
-// The parent process never calls CUDA (a forked child cannot use a context made before the fork); a
-// short-lived child counts the devices.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +15,7 @@
 #include "tensor/factory.h"
 #include "tests/distributed/flat_values.h"
 #include "tests/util/multiprocess.h"
+#include "tests/util/nccl_devices.h"
 #include "tests/util/tcp_group.h"
 
 using namespace lockstep;
@@ -28,27 +24,7 @@ namespace flat = lockstep::testing::flat;
 
 namespace {
 
-int device_count_in_child() {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) _exit(std::min(cuda::device_count(), 100));
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
-  return WEXITSTATUS(status);
-}
-
-#ifdef LOCKSTEP_WITH_NCCL
-const int kDevices = device_count_in_child();
-const std::string kWhyNot = std::to_string(kDevices) + " CUDA device(s) visible";
-#else
-const int kDevices = 0;
-const std::string kWhyNot = "lockstep was built without NCCL";
-#endif
-
-[[maybe_unused]] const bool announced = [] {
-  if (kDevices < 1) std::printf("SKIPPED: %s\n", kWhyNot.c_str());
-  return true;
-}();
+const testing::NcclDevices kDevices = testing::nccl_devices(1);
 
 std::string describe(const char* what, Dtype dtype, ReduceOp op, int64_t n, bool in_place) {
   return lockstep::detail::str_cat(what, " (", dtype_name(dtype), ", ", dist::reduce_op_name(op), ", ", n,
@@ -58,11 +34,11 @@ std::string describe(const char* what, Dtype dtype, ReduceOp op, int64_t n, bool
 }  // namespace
 
 TEST_CASE("nccl flat collectives: every dtype and op, world sizes 1 to 4, out of place and in place") {
-  if (kDevices < 1) {
-    MESSAGE(kWhyNot << ": skipped");
+  if (kDevices.count < 1) {
+    MESSAGE(kDevices.why_not << ": skipped");
     return;
   }
-  for (int W = 1; W <= std::min(4, kDevices); ++W) {
+  for (int W = 1; W <= std::min(4, kDevices.count); ++W) {
     CAPTURE(W);
     const uint16_t port = testing::free_port();
     auto results = testing::run_ranks(W, [&](int rank) {

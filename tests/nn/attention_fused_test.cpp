@@ -13,6 +13,7 @@
 
 #include "nn/api.h"
 #include "tensor/safetensors.h"
+#include "tests/util/attention_runs.h"
 #include "tests/util/gradcheck.h"
 #include "tests/util/test_util.h"
 
@@ -22,64 +23,21 @@ using namespace lockstep;
 using testing::expect_error;
 namespace F = nn::functional;
 
-// "" when got matches want in shape and to atol + rtol * |want| everywhere, else the first difference.
-std::string mismatch(const Tensor& got, const Tensor& want, double rtol, double atol) {
-  if (!got.defined()) return "undefined";
-  if (got.shape() != want.shape()) return "shape " + shape_str(got.shape()) + ", want " + shape_str(want.shape());
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i])) continue;
-    std::ostringstream os;
-    os.precision(17);
-    os << "element " << i << ": " << g[i] << ", want " << w[i];
-    return os.str();
-  }
-  return "";
-}
+using testing::attention::Case;
+using testing::attention::Run;
+using testing::attention::Sdpa;
+using testing::attention::run;
 
-struct Case {
-  const char* name;
-  bool bool_mask = false, is_causal = false, enable_gqa = false;
-  std::optional<double> scale = std::nullopt;
-};
-// The fixture's cases, with the flags make_attention_fixtures.py passed.
-const Case kCases[] = {
-    {.name = "causal", .is_causal = true},
-    {.name = "causal_l_ne_s", .is_causal = true},
-    {.name = "bool_mask", .bool_mask = true},
-    {.name = "additive_mask"},
-    {.name = "scale", .scale = 0.3},
-    {.name = "gqa", .is_causal = true, .enable_gqa = true},
-};
+std::string mismatch(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  return testing::attention::mismatch(got, want, testing::attention::within(rtol, atol));
+}
+void check_same(const Run& got, const Run& want, double rtol, double atol, const std::string& what) {
+  testing::attention::check_run(got, want, testing::attention::within(rtol, atol), what);
+}
 
 std::map<std::string, Tensor> fixture(const std::string& name) {
   static const auto all = load_safetensors("tests/fixtures/attention_fixtures.safetensors").tensors;
-  std::map<std::string, Tensor> parts;
-  for (const auto& [key, t] : all)
-    if (key.rfind(name + ".", 0) == 0) parts[key.substr(name.size() + 1)] = t;
-  return parts;
-}
-
-// out and the gradients of sum(out * g) for q, k, v through `sdpa` (fused or composed).
-struct Run {
-  Tensor out, dq, dk, dv;
-};
-using Sdpa = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
-Run run(const Sdpa& sdpa, Tensor q, Tensor k, Tensor v, const Tensor& g) {
-  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
-  Tensor out = sdpa(q, k, v);
-  sum(out * g).backward();
-  return {out.detach(), q.grad(), k.grad(), v.grad()};
-}
-
-void check_same(const Run& got, const Run& want, double rtol, double atol, const std::string& what) {
-  const char* names[] = {"out", "grad q", "grad k", "grad v"};
-  const Tensor* g[] = {&got.out, &got.dq, &got.dk, &got.dv};
-  const Tensor* w[] = {&want.out, &want.dq, &want.dk, &want.dv};
-  for (int i = 0; i < 4; ++i) {
-    const std::string m = mismatch(*g[i], *w[i], rtol, atol);
-    CHECK_MESSAGE(m.empty(), what, ", ", names[i], ": ", m);
-  }
+  return testing::attention::case_tensors(all, name);
 }
 
 // The fused and the composed path on one case's operands (in `dtype`).
@@ -112,7 +70,7 @@ std::array<Tensor, 3> gpt_views(int64_t B, int64_t H, int64_t T, int64_t D, Dtyp
 }  // namespace
 
 TEST_CASE("fused attention equals PyTorch's: values and the gradients of q, k, v, float64 and float32") {
-  for (const Case& c : kCases) {
+  for (const Case& c : testing::attention::kFixtureCases) {
     std::map<std::string, Tensor> f = fixture(c.name);
     REQUIRE_MESSAGE(f.count("out"), c.name, " is missing from the fixture");
     const Run want{f.at("out"), f.at("grad.q"), f.at("grad.k"), f.at("grad.v")};

@@ -16,6 +16,7 @@
 
 #include "nn/api.h"
 #include "tensor/safetensors.h"
+#include "tests/util/attention_runs.h"
 #include "tests/util/test_util.h"
 
 namespace {
@@ -23,46 +24,11 @@ namespace {
 using namespace lockstep;
 namespace F = nn::functional;
 
-// "" when got matches want in shape and to tol * (|want| + max |want|) everywhere, else the first
-// difference: 16-bit results are compared relative to the tensor's scale, since a gradient element
-// near 0 is a difference of larger terms.
-std::string mismatch(const Tensor& got, const Tensor& want, double tol) {
-  if (!got.defined()) return "undefined";
-  if (got.shape() != want.shape()) return "shape " + shape_str(got.shape()) + ", want " + shape_str(want.shape());
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double scale = 0;
-  for (double x : w) scale = std::max(scale, std::abs(x));
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (std::abs(g[i] - w[i]) <= tol * (std::abs(w[i]) + scale)) continue;
-    std::ostringstream os;
-    os.precision(9);
-    os << "element " << i << ": " << g[i] << ", want " << w[i] << " (max |want| " << scale << ")";
-    return os.str();
-  }
-  return "";
-}
-
-struct Run {
-  Tensor out, dq, dk, dv;
-};
-using Sdpa = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
-
-// out and the gradients of sum(out * g) for q, k, v.
-Run run(const Sdpa& sdpa, Tensor q, Tensor k, Tensor v, const Tensor& g) {
-  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
-  Tensor out = sdpa(q, k, v);
-  sum(out * g).backward();
-  return {out.detach(), q.grad(), k.grad(), v.grad()};
-}
+using testing::attention::Run;
+using testing::attention::run;
 
 void check_close(const Run& got, const Run& want, double tol, const std::string& what) {
-  const char* names[] = {"out", "grad q", "grad k", "grad v"};
-  const Tensor* g[] = {&got.out, &got.dq, &got.dk, &got.dv};
-  const Tensor* w[] = {&want.out, &want.dq, &want.dk, &want.dv};
-  for (int i = 0; i < 4; ++i) {
-    const std::string m = mismatch(*g[i], *w[i], tol);
-    CHECK_MESSAGE(m.empty(), what, ", ", names[i], ": ", m);
-  }
+  testing::attention::check_run(got, want, testing::attention::relative_to_max(tol), what);
 }
 
 // Per dtype: the tolerance against float32 on the same operands (bfloat16: P and dS are rounded to
@@ -96,10 +62,7 @@ void compare_with_float32(Dtype dtype, const Tensor& q, const Tensor& k, const T
 
 std::map<std::string, Tensor> fixture(const std::string& name) {
   static const auto all = load_safetensors("tests/fixtures/attention_bf16_fixtures.safetensors").tensors;
-  std::map<std::string, Tensor> parts;
-  for (const auto& [key, t] : all)
-    if (key.rfind(name + ".", 0) == 0) parts[key.substr(name.size() + 1)] = t;
-  return parts;
+  return testing::attention::case_tensors(all, name);
 }
 
 }  // namespace
@@ -159,20 +122,7 @@ TEST_CASE("16-bit fused attention: dropout's mask is the float32 kernel's; strid
 }
 
 TEST_CASE("bfloat16 fused attention equals PyTorch's bfloat16 results: values and the gradients of q, k, v") {
-  struct Case {
-    const char* name;
-    bool bool_mask = false, is_causal = false, enable_gqa = false;
-    std::optional<double> scale = std::nullopt;
-  };
-  const Case cases[] = {
-      {.name = "causal", .is_causal = true},
-      {.name = "causal_l_ne_s", .is_causal = true},
-      {.name = "bool_mask", .bool_mask = true},
-      {.name = "additive_mask"},
-      {.name = "scale", .scale = 0.3},
-      {.name = "gqa", .is_causal = true, .enable_gqa = true},
-  };
-  for (const Case& c : cases) {
+  for (const testing::attention::Case& c : testing::attention::kFixtureCases) {
     std::map<std::string, Tensor> f = fixture(c.name);
     REQUIRE_MESSAGE(f.count("out"), c.name, " is missing from the fixture");
     REQUIRE(f.at("q").dtype() == kBFloat16);

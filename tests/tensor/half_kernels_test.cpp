@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -147,6 +148,66 @@ TEST_CASE("a 16-bit operand beside a float32 one is read as it is, into float32"
   }
 }
 
+TEST_CASE("conversions to and from 16 bits round as BFloat16 and Float16 do, bit for bit, in every block") {
+  // Edge values (ties, subnormals of both formats, the overflow thresholds, inf, NaN) and a spread of
+  // bit patterns over the whole float32 range; 1573 elements: three whole blocks of the CPU's
+  // conversion loop and a ragged tail.
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u, 0x3f818000u, 0x3f800fffu,
+                                0x3f801000u, 0x3f803000u, 0x477fefffu, 0x477ff000u, 0x477fe000u, 0x33000000u,
+                                0x33000001u, 0x33c00000u, 0x387fc000u, 0x38800000u, 0x00000001u, 0x007fffffu,
+                                0x7f7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                                0xffc12345u, 0x7f7fffffu, 0xc7800000u};
+  for (uint32_t i = 0; bits.size() < 1573; ++i) bits.push_back(i * 0x9e3779b1u);
+  std::vector<float> v(bits.size());
+  std::memcpy(v.data(), bits.data(), bits.size() * 4);
+  const Tensor f = tensor(v, {int64_t(v.size())});
+  for (Dtype dt : kHalves) {
+    INFO(dtype_name(dt));
+    const Tensor h = f.to(dt);
+    const auto* hb = static_cast<const uint16_t*>(h.data_ptr());
+    int bad = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t want = dt == kBFloat16 ? BFloat16(v[i]).bits : Float16(v[i]).bits;
+      if (hb[i] != want && bad++ < 5) MESSAGE("element ", i, " (", bits[i], "): ", hb[i], " vs ", want);
+    }
+    CHECK(bad == 0);
+    // Back to float32: exact, NaN stays NaN.
+    const std::vector<float> back = h.to(kFloat32).to_vector<float>();
+    bad = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float want = dt == kBFloat16 ? float(BFloat16(v[i])) : float(Float16(v[i]));
+      const bool same = std::isnan(want) ? std::isnan(back[i]) : back[i] == want;
+      if (!same && bad++ < 5) MESSAGE("element ", i, ": ", back[i], " vs ", want);
+    }
+    CHECK(bad == 0);
+    // Strided both ways (a column of a [1573, 2] view), and to the other 16-bit format and to float64.
+    const Tensor col = stack({f, f * 2.0}, 1).narrow(1, 1, 1).squeeze(1);
+    CHECK(!col.is_contiguous());
+    check_close(col.to(dt), (f * 2.0).to(dt), 0, "strided float32 -> 16 bits");
+    const Tensor hcol = stack({h, h}, 1).narrow(1, 1, 1).squeeze(1);
+    CHECK(hcol.to(kFloat64).to_vector<double>().size() == v.size());
+    check_close(hcol.to(kFloat32), h.to(kFloat32), 0, "strided 16 bits -> float32");
+    const Dtype other = dt == kBFloat16 ? kFloat16 : kBFloat16;
+    check_close(h.to(other), h.to(kFloat32).to(other), 0, "16 bits -> the other 16-bit dtype");
+  }
+}
+
+TEST_CASE("16-bit ops over several blocks, broadcast and strided, equal float32's rounded once") {
+  const Tensor a32 = values({3, 1100}), col32 = values({3, 1}, 1.0, 21);
+  for (Dtype dt : kHalves) {
+    const Tensor a = a32.to(dt), col = col32.to(dt), af = a.to(kFloat32), colf = col.to(kFloat32);
+    const std::string what = dtype_name(dt);
+    check_close(gelu(a), gelu(af).to(dt), 0, "gelu " + what);
+    check_close(a * col, (af * colf).to(dt), 0, "broadcast column " + what);
+    const Tensor mixed = a.transpose(0, 1) + a32.transpose(0, 1);
+    CHECK(mixed.dtype() == kFloat32);
+    CHECK(mixed.to_vector<float>() == (af.transpose(0, 1) + a32.transpose(0, 1)).to_vector<float>());
+    CHECK(gt(a, col).to_vector<double>() == gt(af, colf).to_vector<double>());
+    CHECK(gt(a.transpose(0, 1), col.transpose(0, 1)).to_vector<double>() ==
+          gt(af.transpose(0, 1), colf.transpose(0, 1)).to_vector<double>());
+  }
+}
+
 TEST_CASE("sum and mean of 16-bit tensors accumulate in double and round once") {
   const Tensor x32 = values({6, 50, 7});
   for (Dtype dt : kHalves) {
@@ -167,6 +228,56 @@ TEST_CASE("sum and mean of 16-bit tensors accumulate in double and round once") 
   t.narrow(0, 0, 1).fill_(256.0);
   CHECK(t.sum().item<double>() == 512.0);
   CHECK(t.mean().item<double>() == double(BFloat16(512.0f / 257)));
+}
+
+TEST_CASE("max, min, their positions, sort and max_pool2d of 16-bit tensors: the 16-bit values, exactly") {
+  // Whole numbers from a small range: every dimension has ties, so the first-extreme rule is exercised.
+  Tensor x32 = values({6, 50, 7}, 3.0).to(kInt64).to(kFloat32);
+  for (Dtype dt : kHalves) {
+    const Tensor x = x32.to(dt), xd = x.to(kFloat64);
+    for (int64_t dim : {0, 1, 2}) {
+      const std::string what = std::string("dim ") + std::to_string(dim) + " " + dtype_name(dt);
+      INFO(what);
+      auto [mx, imx] = max(x, dim);
+      auto [mxd, imxd] = max(xd, dim);
+      CHECK(mx.dtype() == dt);
+      CHECK(mx.to_vector<double>() == mxd.to_vector<double>());
+      CHECK(imx.to_vector<int64_t>() == imxd.to_vector<int64_t>());
+      auto [mn, imn] = min(x, dim, true);
+      auto [mnd, imnd] = min(xd, dim, true);
+      CHECK(mn.shape() == mnd.shape());
+      CHECK(mn.to_vector<double>() == mnd.to_vector<double>());
+      CHECK(argmax(x, dim).to_vector<int64_t>() == argmax(xd, dim).to_vector<int64_t>());
+      CHECK(argmin(x, dim).to_vector<int64_t>() == argmin(xd, dim).to_vector<int64_t>());
+      auto [sv, si] = sort(x, dim, dim == 1);
+      auto [svd, sid] = sort(xd, dim, dim == 1);
+      CHECK(sv.dtype() == dt);
+      CHECK(sv.to_vector<double>() == svd.to_vector<double>());
+      CHECK(si.to_vector<int64_t>() == sid.to_vector<int64_t>());  // stable: ties keep their order
+    }
+    CHECK(max(x).item<double>() == max(xd).item<double>());
+    // NaN: max and min propagate it, argmax and argmin point at the first one, sort puts it last.
+    Tensor y = x.clone();
+    y.narrow(1, 9, 1).fill_(NAN);
+    y.narrow(1, 30, 1).fill_(NAN);
+    auto [ymax, yi] = max(y, 1);
+    for (double v : ymax.to_vector<double>()) CHECK(std::isnan(v));
+    for (int64_t i : yi.to_vector<int64_t>()) CHECK(i == 9);
+    for (int64_t i : argmin(y, 1).to_vector<int64_t>()) CHECK(i == 9);
+    const std::vector<double> sorted = sort(y, 1).first.narrow(1, 48, 2).to_vector<double>();
+    for (double v : sorted) CHECK(std::isnan(v));
+    // max_pool2d, padded, strided and dilated, forward and backward, against float64 on the same values.
+    Tensor img = x.reshape({6, 1, 50, 7}).detach().requires_grad_();
+    Tensor imgd = img.detach().to(kFloat64).requires_grad_();
+    Tensor p = nn::functional::max_pool2d(img, {3, 2}, {2, 1}, {1, 1}, {1, 2});
+    Tensor pd = nn::functional::max_pool2d(imgd, {3, 2}, {2, 1}, {1, 1}, {1, 2});
+    CHECK(p.dtype() == dt);
+    CHECK(p.to_vector<double>() == pd.to_vector<double>());
+    p.sum().backward();
+    pd.sum().backward();
+    CHECK(img.grad().dtype() == dt);
+    CHECK(img.grad().to_vector<double>() == imgd.grad().to_vector<double>());  // small counts: exact
+  }
 }
 
 TEST_CASE("softmax and log_softmax rows in 16 bits, forward and backward") {

@@ -1,0 +1,15 @@
+// The elementwise rows on int64, uint8 and bool (tensor/cpu/elementwise_families.h), compiled once per
+// ISA (tensor/cpu/isa.h).
+#include "tensor/cpu/elementwise_families.h"
+#include "tensor/cpu/isa.h"
+
+LOCKSTEP_ISA_BEGIN
+
+template void unary_same<int64_t>(UnaryOp, const StridedPlan&, void*, const void*);
+template void binary_same<int64_t>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<uint8_t>(UnaryOp, const StridedPlan&, void*, const void*);
+template void binary_same<uint8_t>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<bool>(UnaryOp, const StridedPlan&, void*, const void*);
+template void binary_same<bool>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
+
+LOCKSTEP_ISA_END
