@@ -6,6 +6,9 @@
 // threads down each column). When there are too few outputs to fill the GPU (the all-elements sum is
 // one output) each one is split over several blocks (`splits`), which write partial accumulators;
 // a second launch of the same kernel reduces those.
+//
+// bfloat16 and float16 are read at 16 bits, every row: sum, mean and prod by their own rules (double
+// accumulators, rounded once), the others by the float32 rule on each element loaded into float32.
 #include <cmath>
 #include <type_traits>
 
@@ -17,9 +20,19 @@
 namespace lockstep::cuda::detail {
 namespace {
 
+// A row without a 16-bit rule in tensor/reduce_ops.h (max, min, argmax, argmin) on a 16-bit T: R, the
+// rule for compute_t<T>, on each element loaded into compute_t<T>. Its result is one of the elements (or
+// a position), so storing it back at 16 bits is exact.
+template <typename R, typename T>
+struct LoadedAs : R {
+  using Out = std::conditional_t<R::kIndex, int64_t, T>;
+  LOCKSTEP_HOST_DEVICE static typename R::Acc lift(T v, int64_t k) { return R::lift(static_cast<compute_t<T>>(v), k); }
+  LOCKSTEP_HOST_DEVICE static Out finish(typename R::Acc a, int64_t n) { return static_cast<Out>(R::finish(a, n)); }
+};
+
 // The rule of a row (tensor/reduce_ops.h): the same Acc, lift, combine and finish as the CPU loops.
 template <typename T, Reduction Op>
-using Reducer = ReduceRule<Op, T>;
+using Reducer = std::conditional_t<reduces_as_is<Op, T>(), ReduceRule<Op, T>, LoadedAs<ReduceRule<Op, compute_t<T>>, T>>;
 
 // Reads element k of the reduced dimension: an input value on the first pass, a partial on the second.
 template <typename R, bool kPartial, typename In>
@@ -147,7 +160,7 @@ void CudaBackend::reduce(Reduction op, Tensor& out, const Tensor& a, int64_t out
   }
   OnDevice on(out.device());
   visit_reduction(op, [&](auto r, auto kinds) {
-    dispatch_compute(a.dtype(), name, [&](auto tag) {
+    dispatch(a.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (!op_accepts<decltype(kinds)::value, T>()) {
         fail(name, ": not defined for ", dtype_name(a.dtype()), " tensors");
