@@ -18,7 +18,8 @@ MaxPoolResult max_pool2d(const Tensor& x_in, const MaxPool2dArgs& a) {
                      (a.OW == 0 || (a.OW - 1) * a.sw + (a.kw - 1) * a.dw < a.W),
                  "max_pool2d: windows ", a.kh, "x", a.kw, " (stride ", a.sh, "x", a.sw, ", dilation ", a.dh, "x", a.dw,
                  ") for a ", a.OH, "x", a.OW, " output do not fit a ", a.H, "x", a.W, " input");
-  if (is_reduced_floating_point(x_in.dtype())) {
+  // CUDA's kernel takes 16-bit x as it is; the CPU's gets a float32 copy.
+  if (is_reduced_floating_point(x_in.dtype()) && x_in.device().is_cpu()) {
     MaxPoolResult r = max_pool2d(to_dtype(x_in, kFloat32), a);
     return {to_dtype(r.out, x_in.dtype()), r.indices};
   }
