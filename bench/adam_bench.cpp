@@ -1,7 +1,8 @@
 // AdamW's step on the CPU for a ~1M-parameter model (an MLP's weights: 1024x512, 512, 512x1024,
 // 1024): the fused kernel (Backend::adam_step, what optim::AdamW runs) against the same update composed
-// from lockstep::internal ops, one op per line of PyTorch's _single_tensor_adam. Prints
-// "BENCH <name> <value> <unit>" lines.
+// from lockstep::internal ops, one op per line of PyTorch's _single_tensor_adam; and the fused step on
+// bfloat16 parameters and state (float32 math, each element rounded once). Prints
+// "BENCH <name> <value> <unit>" lines; bench/torch_adam.py prints PyTorch's.
 //   tools/bazel run //bench:adam_bench
 #include <chrono>
 #include <cmath>
@@ -69,7 +70,20 @@ int main() {
   for (int s = 0; s < steps; ++s) run(s + 2);
   const double composed = seconds(t0) / steps;
 
+  // Fused on bfloat16 parameters, gradients and state.
+  std::vector<Tensor> params16;
+  for (size_t i = 0; i < params.size(); ++i) {
+    params16.push_back(internal::to_dtype(params[i].detach(), kBFloat16).set_requires_grad());
+    params16.back().set_grad(internal::to_dtype(grads[i], kBFloat16));
+  }
+  optim::AdamW adamw16(params16, o);
+  adamw16.step();
+  t0 = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s) adamw16.step();
+  const double fused16 = seconds(t0) / steps;
+
   std::printf("BENCH adamw_params %lld count\n", static_cast<long long>(n));
+  std::printf("BENCH adamw_step_fused_bf16 %.3f ms\n", fused16 * 1e3);
   std::printf("BENCH adamw_step_fused %.3f ms\n", fused * 1e3);
   std::printf("BENCH adamw_step_composed %.3f ms\n", composed * 1e3);
   std::printf("BENCH adamw_fused_speedup %.2f x\n", composed / fused);

@@ -78,6 +78,30 @@ int main() {
          "GB/s");
   report("transpose_8192x8192_f32", 2 * bytes / seconds_per_call([&] { internal::contiguous(internal::transpose(xm)); }) / 1e9, "GB/s");
 
+  // The same reductions and rows at bfloat16: read at 16 bits, computed in float32 (no float32 copy), so
+  // GB/s counts 2 bytes an element and should approach the float32 rows' figures.
+  const double bytes16 = 2.0 * n;
+  Tensor x16 = internal::to_dtype(x, kBFloat16), xm16 = internal::reshape(x16, {n / 8192, 8192});
+  report("sum_all_64M_bf16", bytes16 / seconds_per_call([&] { internal::sum(x16); }) / 1e9, "GB/s");
+  report("sum_dim0_8192x8192_bf16", bytes16 / seconds_per_call([&] { internal::sum(xm16, 0); }) / 1e9, "GB/s");
+  report("sum_dim1_8192x8192_bf16", bytes16 / seconds_per_call([&] { internal::sum(xm16, 1); }) / 1e9, "GB/s");
+  report("max_dim1_8192x8192_bf16", bytes16 / seconds_per_call([&] { internal::max(xm16, 1); }) / 1e9, "GB/s");
+  Tensor logits16 = internal::reshape(x16, {n / 1024, 1024});
+  report("log_softmax_65536x1024_bf16",
+         2 * bytes16 / seconds_per_call([&] { internal::log_softmax(logits16, 1); }) / 1e9, "GB/s");
+  report("layer_norm_65536x1024_bf16",
+         2 * bytes16 / seconds_per_call([&] { internal::layer_norm(logits16, 1024, Tensor(), Tensor(), 1e-5); }) / 1e9,
+         "GB/s");
+  {
+    Tensor p = internal::clone(x16), g = internal::to_dtype(y, kBFloat16), m = zeros({n}, {kBFloat16, kGpu}),
+           v = zeros({n}, {kBFloat16, kGpu}), none;
+    AdamStepArgs a;
+    a.lr = 1e-3, a.beta1 = 0.9, a.beta2 = 0.999, a.eps = 1e-8, a.step_size = 1e-2, a.bias_correction2_sqrt = 0.1;
+    // Reads p, g, m, v and writes p, m, v.
+    report("adam_step_64M_bf16", 7 * bytes16 / seconds_per_call([&] { internal::adam_step_(p, g, m, v, none, a); }) / 1e9,
+           "GB/s");
+  }
+
   Tensor host = randn({n});
   report("copy_h2d_256MiB", bytes / seconds_per_call([&] { internal::to_device(host, kGpu); }) / 1e9, "GB/s");
   report("copy_d2h_256MiB", bytes / seconds_per_call([&] { internal::to_device(x, Device::cpu()); }) / 1e9, "GB/s");

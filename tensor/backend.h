@@ -8,8 +8,8 @@
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
 // strides (a StridedPlan per call); the others take contiguous tensors unless they say otherwise.
 // bfloat16 and float16 reach the elementwise kernels (computed in float32, stored at 16 bits), every
-// backend's bfloat16 GEMM (and CUDA's float16 one), and the kernels whose comments name them; the ops
-// layer gives the others float32 copies.
+// backend's bfloat16 GEMM (and CUDA's float16 one), every CUDA kernel, and the CPU kernels whose
+// comments name them; the ops layer gives the others float32 copies.
 #pragma once
 
 #include <cstdint>
@@ -101,7 +101,8 @@ class FusedKernels {
   // Batch norm over x [N, C, inner] (tensor/batch_norm.h states the rules), x, grad_y and the outputs of
   // x's dtype; the per-channel statistics (mean, invstd [C], sums [2, C]) float64, so that a channel's
   // millions of values add up exactly enough and SyncBatchNorm all-reduces them as they are. weight and
-  // bias [C] of x's dtype, or undefined. sums = [sum x, sum x^2] per channel.
+  // bias [C] of x's compute dtype (compute_t: float32 beside a 16-bit x), or undefined. sums = [sum x,
+  // sum x^2] per channel.
   virtual void batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int64_t C, int64_t inner) = 0;
   // y = x * a + b with a = invstd * weight, b = bias - mean * a per channel.
   virtual void batch_norm_elemt(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,

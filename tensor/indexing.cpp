@@ -17,10 +17,13 @@ void check_index(const Tensor& index, const Tensor& a, const char* op) {
 }
 
 // index_select and gather move 16-bit elements as they are (on the CPU as bytes, on CUDA as 16-bit
-// words); the adds (index_add_, scatter_add_) accumulate a 16-bit destination in a float32 copy, so
-// repeated indices add in float32 and each element is rounded once; sort orders them as they are on
-// the CPU, a float32 copy on CUDA.
+// words). The adds (index_add_, scatter_add_) add into a 16-bit destination on CUDA at 16 bits (each add
+// computed in float32 and rounded, as PyTorch's CUDA kernels); on the CPU they accumulate in a float32
+// copy, so repeated indices add in float32 and each element is rounded once. sort orders 16-bit values
+// as they are on both devices.
 bool is_reduced(const Tensor& t) { return is_reduced_floating_point(t.dtype()); }
+// Whether an add into `out` goes through a float32 copy: a 16-bit destination on the CPU.
+bool adds_in_copy(const Tensor& out) { return is_reduced(out) && out.device().is_cpu(); }
 
 }  // namespace
 
@@ -56,8 +59,8 @@ void index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src
   LOCKSTEP_CHECK(src_in.device() == out.device(), "index_add_: source on ", src_in.device(), " but tensor on ",
                  out.device());
   if (!src_in.numel()) return;
-  if (is_reduced(out) || !out.is_contiguous()) {
-    Tensor tmp = contiguous(to_dtype(out, is_reduced(out) ? kFloat32 : out.dtype()));
+  if (adds_in_copy(out) || !out.is_contiguous()) {
+    Tensor tmp = contiguous(to_dtype(out, adds_in_copy(out) ? kFloat32 : out.dtype()));
     if (tmp.is_same(out)) tmp = clone(out);
     index_add_(tmp, d, index, src_in);
     copy_(out, tmp);
@@ -112,8 +115,9 @@ void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& s
   const int64_t d = wrap_dim(dim, std::max<int64_t>(out.dim(), 1), "scatter_add_");
   if (!index.numel()) return;
   // The kernel adds into a contiguous tensor of out's dtype, narrowed to index's sizes outside dim.
-  Tensor work = is_reduced(out) || !out.is_contiguous() ? contiguous(clone(to_dtype(out, is_reduced(out) ? kFloat32 : out.dtype())))
-                                                      : out;
+  Tensor work = adds_in_copy(out) || !out.is_contiguous()
+                    ? contiguous(clone(to_dtype(out, adds_in_copy(out) ? kFloat32 : out.dtype())))
+                    : out;
   Tensor target = narrow_to(work, index, d, "scatter_add_");
   Tensor src = to_dtype(src_in, work.dtype());
   for (int64_t k = 0; k < index.dim(); ++k)
@@ -178,10 +182,6 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
 
 std::pair<Tensor, Tensor> sort(const Tensor& a_in, int64_t dim, bool descending) {
   check_defined(a_in, "sort");
-  if (is_reduced(a_in) && !a_in.device().is_cpu()) {  // the CPU sorts 16-bit rows as they are
-    auto [v, i] = sort(to_dtype(a_in, kFloat32), dim, descending);
-    return {to_dtype(v, a_in.dtype()), i};
-  }
   if (a_in.dim() == 0) return {clone(a_in), zeros({}, {kInt64, a_in.device()})};
   const int64_t d = wrap_dim(dim, a_in.dim(), "sort");
   // The kernel sorts rows of [rows, n]: the sorted dimension moves last and back.

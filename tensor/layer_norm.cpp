@@ -1,6 +1,7 @@
 // LayerNorm in the ops layer, forward and backward: checks and contiguous operands for the backend's
-// fused LayerNorm kernels. The CPU's take bfloat16 and float16 rows as they are, with float32 mean and
-// rstd; on CUDA 16-bit tensors run on float32 copies (the statistics are float32 either way).
+// fused LayerNorm kernels. Both backends take bfloat16 and float16 rows as they are (computed in
+// float32, with float32 mean and rstd); a float32 weight or bias beside a 16-bit input is given to them
+// in the input's dtype.
 #include <cmath>
 
 #include "tensor/factory.h"
@@ -23,12 +24,6 @@ LayerNormResult layer_norm(const Tensor& x_in, int64_t n, const Tensor& weight, 
                    "layer_norm: weight/bias of dtype ", t->dtype(), " for a ", x_in.dtype(), " input (expected ",
                    x_in.dtype(), " or float32)");
   }
-  if (is_reduced_floating_point(x_in.dtype()) && !x_in.device().is_cpu()) {
-    auto f32 = [](const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; };
-    LayerNormResult r = layer_norm(f32(x_in), n, f32(weight), f32(bias), eps);
-    r.y = to_dtype(r.y, x_in.dtype());
-    return r;
-  }
   auto same = [&](const Tensor& t) { return t.defined() ? contiguous(to_dtype(t, x_in.dtype())) : t; };
   Tensor x = contiguous(x_in), w = same(weight), b = same(bias);
   const int64_t rows = x.numel() / n;
@@ -43,14 +38,6 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x_in, con
                                    const Tensor& weight, int64_t n, bool want_x, bool want_weight, bool want_bias) {
   LOCKSTEP_CHECK(grad_y.shape() == x_in.shape(), "layer_norm_backward: gradient ", grad_y.shape(),
                  " does not match input ", x_in.shape());
-  if (is_reduced_floating_point(x_in.dtype()) && !x_in.device().is_cpu()) {
-    auto f32 = [](const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; };
-    LayerNormGrads g = layer_norm_backward(f32(grad_y), f32(x_in), mean, rstd, f32(weight), n, want_x, want_weight,
-                                           want_bias);
-    for (Tensor* t : {&g.x, &g.weight, &g.bias})
-      if (t->defined()) *t = to_dtype(*t, x_in.dtype());
-    return g;
-  }
   Tensor x = contiguous(x_in), gy = contiguous(to_dtype(grad_y, x.dtype()));
   Tensor w = weight.defined() ? contiguous(to_dtype(weight, x.dtype())) : weight;
   const int64_t rows = n ? x.numel() / n : 0;

@@ -18,11 +18,7 @@ MaxPoolResult max_pool2d(const Tensor& x_in, const MaxPool2dArgs& a) {
                      (a.OW == 0 || (a.OW - 1) * a.sw + (a.kw - 1) * a.dw < a.W),
                  "max_pool2d: windows ", a.kh, "x", a.kw, " (stride ", a.sh, "x", a.sw, ", dilation ", a.dh, "x", a.dw,
                  ") for a ", a.OH, "x", a.OW, " output do not fit a ", a.H, "x", a.W, " input");
-  // The CPU pools 16-bit planes as they are; CUDA through a float32 copy.
-  if (is_reduced_floating_point(x_in.dtype()) && !x_in.device().is_cpu()) {
-    MaxPoolResult r = max_pool2d(to_dtype(x_in, kFloat32), a);
-    return {to_dtype(r.out, x_in.dtype()), r.indices};
-  }
+  // Both devices pool 16-bit planes as they are (float32 compares).
   const Tensor x = contiguous(x_in);
   Shape s = x.shape();
   s[s.size() - 2] = a.OH;

@@ -1,14 +1,22 @@
 // The optimizer steps in the ops layer (sgd_step_, adam_step_): checks of the parameter, gradient and
-// state tensors for the backend's fused steps, whose per-element rules are tensor/optim_step.h's.
+// state tensors for the backend's fused steps, whose per-element rules are tensor/optim_step.h's. A
+// bfloat16 or float16 parameter keeps its gradient and state in its dtype and is updated in float32 (each
+// element loaded, updated and rounded once: PyTorch's fused optimizers' rule), on both devices.
 #include "tensor/ops.h"
 
 namespace lockstep::internal {
 
+namespace {
+void check_param_dtype(const Tensor& param, const char* op) {
+  LOCKSTEP_CHECK(is_floating_point(param.dtype()), op,
+                 ": expected a floating parameter (float32, float64, bfloat16 or float16), got ", param.dtype());
+}
+}  // namespace
+
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum, double dampening,
                double weight_decay, bool nesterov, bool first_step) {
   LOCKSTEP_CHECK(param.defined() && grad.defined(), "sgd_step_: got an undefined parameter or gradient");
-  LOCKSTEP_CHECK(param.dtype() == kFloat32 || param.dtype() == kFloat64, "sgd_step_: expected a float32 or float64 "
-                 "parameter, got ", param.dtype());
+  check_param_dtype(param, "sgd_step_");
   LOCKSTEP_CHECK(grad.shape() == param.shape() && grad.dtype() == param.dtype() && grad.device() == param.device(),
                  "sgd_step_: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
                  " does not match parameter ", param.shape(), " ", param.dtype(), " on ", param.device());
@@ -30,8 +38,7 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                 const AdamStepArgs& args) {
   LOCKSTEP_CHECK(param.defined() && grad.defined(), "adam_step_: got an undefined parameter or gradient");
-  LOCKSTEP_CHECK(param.dtype() == kFloat32 || param.dtype() == kFloat64, "adam_step_: expected a float32 or float64 "
-                 "parameter, got ", param.dtype());
+  check_param_dtype(param, "adam_step_");
   auto check_like = [&](const Tensor& t, const char* what) {
     LOCKSTEP_CHECK(t.defined() && t.shape() == param.shape() && t.dtype() == param.dtype() &&
                        t.device() == param.device() && t.is_contiguous(),

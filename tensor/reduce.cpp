@@ -18,11 +18,7 @@ Tensor reduce(Reduction op, const Tensor& a_in, int64_t dim, bool keepdim, const
   // A sum (product) of bools counts (ands) them in int64, as PyTorch.
   if (a_in.dtype() == kBool && info.dtypes == OpDtypes::kNumeric)
     return reduce(op, to_dtype(a_in, kInt64), dim, keepdim, name);
-  // Every row reads 16-bit tensors as they are on the CPU; on CUDA they run on a float32 copy.
-  if (is_reduced_floating_point(a_in.dtype()) && !a_in.device().is_cpu()) {
-    Tensor r = reduce(op, to_dtype(a_in, kFloat32), dim, keepdim, name);
-    return info.index ? r : to_dtype(r, a_in.dtype());
-  }
+  // Both devices reduce 16-bit tensors as they are, by each row's rule (tensor/reduce_ops.h).
   // A 0-D tensor reduces over its one element along "dimension 0", as PyTorch allows.
   Tensor a = a_in.dim() == 0 ? view(a_in, {1}) : contiguous(a_in);
   const int64_t d = wrap_dim(dim, a.dim(), name);
@@ -68,10 +64,21 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
     return reduce(Reduction::Sum, reshape(a, {a.numel()}), 0, false, "sum");
   Tensor r = a;
   if (is_reduced_floating_point(a.dtype()) && dims.size() > 1) {
-    // A 16-bit sum is rounded once: adjacent dimensions (a bias gradient's [B, T] of [B, T, C]) merge
-    // into one reduction; others are summed in a float32 copy (each pass would round to 16 bits).
-    if (dims.back() - dims.front() + 1 != static_cast<int64_t>(dims.size()))
-      return to_dtype(sum(to_dtype(a, kFloat32), dims, keepdim), a.dtype());
+    // A 16-bit sum is rounded once (each pass would round to 16 bits), so the reduced dimensions become
+    // one reduction: adjacent ones (a bias gradient's [B, T] of [B, T, C]) merge as they are; others are
+    // moved last first (a 16-bit copy, not a float32 one).
+    if (dims.back() - dims.front() + 1 != static_cast<int64_t>(dims.size())) {
+      std::vector<int64_t> order;
+      Shape kept;
+      int64_t count = 1;
+      for (int64_t d = 0; d < a.dim(); ++d)
+        if (!std::binary_search(dims.begin(), dims.end(), d)) order.push_back(d), kept.push_back(a.shape()[d]);
+      for (int64_t d : dims) order.push_back(d), count *= a.shape()[d];
+      Shape flat = kept;
+      flat.push_back(count);  // [kept..., reduced]
+      Tensor r = reduce(Reduction::Sum, reshape(contiguous(permute(a, order)), flat), -1, false, "sum");
+      return keepdim ? reshape(r, kept_shape(a.shape(), dims)) : r;
+    }
     Shape merged(a.shape().begin(), a.shape().begin() + dims.front());
     merged.push_back(1);
     for (int64_t d : dims) merged.back() *= a.shape()[d];

@@ -12,10 +12,10 @@
 //
 // The accumulation rule, the same on both devices and in every layout (inner == 1 and inner > 1):
 // floating sums, means and products accumulate in double and round once at the end; integer ones in
-// int64 (a uint8 sum wraps once, at the end). bfloat16 and float16 are read at 16 bits on the CPU (on
-// CUDA, through float32 copies): sums, means and products accumulate in double and round once; max,
-// min and the arg rows compare in float32, where every 16-bit value is exact. The NaN rule: max and min
-// propagate NaN; argmax and argmin give the first NaN, else the first extreme (PyTorch's rule).
+// int64 (a uint8 sum wraps once, at the end). bfloat16 and float16 are read at 16 bits on both
+// devices: sums, means and products accumulate in double and round once; max, min and the arg rows
+// compare in float32, where every 16-bit value is exact. The NaN rule: max and min propagate NaN;
+// argmax and argmin give the first NaN, else the first extreme (PyTorch's rule).
 #pragma once
 
 #include <cstdint>

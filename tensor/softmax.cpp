@@ -1,6 +1,7 @@
 // softmax and log_softmax in the ops layer, forward and backward: checks and the [outer, n, inner]
 // view the backend's fused softmax kernels take. The CPU's kernels take bfloat16 and float16 rows as they
-// are (computed in float32); along a middle dimension, and on CUDA, 16-bit tensors run on float32 copies.
+// are (computed in float32); along a middle dimension, 16-bit tensors run on float32 copies. CUDA's
+// kernels take 16-bit tensors as they are along any dimension.
 #include <cmath>
 
 #include "tensor/factory.h"
@@ -9,8 +10,8 @@
 namespace lockstep::internal {
 
 namespace {
-// Whether a 16-bit tensor has a kernel: the CPU's row kernels (the softmax dimension last).
-bool rows_kernel(const Tensor& t, int64_t inner) { return t.device().is_cpu() && inner == 1; }
+// Whether a 16-bit tensor has a kernel: CUDA's, or the CPU's row kernels (the softmax dimension last).
+bool rows_kernel(const Tensor& t, int64_t inner) { return !t.device().is_cpu() || inner == 1; }
 }  // namespace
 
 Tensor softmax(const Tensor& a_in, int64_t dim, bool log) {

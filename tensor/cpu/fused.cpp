@@ -214,9 +214,10 @@ void CpuBackend::nll_loss_backward(Tensor& g, const Tensor& go, const Tensor& ta
 
 void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum, double dampening,
               double wd, bool nesterov, bool first) {
-  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
+  dispatch_rows(param.dtype(), "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const detail::SgdScalars<T> s{T(lr), T(momentum), T(1 - dampening), T(wd)};
+    using C = compute_t<T>;
+    const detail::SgdScalars<C> s{C(lr), C(momentum), C(1 - dampening), C(wd)};
     cpu::sgd_step(param.data<T>(), grad.data<T>(), momentum != 0 ? buf.data<T>() : nullptr, param.numel(), s,
                        momentum != 0, first, nesterov);
   });
@@ -224,7 +225,7 @@ void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, double
 
 void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                const AdamStepArgs& args) {
-  dispatch_floating(param.dtype(), "adam_step", [&](auto tag) {
+  dispatch_rows(param.dtype(), "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::adam_step(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
                         args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);

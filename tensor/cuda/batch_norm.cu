@@ -1,7 +1,9 @@
 // Batch norm's four kernels over x [N, C, inner] (tensor/backend.h states the rules). The reductions
 // take one block per channel, which walks the channel's N planes and sums in double (the statistics
 // are float64, as on the CPU); the elementwise passes take one block per (n, c) plane, which works out
-// the channel's constants once and then runs along the contiguous plane.
+// the channel's constants once and then runs along the contiguous plane. bfloat16 and float16 x, grad_y
+// and outputs are read and written at 16 bits and computed in float32 (C = compute_t<T>), with the
+// weight and bias in float32 (C), as PyTorch's CUDA kernels take a float32 weight beside a 16-bit input.
 #include <algorithm>
 
 #include "tensor/cuda/cuda_backend.h"
@@ -44,30 +46,31 @@ __global__ void channel_sums(double* sums, const T* gy, const T* x, const double
   }
 }
 
-template <typename T>
-__global__ void batch_norm_elemt_planes(T* y, const T* x, const double* mean, const double* invstd, const T* w,
-                                        const T* b, int64_t planes, int64_t C, int64_t inner) {
+template <typename T, typename W = compute_t<T>>
+__global__ void batch_norm_elemt_planes(T* y, const T* x, const double* mean, const double* invstd, const W* w,
+                                        const W* b, int64_t planes, int64_t C, int64_t inner) {
   for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
     const int64_t c = p % C;
     const double a = invstd[c] * (w ? static_cast<double>(w[c]) : 1.0);
-    const T at = static_cast<T>(a), bt = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) - mean[c] * a);
-    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) y[p * inner + j] = x[p * inner + j] * at + bt;
+    const W at = static_cast<W>(a), bt = static_cast<W>((b ? static_cast<double>(b[c]) : 0.0) - mean[c] * a);
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
+      y[p * inner + j] = static_cast<T>(ld(x[p * inner + j]) * at + bt);
   }
 }
 
-template <typename T>
+template <typename T, typename W = compute_t<T>>
 __global__ void batch_norm_backward_elemt_planes(T* gx, const T* gy, const T* x, const double* mean,
-                                                 const double* invstd, const T* w, const double* sums, double count,
+                                                 const double* invstd, const W* w, const double* sums, double count,
                                                  int64_t planes, int64_t C, int64_t inner) {
   for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
     const int64_t c = p % C;
     const double k = invstd[c] * (w ? static_cast<double>(w[c]) : 1.0);
     const double mdy = sums ? sums[c] / count : 0.0;
     const double proj = sums ? invstd[c] * invstd[c] * sums[C + c] / count : 0.0;
-    const T kt = static_cast<T>(k), c1 = static_cast<T>(-k * proj), c0 = static_cast<T>(k * (proj * mean[c] - mdy));
+    const W kt = static_cast<W>(k), c1 = static_cast<W>(-k * proj), c0 = static_cast<W>(k * (proj * mean[c] - mdy));
     for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
       const int64_t at = p * inner + j;
-      gx[at] = gy[at] * kt + x[at] * c1 + c0;
+      gx[at] = static_cast<T>(ld(gy[at]) * kt + ld(x[at]) * c1 + c0);
     }
   }
 }
@@ -84,7 +87,7 @@ unsigned blocks(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>(n,
 void CudaBackend::batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int64_t C, int64_t inner) {
   if (C == 0) return;
   OnDevice on(x.device());
-  dispatch_floating(x.dtype(), "batch_norm_stats", [&](auto tag) {
+  dispatch_any_floating(x.dtype(), "batch_norm_stats", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_LAUNCH("batch_norm_stats", channel_sums<T, false>, blocks(C), kThreads, on.stream(), sums.data<double>(),
                     static_cast<const T*>(nullptr), x.data<T>(), static_cast<const double*>(nullptr), N, C, inner);
@@ -95,11 +98,11 @@ void CudaBackend::batch_norm_elemt(Tensor& y, const Tensor& x, const Tensor& mea
                                    const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t inner) {
   if (N * C * inner == 0) return;
   OnDevice on(x.device());
-  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+  dispatch_any_floating(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_LAUNCH("batch_norm_elemt", batch_norm_elemt_planes<T>, blocks(N * C), block_for(inner), on.stream(),
-                    y.data<T>(), x.data<T>(), mean.data<double>(), invstd.data<double>(), ptr_or_null<T>(weight),
-                    ptr_or_null<T>(bias), N * C, C, inner);
+                    y.data<T>(), x.data<T>(), mean.data<double>(), invstd.data<double>(),
+                    ptr_or_null<compute_t<T>>(weight), ptr_or_null<compute_t<T>>(bias), N * C, C, inner);
   });
 }
 
@@ -107,7 +110,7 @@ void CudaBackend::batch_norm_backward_reduce(Tensor& sums, const Tensor& gy, con
                                              int64_t N, int64_t C, int64_t inner) {
   if (C == 0) return;
   OnDevice on(x.device());
-  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+  dispatch_any_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_LAUNCH("batch_norm_backward_reduce", channel_sums<T, true>, blocks(C), kThreads, on.stream(),
                     sums.data<double>(), gy.data<T>(), x.data<T>(), mean.data<double>(), N, C, inner);
@@ -119,11 +122,11 @@ void CudaBackend::batch_norm_backward_elemt(Tensor& gx, const Tensor& gy, const 
                                             double count, int64_t N, int64_t C, int64_t inner) {
   if (N * C * inner == 0) return;
   OnDevice on(x.device());
-  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+  dispatch_any_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_LAUNCH("batch_norm_backward_elemt", batch_norm_backward_elemt_planes<T>, blocks(N * C),
                     block_for(inner), on.stream(), gx.data<T>(), gy.data<T>(), x.data<T>(), mean.data<double>(),
-                    invstd.data<double>(), ptr_or_null<T>(weight), ptr_or_null<double>(sums), count, N * C, C, inner);
+                    invstd.data<double>(), ptr_or_null<compute_t<T>>(weight), ptr_or_null<double>(sums), count, N * C, C, inner);
   });
 }
 

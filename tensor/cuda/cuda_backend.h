@@ -1,6 +1,9 @@
 // CudaBackend: tensor/backend.h's kernel list on CUDA devices. One method per kernel, defined in the
 // file of its concept; each makes the tensors' device current (OnDevice, context.h) and queues its work
-// on that device's stream without waiting, except copies to the host and synchronize().
+// on that device's stream without waiting, except copies to the host and synchronize(). Every kernel
+// but uniform and the recurrent cells takes bfloat16 and float16 tensors as they are: it reads and writes
+// 16 bits and computes in float32 (compute_t; launch.cuh's dispatch_any_floating is the fused kernels'
+// dtype table), so the ops layer makes no float32 copy for CUDA.
 //
 //   allocate, deallocate                      cuda_backend.cpp (through allocator.h)
 //   copy, synchronize                         cuda_backend.cpp

@@ -125,12 +125,17 @@ __global__ void where_kernel(T* out, const bool* cond, const T* a, const T* b, S
 }
 
 // torch.optim.SGD for one parameter: tensor/optim_step.h's sgd_update, the CPU loop's rule, on each
-// element of p, g and the momentum buffer (contiguous, as the contract gives them).
+// element of p, g and the momentum buffer (contiguous, as the contract gives them). 16-bit parameters
+// and buffers are loaded into float32, updated there and rounded once on store (PyTorch's fused
+// optimizers' opmath rule).
 template <typename T, bool kMomentum, bool kFirst, bool kNesterov>
-__global__ void sgd_kernel(T* p, const T* g, T* m, lockstep::detail::SgdScalars<T> s, int64_t n) {
+__global__ void sgd_kernel(T* p, const T* g, T* m, lockstep::detail::SgdScalars<compute_t<T>> s, int64_t n) {
+  using C = compute_t<T>;
   LOCKSTEP_GRID_STRIDE(i, n) {
-    T unused = 0;
-    lockstep::detail::sgd_update<kMomentum, kFirst, kNesterov>(p[i], g[i], kMomentum ? m[i] : unused, s);
+    C pi = ld(p[i]), mi = kMomentum && !kFirst ? ld(m[i]) : C(0);
+    lockstep::detail::sgd_update<kMomentum, kFirst, kNesterov>(pi, ld(g[i]), mi, s);
+    p[i] = static_cast<T>(pi);
+    if constexpr (kMomentum) m[i] = static_cast<T>(mi);
   }
 }
 
@@ -260,10 +265,11 @@ void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, doubl
   OnDevice on(param.device());
   const int64_t n = param.numel();
   if (n == 0) return;
-  dispatch_floating(param.dtype(), "sgd_step", [&](auto tag) {
+  dispatch_any_floating(param.dtype(), "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     T* m = momentum != 0 ? buf.data<T>() : nullptr;
-    const lockstep::detail::SgdScalars<T> s{T(lr), T(momentum), T(1 - dampening), T(wd)};
+    const lockstep::detail::SgdScalars<C> s{C(lr), C(momentum), C(1 - dampening), C(wd)};
     lockstep::detail::visit_sgd_options(momentum != 0, first, nesterov, [&](auto mom, auto fst, auto nes) {
       LOCKSTEP_LAUNCH("sgd_kernel", (sgd_kernel<T, decltype(mom)::value, decltype(fst)::value, decltype(nes)::value>),
                       grid_for(n, on.ctx), kThreads, on.stream(), param.data<T>(), grad.data<T>(), m, s, n);

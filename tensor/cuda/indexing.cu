@@ -1,8 +1,11 @@
 // Data movement by position, with positions read from an int64 tensor: index_select / index_add along
 // the middle dimension of [outer, n, inner], gather / scatter_add elementwise along it. Every index is
 // checked on the device: an out-of-range one skips its read or write and is recorded, then raised at the
-// next synchronization (device_error.h). The adds use atomics, since indices may repeat.
+// next synchronization (device_error.h). The adds use atomics, since indices may repeat; bfloat16 and
+// float16 destinations are added to at 16 bits (each add in float32, rounded once), as PyTorch's CUDA
+// index_add_ and scatter_add_ do.
 #include <cstdint>
+#include <type_traits>
 
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/device_error.cuh"
@@ -45,6 +48,26 @@ __device__ void atomic_add(T* p, T v) {
     const T sum = static_cast<T>(static_cast<T>((assumed >> shift) & 0xffu) + v);
     const unsigned byte = static_cast<uint8_t>(sum);
     const unsigned updated = (assumed & ~(0xffu << shift)) | (byte << shift);
+    old = atomicCAS(word, assumed, updated);
+  } while (old != assumed);
+}
+
+// bfloat16 and float16: a compare-and-swap on the aligned 32-bit word that holds the element (inside
+// the allocation, as above), the sum computed in float32 and rounded to 16 bits.
+template <typename T>
+  requires(std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>)
+__device__ void atomic_add(T* p, T v) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  unsigned* word = reinterpret_cast<unsigned*>(addr & ~uintptr_t{3});
+  const unsigned shift = static_cast<unsigned>(addr & 2) * 8;
+  const float add = static_cast<float>(v);
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    T current;
+    current.bits = static_cast<uint16_t>(assumed >> shift);
+    const T sum = static_cast<T>(static_cast<float>(current) + add);
+    const unsigned updated = (assumed & ~(0xffffu << shift)) | (static_cast<unsigned>(sum.bits) << shift);
     old = atomicCAS(word, assumed, updated);
   } while (old != assumed);
 }
@@ -131,7 +154,7 @@ void CudaBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src,
   check_dims("index_add_", outer, n, inner, out, src, k);
   if (k == 0) return;
   OnDevice on(out.device());
-  dispatch_compute(out.dtype(), "index_add_", [&](auto tag) {
+  dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     on.ctx.launch_checked([&](IndexError* err) {
       if (outer * inner == 0) {
@@ -170,7 +193,7 @@ void CudaBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& sr
                  index.numel());
   if (index.numel() == 0) return;
   OnDevice on(out.device());
-  dispatch_compute(out.dtype(), "scatter_add_", [&](auto tag) {
+  dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     on.ctx.launch_checked([&](IndexError* err) {
       LOCKSTEP_LAUNCH("scatter_add_kernel", scatter_add_kernel<T>, grid_for(index.numel(), on.ctx), kThreads,

@@ -1,5 +1,5 @@
 // What the kernel files share: the checked launch, launch geometry, the grid-stride loop, a block-wide
-// reduction and scratch memory from the caching allocator.
+// reduction, scratch memory from the caching allocator and the fused kernels' dtype table.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +12,7 @@
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/context.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/dtype.h"
 
 namespace lockstep::cuda::detail {
 
@@ -89,5 +90,25 @@ class Scratch {
   int device_;
   void* ptr_;
 };
+
+// The fused kernels' dtypes, one row each: float32, float64, and bfloat16 and float16, which a kernel
+// reads and writes at 16 bits and computes in compute_t<T> (float32), rounding each output once, as
+// PyTorch's CUDA kernels do; no float32 copy of a 16-bit tensor is made. `op` names the caller.
+template <typename Fn>
+decltype(auto) dispatch_any_floating(Dtype d, const char* op, Fn&& fn) {
+  switch (d) {
+    case Dtype::Float32: return fn(type_tag<float>{});
+    case Dtype::Float64: return fn(type_tag<double>{});
+    case Dtype::BFloat16: return fn(type_tag<BFloat16>{});
+    case Dtype::Float16: return fn(type_tag<Float16>{});
+    default: fail(op, ": expected a floating tensor (float32, float64, bfloat16 or float16), got ", dtype_name(d));
+  }
+}
+
+// Element v in the type its kernel computes in (compute_t<T>: float32 for bfloat16 and float16).
+template <typename T>
+__device__ inline compute_t<T> ld(const T& v) {
+  return static_cast<compute_t<T>>(v);
+}
 
 }  // namespace lockstep::cuda::detail

@@ -1,6 +1,7 @@
 // LayerNorm over the last dimension and its backward (tensor/backend.h states the rule). One block
 // per row reduces it (sums in double for float inputs, as on the CPU); the weight and bias gradients,
-// sums over the rows, take one thread per column (coalesced across the columns).
+// sums over the rows, take one thread per column (coalesced across the columns). bfloat16 and float16
+// are read and written at 16 bits and computed in float32, with float32 mean and rstd.
 #include <cmath>
 #include <type_traits>
 
@@ -11,69 +12,73 @@
 namespace lockstep::cuda::detail {
 namespace {
 
-template <typename T>
-using AccT = std::conditional_t<std::is_same_v<T, float>, double, T>;
+// The sums' accumulator for compute type C: double for float32 (and 16-bit) inputs.
+template <typename C>
+using AccT = std::conditional_t<std::is_same_v<C, float>, double, C>;
 
 constexpr unsigned kMaxGrid = 65535;
 
-template <typename T>
-__global__ void layer_norm_rows(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows, int64_t n,
+// x, w, b, y of T; mean and rstd of C = compute_t<T> (float32 for a 16-bit x, as on the CPU).
+template <typename T, typename C = compute_t<T>>
+__global__ void layer_norm_rows(T* y, C* mean, C* rstd, const T* x, const T* w, const T* b, int64_t rows, int64_t n,
                                 double eps) {
-  __shared__ AccT<T> ssum[kThreads];
-  auto add = [](AccT<T> p, AccT<T> q) { return p + q; };
+  using Acc = AccT<C>;
+  __shared__ Acc ssum[kThreads];
+  auto add = [](Acc p, Acc q) { return p + q; };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
-    AccT<T> s = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += xr[j];
-    const AccT<T> mu = block_reduce(s, add, ssum) / AccT<T>(n);
-    AccT<T> v = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (xr[j] - mu) * (xr[j] - mu);
-    const AccT<T> var = block_reduce(v, add, ssum) / AccT<T>(n);
-    const T m = static_cast<T>(mu), rs = static_cast<T>(1 / sqrt(static_cast<double>(var) + eps));
+    Acc s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += ld(xr[j]);
+    const Acc mu = block_reduce(s, add, ssum) / Acc(n);
+    Acc v = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v += (ld(xr[j]) - mu) * (ld(xr[j]) - mu);
+    const Acc var = block_reduce(v, add, ssum) / Acc(n);
+    const C m = static_cast<C>(mu), rs = static_cast<C>(1 / sqrt(static_cast<double>(var) + eps));
     if (threadIdx.x == 0) {
       mean[r] = m;
       rstd[r] = rs;
     }
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      T o = (xr[j] - m) * rs;
-      if (w) o = o * w[j];
-      if (b) o = o + b[j];
-      y[r * n + j] = o;
+      C o = (ld(xr[j]) - m) * rs;
+      if (w) o = o * ld(w[j]);
+      if (b) o = o + ld(b[j]);
+      y[r * n + j] = static_cast<T>(o);
     }
   }
 }
 
-template <typename T>
-__global__ void layer_norm_backward_rows(T* gx, const T* gy, const T* x, const T* mean, const T* rstd, const T* w,
+template <typename T, typename C = compute_t<T>>
+__global__ void layer_norm_backward_rows(T* gx, const T* gy, const T* x, const C* mean, const C* rstd, const T* w,
                                          int64_t rows, int64_t n) {
-  __shared__ AccT<T> ssum[kThreads];
-  auto add = [](AccT<T> p, AccT<T> q) { return p + q; };
+  using Acc = AccT<C>;
+  __shared__ Acc ssum[kThreads];
+  auto add = [](Acc p, Acc q) { return p + q; };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * n, *gr = gy + r * n;
-    const T m = mean[r], rs = rstd[r];
-    AccT<T> sa = 0, sc = 0;
+    const C m = mean[r], rs = rstd[r];
+    Acc sa = 0, sc = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const T gh = w ? gr[j] * w[j] : gr[j];
+      const C gh = w ? ld(gr[j]) * ld(w[j]) : ld(gr[j]);
       sa += gh;
-      sc += gh * ((xr[j] - m) * rs);
+      sc += gh * ((ld(xr[j]) - m) * rs);
     }
-    const T a = static_cast<T>(block_reduce(sa, add, ssum) / AccT<T>(n));
-    const T c = static_cast<T>(block_reduce(sc, add, ssum) / AccT<T>(n));
+    const C a = static_cast<C>(block_reduce(sa, add, ssum) / Acc(n));
+    const C c = static_cast<C>(block_reduce(sc, add, ssum) / Acc(n));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const T gh = w ? gr[j] * w[j] : gr[j];
-      gx[r * n + j] = rs * (gh - a - (xr[j] - m) * rs * c);
+      const C gh = w ? ld(gr[j]) * ld(w[j]) : ld(gr[j]);
+      gx[r * n + j] = static_cast<T>(rs * (gh - a - (ld(xr[j]) - m) * rs * c));
     }
   }
 }
 
-template <typename T>
-__global__ void layer_norm_backward_cols(T* gw, T* gb, const T* gy, const T* x, const T* mean, const T* rstd,
+template <typename T, typename C = compute_t<T>>
+__global__ void layer_norm_backward_cols(T* gw, T* gb, const T* gy, const T* x, const C* mean, const C* rstd,
                                          int64_t rows, int64_t n) {
   LOCKSTEP_GRID_STRIDE(j, n) {
-    AccT<T> sw = 0, sb = 0;
+    AccT<C> sw = 0, sb = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      const T g = gy[r * n + j];
-      sw += g * ((x[r * n + j] - mean[r]) * rstd[r]);
+      const C g = ld(gy[r * n + j]);
+      sw += g * ((ld(x[r * n + j]) - mean[r]) * rstd[r]);
       sb += g;
     }
     if (gw) gw[j] = static_cast<T>(sw);
@@ -92,10 +97,10 @@ void CudaBackend::layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor
                              const Tensor& bias, int64_t rows, int64_t n, double eps) {
   if (rows == 0) return;
   OnDevice on(x.device());
-  dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
+  dispatch_any_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_LAUNCH("layer_norm_rows", layer_norm_rows<T>, static_cast<unsigned>(std::min<int64_t>(rows, kMaxGrid)),
-                    block_for(n), on.stream(), y.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(),
+                    block_for(n), on.stream(), y.data<T>(), mean.data<compute_t<T>>(), rstd.data<compute_t<T>>(), x.data<T>(),
                     ptr_or_null<T>(weight), ptr_or_null<T>(bias), rows, n, eps);
   });
 }
@@ -104,17 +109,17 @@ void CudaBackend::layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const 
                                       const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t rows,
                                       int64_t n) {
   OnDevice on(x.device());
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
+  dispatch_any_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (gx.defined() && rows > 0)
       LOCKSTEP_LAUNCH("layer_norm_backward_rows", layer_norm_backward_rows<T>,
                       static_cast<unsigned>(std::min<int64_t>(rows, kMaxGrid)), block_for(n), on.stream(),
-                      gx.data<T>(), gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), ptr_or_null<T>(weight),
+                      gx.data<T>(), gy.data<T>(), x.data<T>(), mean.data<compute_t<T>>(), rstd.data<compute_t<T>>(), ptr_or_null<T>(weight),
                       rows, n);
     if ((gw.defined() || gb.defined()) && n > 0)
       LOCKSTEP_LAUNCH("layer_norm_backward_cols", layer_norm_backward_cols<T>, grid_for(n, on.ctx), kThreads,
-                      on.stream(), ptr_or_null<T>(gw), ptr_or_null<T>(gb), gy.data<T>(), x.data<T>(), mean.data<T>(),
-                      rstd.data<T>(), rows, n);
+                      on.stream(), ptr_or_null<T>(gw), ptr_or_null<T>(gb), gy.data<T>(), x.data<T>(),
+                      mean.data<compute_t<T>>(), rstd.data<compute_t<T>>(), rows, n);
   });
 }
 

@@ -6,6 +6,9 @@
 // threads down each column). When there are too few outputs to fill the GPU (the all-elements sum is
 // one output) each one is split over several blocks (`splits`), which write partial accumulators;
 // a second launch of the same kernel reduces those.
+//
+// bfloat16 and float16 are read at 16 bits, every row: sum, mean and prod by their own rules (double
+// accumulators, rounded once), the others by the float32 rule on each element loaded into float32.
 #include <cmath>
 #include <type_traits>
 
@@ -17,7 +20,8 @@
 namespace lockstep::cuda::detail {
 namespace {
 
-// The rule of a row (tensor/reduce_ops.h): the same Acc, lift, combine and finish as the CPU loops.
+// The rule of a row (tensor/reduce_ops.h): the same Acc, lift, combine and finish as the CPU loops; a
+// 16-bit T is read as it is and computed in compute_t<T> by every rule.
 template <typename T, Reduction Op>
 using Reducer = ReduceRule<Op, T>;
 
@@ -147,7 +151,7 @@ void CudaBackend::reduce(Reduction op, Tensor& out, const Tensor& a, int64_t out
   }
   OnDevice on(out.device());
   visit_reduction(op, [&](auto r, auto kinds) {
-    dispatch_compute(a.dtype(), name, [&](auto tag) {
+    dispatch(a.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (!op_accepts<decltype(kinds)::value, T>()) {
         fail(name, ": not defined for ", dtype_name(a.dtype()), " tensors");

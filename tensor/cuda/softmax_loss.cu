@@ -2,6 +2,8 @@
 // nll_loss pair that follows log_softmax in cross-entropy. For inner == 1 (softmax over the last
 // dimension, the usual case) one block reduces each row; otherwise one thread walks each column
 // (coalesced across the columns). Sums accumulate in double for float inputs, as on the CPU.
+// bfloat16 and float16 are read and written at 16 bits and computed in float32 (compute_t), each output
+// rounded once; T below is the stored type, C the one it computes in.
 #include <cmath>
 #include <type_traits>
 
@@ -14,8 +16,9 @@
 namespace lockstep::cuda::detail {
 namespace {
 
-template <typename T>
-using AccT = std::conditional_t<std::is_same_v<T, float>, double, T>;
+// The sums' accumulator for compute type C: double for float32 (and 16-bit) inputs.
+template <typename C>
+using AccT = std::conditional_t<std::is_same_v<C, float>, double, C>;
 
 // One softmax element from x, the row's max m and s = sum(exp(x - m)): the max keeps exp() from
 // overflowing. log: x - (m + log(s)); else exp(x - m) / s. A NaN anywhere in the row makes m or s NaN
@@ -43,56 +46,62 @@ constexpr unsigned kMaxGrid = 65535;
 // inner == 1: one block per row.
 template <typename T, bool kLog>
 __global__ void softmax_rows(T* out, const T* x, int64_t outer, int64_t n) {
-  __shared__ T smax[kThreads];
-  __shared__ AccT<T> ssum[kThreads];
+  using C = compute_t<T>;
+  __shared__ C smax[kThreads];
+  __shared__ AccT<C> ssum[kThreads];
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
     const T* xr = x + o * n;
-    T m = -INFINITY;
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = fn::max_nan(m, xr[k]);
-    m = block_reduce(m, [](T a, T b) { return fn::max_nan(a, b); }, smax);
-    AccT<T> s = 0;
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += math::exp(xr[k] - m);
-    s = block_reduce(s, [](AccT<T> a, AccT<T> b) { return a + b; }, ssum);
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) out[o * n + k] = softmax_at<T, kLog>(xr[k], m, s);
+    C m = -INFINITY;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = fn::max_nan(m, ld(xr[k]));
+    m = block_reduce(m, [](C a, C b) { return fn::max_nan(a, b); }, smax);
+    AccT<C> s = 0;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += math::exp(ld(xr[k]) - m);
+    s = block_reduce(s, [](AccT<C> a, AccT<C> b) { return a + b; }, ssum);
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+      out[o * n + k] = static_cast<T>(softmax_at<C, kLog>(ld(xr[k]), m, s));
   }
 }
 
 // inner > 1: one thread per (o, i) column, reading with stride inner.
 template <typename T, bool kLog>
 __global__ void softmax_cols(T* out, const T* x, int64_t outer, int64_t n, int64_t inner) {
+  using C = compute_t<T>;
   LOCKSTEP_GRID_STRIDE(c, outer * inner) {
     const int64_t o = c / inner, i = c - o * inner, base = o * n * inner + i;
-    T m = -INFINITY;
-    for (int64_t k = 0; k < n; ++k) m = fn::max_nan(m, x[base + k * inner]);
-    AccT<T> s = 0;
-    for (int64_t k = 0; k < n; ++k) s += math::exp(x[base + k * inner] - m);
-    for (int64_t k = 0; k < n; ++k) out[base + k * inner] = softmax_at<T, kLog>(x[base + k * inner], m, s);
+    C m = -INFINITY;
+    for (int64_t k = 0; k < n; ++k) m = fn::max_nan(m, ld(x[base + k * inner]));
+    AccT<C> s = 0;
+    for (int64_t k = 0; k < n; ++k) s += math::exp(ld(x[base + k * inner]) - m);
+    for (int64_t k = 0; k < n; ++k)
+      out[base + k * inner] = static_cast<T>(softmax_at<C, kLog>(ld(x[base + k * inner]), m, s));
   }
 }
 
 template <typename T, bool kLog>
 __global__ void softmax_backward_rows(T* gi, const T* go, const T* y, int64_t outer, int64_t n) {
-  __shared__ AccT<T> ssum[kThreads];
+  using C = compute_t<T>;
+  __shared__ AccT<C> ssum[kThreads];
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
     const int64_t base = o * n;
-    AccT<T> s = 0;
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += backward_term<T, kLog>(go[base + k], y[base + k]);
-    s = block_reduce(s, [](AccT<T> a, AccT<T> b) { return a + b; }, ssum);
-    const T st = static_cast<T>(s);
+    AccT<C> s = 0;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) s += backward_term<C, kLog>(ld(go[base + k]), ld(y[base + k]));
+    s = block_reduce(s, [](AccT<C> a, AccT<C> b) { return a + b; }, ssum);
+    const C st = static_cast<C>(s);
     for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
-      gi[base + k] = backward_at<T, kLog>(go[base + k], y[base + k], st);
+      gi[base + k] = static_cast<T>(backward_at<C, kLog>(ld(go[base + k]), ld(y[base + k]), st));
   }
 }
 
 template <typename T, bool kLog>
 __global__ void softmax_backward_cols(T* gi, const T* go, const T* y, int64_t outer, int64_t n, int64_t inner) {
+  using C = compute_t<T>;
   LOCKSTEP_GRID_STRIDE(c, outer * inner) {
     const int64_t o = c / inner, i = c - o * inner, base = o * n * inner + i;
-    AccT<T> s = 0;
-    for (int64_t k = 0; k < n; ++k) s += backward_term<T, kLog>(go[base + k * inner], y[base + k * inner]);
-    const T st = static_cast<T>(s);
+    AccT<C> s = 0;
+    for (int64_t k = 0; k < n; ++k) s += backward_term<C, kLog>(ld(go[base + k * inner]), ld(y[base + k * inner]));
+    const C st = static_cast<C>(s);
     for (int64_t k = 0; k < n; ++k)
-      gi[base + k * inner] = backward_at<T, kLog>(go[base + k * inner], y[base + k * inner], st);
+      gi[base + k * inner] = static_cast<T>(backward_at<C, kLog>(ld(go[base + k * inner]), ld(y[base + k * inner]), st));
   }
 }
 
@@ -100,13 +109,14 @@ __global__ void softmax_backward_cols(T* gi, const T* go, const T* y, int64_t ou
 template <typename T>
 __global__ void nll_loss_kernel(T* out, const T* logp, const int64_t* target, int64_t n, int64_t c, double scale,
                                 IndexError* err) {
-  __shared__ AccT<T> ssum[kThreads];
-  AccT<T> s = 0;
+  using Acc = AccT<compute_t<T>>;
+  __shared__ Acc ssum[kThreads];
+  Acc s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t t = target[i];
-    if (index_ok(err, IndexErrorKind::NllTarget, i, t, c)) s += logp[i * c + t];
+    if (index_ok(err, IndexErrorKind::NllTarget, i, t, c)) s += ld(logp[i * c + t]);
   }
-  s = block_reduce(s, [](AccT<T> a, AccT<T> b) { return a + b; }, ssum);
+  s = block_reduce(s, [](Acc a, Acc b) { return a + b; }, ssum);
   if (threadIdx.x == 0) out[0] = static_cast<T>(-static_cast<double>(s) * scale);
 }
 
@@ -142,7 +152,7 @@ void CudaBackend::softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n
   check_dims(op, a, outer, n, inner);
   if (a.numel() == 0) return;
   OnDevice on(out.device());
-  dispatch_floating(a.dtype(), op, [&](auto tag) {
+  dispatch_any_floating(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_log(log, [&](auto log_c) {
       constexpr bool kLog = decltype(log_c)::value;
@@ -163,7 +173,7 @@ void CudaBackend::softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y
   check_dims(op, y, outer, n, inner);
   if (y.numel() == 0) return;
   OnDevice on(gi.device());
-  dispatch_floating(y.dtype(), op, [&](auto tag) {
+  dispatch_any_floating(y.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     with_log(log, [&](auto log_c) {
       constexpr bool kLog = decltype(log_c)::value;
@@ -182,7 +192,7 @@ void CudaBackend::nll_loss(Tensor& out, const Tensor& logp, const Tensor& target
   OnDevice on(out.device());
   const int64_t n = logp.size(0), c = logp.size(1);
   on.ctx.launch_checked([&](IndexError* err) {
-    dispatch_floating(logp.dtype(), "nll_loss", [&](auto tag) {
+    dispatch_any_floating(logp.dtype(), "nll_loss", [&](auto tag) {
       using T = typename decltype(tag)::type;
       LOCKSTEP_LAUNCH("nll_loss_kernel", nll_loss_kernel<T>, 1, kThreads, on.stream(), out.data<T>(), logp.data<T>(),
                       target.data<int64_t>(), n, c, scale, err);
@@ -194,7 +204,7 @@ void CudaBackend::nll_loss_backward(Tensor& g, const Tensor& go, const Tensor& t
   OnDevice on(g.device());
   const int64_t n = g.size(0), c = g.size(1);
   on.ctx.launch_checked([&](IndexError* err) {
-    dispatch_floating(g.dtype(), "nll_loss_backward", [&](auto tag) {
+    dispatch_any_floating(g.dtype(), "nll_loss_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       LOCKSTEP_LAUNCH("nll_loss_backward_kernel", nll_loss_backward_kernel<T>, grid_for(n, on.ctx), kThreads,
                       on.stream(), g.data<T>(), go.data<T>(), target.data<int64_t>(), n, c, scale, err);

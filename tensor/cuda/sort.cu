@@ -1,5 +1,6 @@
 // sort: each row of a [rows, n] sorted (stable) into values and int64 indices, ascending or descending.
-// NaN sorts as larger than every number, as in torch.sort: last ascending, first descending.
+// NaN sorts as larger than every number, as in torch.sort: last ascending, first descending. bfloat16
+// and float16 are compared in float32 and moved as they are.
 //
 // One block per row runs a bottom-up merge sort in global memory, ping-ponging between the outputs and a
 // scratch copy: pass w merges adjacent sorted runs of length w, each element finding its place in the
@@ -17,10 +18,11 @@
 namespace lockstep::cuda::detail {
 namespace {
 
-// Whether x sorts strictly before y.
+// Whether x sorts strictly before y (in their compute type: float32 for 16-bit values).
 template <typename T, bool kDescending>
-__device__ bool before(T x, T y) {
-  if constexpr (std::is_floating_point_v<T>) {
+__device__ bool before(T x_in, T y_in) {
+  const compute_t<T> x = ld(x_in), y = ld(y_in);
+  if constexpr (std::is_floating_point_v<compute_t<T>>) {
     const bool xn = x != x, yn = y != y;
     if (xn || yn) return kDescending ? xn && !yn : !xn && yn;
   }
@@ -89,7 +91,7 @@ void CudaBackend::sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t
                  values.numel(), " values and ", indices.numel(), " indices");
   if (rows * n == 0) return;
   OnDevice on(values.device());
-  dispatch_compute(a.dtype(), "sort", [&](auto tag) {
+  dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     Scratch tmp_v(rows * n * sizeof(T), on.ctx.device()), tmp_i(rows * n * sizeof(int64_t), on.ctx.device());
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, 65535));

@@ -390,3 +390,44 @@ TEST_CASE("OneCycleLR follows PyTorch: defaults with SGD's momentum, three_phase
   optim::OneCycleLR no_momentum(ada, optim::OneCycleLROptions(1.0).total_steps(5).cycle_momentum(false));
   CHECK(no_momentum.get_last_lr()[0] == doctest::Approx(0.04));
 }
+
+TEST_CASE("SGD and AdamW step bfloat16 and float16 parameters in float32, rounding parameter and state once per step") {
+  for (Dtype dt : {kBFloat16, kFloat16}) {
+    CAPTURE(dt);
+    // SGD on loss = 0.5 * p^2 from p = 1: p = 1 - 0.1f * 1 = 0.9f, stored as its nearest 16-bit value.
+    Tensor p = tensor({1.0}).to(dt).set_requires_grad();
+    optim::SGD sgd({p}, optim::SGDOptions(0.1));
+    (p * p * 0.5).sum().backward();
+    sgd.step();
+    CHECK(p.dtype() == dt);
+    CHECK(p.item<double>() == (dt == kBFloat16 ? 0.8984375 : 0.89990234375));  // 0.9 in 8 and 11 bits
+    // Adam/AdamW and momentum SGD over three steps: each equals the float32 step from the same 16-bit
+    // values, rounded (within one 16-bit unit: a float32 multiply-add may be fused in one loop and not in
+    // the other).
+    manual_seed(3);
+    const double unit = dt == kBFloat16 ? 0x1p-7 : 0x1p-10;
+    Tensor w = randn({257}).to(dt), m = zeros({257}, dt), v = zeros({257}, dt), buf = zeros({257}, dt), none;
+    Tensor q = randn({257}).to(dt);
+    for (int step = 1; step <= 3; ++step) {
+      AdamStepArgs a;
+      a.lr = 0.01, a.beta1 = 0.9, a.beta2 = 0.999, a.eps = 1e-8, a.weight_decay = 0.1, a.decoupled_weight_decay = true;
+      a.step_size = a.lr / (1 - std::pow(a.beta1, step));
+      a.bias_correction2_sqrt = std::sqrt(1 - std::pow(a.beta2, step));
+      Tensor g = randn({257}).to(dt);
+      Tensor w32 = w.to(kFloat32), m32 = m.to(kFloat32), v32 = v.to(kFloat32);
+      internal::adam_step_(w32, g.to(kFloat32), m32, v32, none, a);
+      internal::adam_step_(w, g, m, v, none, a);
+      CHECK(internal::allclose(w.to(kFloat32), w32.to(dt).to(kFloat32), unit, 0));
+      CHECK(internal::allclose(m.to(kFloat32), m32.to(dt).to(kFloat32), unit, 0));
+      CHECK(internal::allclose(v.to(kFloat32), v32.to(dt).to(kFloat32), unit, 0));
+      Tensor q32 = q.to(kFloat32), buf32 = buf.to(kFloat32);
+      internal::sgd_step_(q32, g.to(kFloat32), buf32, 0.1, 0.9, 0, 0.01, true, step == 1);
+      internal::sgd_step_(q, g, buf, 0.1, 0.9, 0, 0.01, true, step == 1);
+      CHECK(internal::allclose(q.to(kFloat32), q32.to(dt).to(kFloat32), unit, 0));
+      CHECK(internal::allclose(buf.to(kFloat32), buf32.to(dt).to(kFloat32), unit, 0));
+    }
+  }
+  Tensor pi = zeros({2}, kInt64), none;
+  CHECK(contains(error_of([&] { internal::sgd_step_(pi, pi, none, 0.1, 0, 0, 0, false, true); }),
+                 "sgd_step_: expected a floating parameter (float32, float64, bfloat16 or float16), got int64"));
+}

@@ -1,0 +1,26 @@
+"""PyTorch's AdamW step on the CPU for bench/adam_bench.cpp's ~1M-parameter model (1024x512, 512,
+512x1024, 1024; lr 1e-3, weight decay 0.1), one thread: fused=True and the single-tensor loop, on
+float32 and on bfloat16 parameters, gradients and state. Prints "BENCH <name> <value> <unit>" lines.
+    ~/.cache/torch-venv/bin/python bench/torch_adam.py
+"""
+import time
+
+import torch
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+SHAPES = [(1024, 512), (512,), (512, 1024), (1024,)]
+STEPS = 200
+
+for dtype, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+    for impl, kwargs in (("fused", {"fused": True}), ("single_tensor", {"foreach": False})):
+        params = [torch.randn(s, dtype=dtype, requires_grad=True) for s in SHAPES]
+        for p in params:
+            p.grad = torch.randn(p.shape, dtype=dtype)
+        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, **kwargs)
+        opt.step()  # warm-up: allocates the state
+        t0 = time.perf_counter()
+        for _ in range(STEPS):
+            opt.step()
+        ms = (time.perf_counter() - t0) / STEPS * 1e3
+        print(f"BENCH torch_adamw_step_{impl}_{tag} {ms:.3f} ms", flush=True)
