@@ -41,7 +41,8 @@ void add_classifier_flags(CLI::App& app, ClassifierFlags& f, const std::string& 
 // The training and test sets: [N, C, H, W] images and int64 labels.
 using ImageSets = std::pair<std::shared_ptr<data::TensorDataset>, std::shared_ptr<data::TensorDataset>>;
 
-// What one classifier is made of; classifier_main does the rest.
+// What one classifier is made of; classifier_main does the rest. The optional members have default
+// initializers, so designated initializers may leave them out without -Wmissing-field-initializers.
 struct Classifier {
   std::string name;   // error lines and the banner: "resnet"
   std::string title;  // the plot's: "resnet: ResNet-20 (Fashion-MNIST)"
@@ -49,13 +50,13 @@ struct Classifier {
   std::function<std::shared_ptr<nn::Module>(int64_t in_channels)> build;
   std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> params)> optimizer;
   // --shard full: the modules made units before the root (a ViT's encoder layers); unset: the root alone.
-  std::function<std::vector<std::shared_ptr<nn::Module>>(nn::Module& model)> units;
+  std::function<std::vector<std::shared_ptr<nn::Module>>(nn::Module& model)> units{};
   // Stepped once per optimizer step (may return null: no schedule).
-  std::function<std::unique_ptr<optim::LRScheduler>(optim::Optimizer&, int64_t steps_per_epoch)> scheduler;
+  std::function<std::unique_ptr<optim::LRScheduler>(optim::Optimizer&, int64_t steps_per_epoch)> scheduler{};
   // The banner's description of the model ("ResNet-20"); empty: the name alone.
-  std::function<std::string(const nn::Module&)> describe;
+  std::function<std::string(const nn::Module&)> describe{};
   // The data; unset: Fashion-MNIST from --data-dir within --train-limit / --test-limit.
-  std::function<ImageSets()> data;
+  std::function<ImageSets()> data{};
   // Seed the global generator from (seed, step, rank) before every step: dropout's masks then depend
   // on the step alone, so a resumed run draws the uninterrupted run's.
   bool reseed_each_step = true;
