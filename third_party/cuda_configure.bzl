@@ -27,10 +27,14 @@ cc_library(
     linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lcudart", "-ldl", "-lrt", "-pthread"],
 )
 
+# cuBLAS's headers only: lockstep loads the library itself on the first GPU matmul
+# (tensor/cuda/cublas_api.cpp), from LOCKSTEP_CUDA_LIB_DIR where the loader's search does not find it.
 cc_library(
     name = "cublas",
+    hdrs = ["lockstep_cuda_paths.h"],
+    includes = ["."],
     deps = [":cudart"],
-    linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lcublas", "-lcublasLt"],
+    linkopts = ["-ldl"],
 )
 
 cc_library(
@@ -48,6 +52,7 @@ cc_library(name = "cublas")
 cc_library(name = "nccl")
 """
     ctx.file("BUILD", build)
+    ctx.file("lockstep_cuda_paths.h", "#pragma once\n#define LOCKSTEP_CUDA_LIB_DIR \"{}\"\n".format(libdir))
     ctx.file("defs.bzl", "CUDA_FOUND = {f}\nNCCL_FOUND = {n}\nCUDA_PATH = \"{p}\"\nNVCC = \"{p}/bin/nvcc\"\n".format(
         f = "True" if found else "False",
         n = "True" if has_nccl else "False",

@@ -1,6 +1,4 @@
 // CudaBackend::gemm through cuBLAS (one handle per device, on the device's stream), and the TF32 switch.
-#include <cublas_v2.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -9,6 +7,7 @@
 
 #include "common/check.h"
 #include "tensor/cuda/context.h"
+#include "tensor/cuda/cublas_api.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/cuda_check.h"
@@ -19,11 +18,13 @@
     cublasStatus_t lockstep_st_ = (call);                                                               \
     if (lockstep_st_ != CUBLAS_STATUS_SUCCESS)                                                          \
       ::lockstep::fail("cuBLAS error: ", #call, " failed at ", __FILE__, ":", __LINE__, ": ",           \
-                       cublasGetStatusString(lockstep_st_), " (", cublasGetStatusName(lockstep_st_), ")"); \
+                       api().cublasGetStatusString(lockstep_st_), " (", api().cublasGetStatusName(lockstep_st_), ")"); \
   } while (0)
 
 namespace lockstep::cuda {
 namespace {
+
+const detail::CublasApi& api() { return detail::cublas_api(); }
 
 std::atomic<bool> tf32{false};
 
@@ -38,8 +39,8 @@ Blas& blas(detail::DeviceContext& ctx) {
   Blas& b = (*handles)[ctx.device()];
   std::lock_guard<std::mutex> lock(b.mu);
   if (!b.handle) {
-    LOCKSTEP_CUBLAS_CHECK(cublasCreate(&b.handle));
-    LOCKSTEP_CUBLAS_CHECK(cublasSetStream(b.handle, ctx.stream()));
+    LOCKSTEP_CUBLAS_CHECK(api().cublasCreate(&b.handle));
+    LOCKSTEP_CUBLAS_CHECK(api().cublasSetStream(b.handle, ctx.stream()));
   }
   return b;
 }
@@ -110,22 +111,22 @@ void CudaBackend::gemm(Tensor& out, const Tensor& a, const Tensor& b, const Gemm
   std::lock_guard<std::mutex> lock(h.mu);
   if (a.dtype() == kFloat32) {
     LOCKSTEP_CUBLAS_CHECK(
-        cublasSetMathMode(h.handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        api().cublasSetMathMode(h.handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     const float al = static_cast<float>(g.alpha), be = static_cast<float>(g.beta);
     const float *pa = a.data<float>(), *pb = b.data<float>();
     float* pc = out.data<float>();
     if (batch == 1)
-      LOCKSTEP_CUBLAS_CHECK(cublasSgemm(h.handle, op_b, op_a, m, n, k, &al, pb, ldb, pa, lda, &be, pc, ldc));
+      LOCKSTEP_CUBLAS_CHECK(api().cublasSgemm(h.handle, op_b, op_a, m, n, k, &al, pb, ldb, pa, lda, &be, pc, ldc));
     else
-      LOCKSTEP_CUBLAS_CHECK(cublasSgemmStridedBatched(h.handle, op_b, op_a, m, n, k, &al, pb, ldb, sb, pa, lda, sa,
+      LOCKSTEP_CUBLAS_CHECK(api().cublasSgemmStridedBatched(h.handle, op_b, op_a, m, n, k, &al, pb, ldb, sb, pa, lda, sa,
                                                       &be, pc, ldc, sc, batch));
   } else if (a.dtype() == kFloat64) {
     const double *pa = a.data<double>(), *pb = b.data<double>();
     double* pc = out.data<double>();
     if (batch == 1)
-      LOCKSTEP_CUBLAS_CHECK(cublasDgemm(h.handle, op_b, op_a, m, n, k, &g.alpha, pb, ldb, pa, lda, &g.beta, pc, ldc));
+      LOCKSTEP_CUBLAS_CHECK(api().cublasDgemm(h.handle, op_b, op_a, m, n, k, &g.alpha, pb, ldb, pa, lda, &g.beta, pc, ldc));
     else
-      LOCKSTEP_CUBLAS_CHECK(cublasDgemmStridedBatched(h.handle, op_b, op_a, m, n, k, &g.alpha, pb, ldb, sb, pa, lda,
+      LOCKSTEP_CUBLAS_CHECK(api().cublasDgemmStridedBatched(h.handle, op_b, op_a, m, n, k, &g.alpha, pb, ldb, sb, pa, lda,
                                                       sa, &g.beta, pc, ldc, sc, batch));
   } else if (a.dtype() == kBFloat16 || a.dtype() == kFloat16) {
     // 16-bit operands on the tensor cores with float32 accumulation (autocast's products); the result
@@ -135,10 +136,10 @@ void CudaBackend::gemm(Tensor& out, const Tensor& a, const Tensor& b, const Gemm
     const void *pa = a.data_ptr(), *pb = b.data_ptr();
     void* pc = out.data_ptr();
     if (batch == 1)
-      LOCKSTEP_CUBLAS_CHECK(cublasGemmEx(h.handle, op_b, op_a, m, n, k, &al, pb, t, ldb, pa, t, lda, &be, pc, t, ldc,
+      LOCKSTEP_CUBLAS_CHECK(api().cublasGemmEx(h.handle, op_b, op_a, m, n, k, &al, pb, t, ldb, pa, t, lda, &be, pc, t, ldc,
                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     else
-      LOCKSTEP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h.handle, op_b, op_a, m, n, k, &al, pb, t, ldb, sb, pa, t, lda,
+      LOCKSTEP_CUBLAS_CHECK(api().cublasGemmStridedBatchedEx(h.handle, op_b, op_a, m, n, k, &al, pb, t, ldb, sb, pa, t, lda,
                                                        sa, &be, pc, t, ldc, sc, batch, CUBLAS_COMPUTE_32F,
                                                        CUBLAS_GEMM_DEFAULT));
   } else {
