@@ -1,8 +1,11 @@
 // GEMM's checks, its split over the intra-op threads, and the runtime choice of kernel: AVX-512 or
-// AVX2 for float32 and float64, AVX512-BF16 or the float32 fallback for bfloat16 (tensor/cpu/isa.h).
+// AVX2 for float32 and float64, AMX, AVX512-BF16 or the float32 fallback for bfloat16 (tensor/cpu/isa.h).
 #include "tensor/cpu/gemm.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
 
 #include "common/check.h"
 #include "tensor/cpu/isa.h"
@@ -42,10 +45,39 @@ Kernel<float> kernel_for(float*, int64_t m, int64_t n) {
   return use_avx512() ? avx512::gemm_f32 : avx2::gemm_f32;
 }
 Kernel<double> kernel_for(double*, int64_t, int64_t) { return use_avx512() ? avx512::gemm_f64 : avx2::gemm_f64; }
-// bfloat16 operands, one row per instruction set (tensor/cpu/gemm_bf16.h); an AMX kernel would be
-// chosen first here, where has_amx_bf16().
+// Whether the AMX kernel, where the processor has it, agrees with the AVX512-BF16 kernel on a product
+// with edges in every dimension (both transposes, odd depth, partial tiles), checked once: the AMX kernel
+// is the one no machine of this project's CI has, so a fault in it falls back rather than computing
+// wrong products. Both accumulate in float32, in different orders: they agree to ~1e-6 relative.
+bool amx_checked() {
+  static const bool ok = [] {
+    if (!use_amx_bf16()) return false;
+    constexpr int64_t m = 45, n = 37, k = 83;
+    std::vector<BFloat16> a(m * k), b(k * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = BFloat16(float(int(i * 7919 % 61) - 30) / 16.f);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = BFloat16(float(int(i * 104729 % 53) - 26) / 16.f);
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        std::vector<float> want(m * n), got(m * n);
+        avx512_bf16::gemm_bf16(ta, tb, m, n, k, 1.f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.f, want.data(), n);
+        amx_bf16::gemm_bf16(ta, tb, m, n, k, 1.f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.f, got.data(), n);
+        for (int64_t i = 0; i < m * n; ++i)
+          if (!(std::fabs(got[i] - want[i]) <= 1e-4f * (1.f + std::fabs(want[i])))) {
+            std::fprintf(stderr, "lockstep: the AMX bfloat16 GEMM gave %g where the AVX512-BF16 kernel gives %g "
+                         "(element %lld of its check product); using AVX512-BF16\n", double(got[i]), double(want[i]),
+                         static_cast<long long>(i));
+            return false;
+          }
+      }
+    return true;
+  }();
+  return ok;
+}
+
+// bfloat16 operands, one row per instruction set (tensor/cpu/gemm_bf16.h).
 template <typename TC>
 Kernel<BFloat16, TC, float> kernel_for_bf16() {
+  if (amx_checked()) return amx_bf16::gemm_bf16;
   return use_avx512_bf16() ? Kernel<BFloat16, TC, float>(avx512_bf16::gemm_bf16)
                            : Kernel<BFloat16, TC, float>(bf16_fallback::gemm_bf16);
 }

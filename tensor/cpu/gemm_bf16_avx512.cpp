@@ -45,25 +45,6 @@ constexpr int64_t kMC = kMR * 16;
 constexpr int64_t kNC = kNR * 24;
 constexpr int kPrefetch = 8;
 
-// packed[jp][q][kNR] (32-bit pairs) = op(B)[p0 + 2q .. +1, jp * kNR + j] for the n columns at b;
-// zeros past n and k.
-void pack_b(bool tb, const uint16_t* b, int64_t ldb, int64_t n, int64_t k, int64_t p0, int64_t kc, uint32_t* packed) {
-  const int64_t kp = (kc + 1) / 2;
-  const int64_t panels = (n + kNR - 1) / kNR;
-  if (!tb) {  // B [k, n]: rows 2q and 2q + 1 interleaved
-    for (int64_t q = 0; q < kp; ++q) {
-      const uint16_t* r0 = b + (p0 + 2 * q) * ldb;
-      const uint16_t* r1 = p0 + 2 * q + 1 < k ? r0 + ldb : nullptr;
-      for (int64_t jp = 0; jp < panels; ++jp)
-        interleave_rows(r0 + jp * kNR, r1 ? r1 + jp * kNR : nullptr, n - jp * kNR, kNR, packed + (jp * kp + q) * kNR);
-    }
-    return;
-  }
-  // B [n, k]: a pair is one 32-bit word of a row of B; the panel is the transpose of [kNR][kp] words.
-  for (int64_t jp = 0; jp < panels; ++jp)
-    transpose_pairs(b + jp * kNR * ldb + p0, ldb, std::min<int64_t>(kNR, n - jp * kNR), kc, kNR, packed + jp * kp * kNR);
-}
-
 // Where the micro-kernel reads op(A)'s pairs: pair (r, q) of a micro-panel is the 32-bit word at
 // base + r * rs + q * qs (bfloat16 units) for the panel's base.
 struct APanels {
@@ -86,32 +67,6 @@ APanels pack_a(bool ta, const uint16_t* a, int64_t lda, int64_t k, int64_t i0, i
   if (ta) interleave_row_pairs(a + p0 * lda + i0, lda, kc, mc, width, buf.data());
   else transpose_pairs(a + i0 * lda + p0, lda, mc, kc, width, buf.data());
   return {reinterpret_cast<const uint16_t*>(buf.data()), 2, 2 * width, 2 * kMR};
-}
-
-// 16 floats rounded to bfloat16 as BFloat16::round: nearest even, NaN kept quiet, denormals kept.
-inline __m256i round_bf16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(r);
-}
-
-inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-
-// C tile [rows, cols] = alpha * acc + beta * C (beta == 0 never reads C).
-inline void store(__m512 acc, float* c, __mmask16 m, float alpha, float beta) {
-  __m512 out = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
-  if (beta != 0.f) out = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), _mm512_set1_ps(beta), out);
-  _mm512_mask_storeu_ps(c, m, out);
-}
-inline void store(__m512 acc, uint16_t* c, __mmask16 m, float alpha, float beta) {
-  __m512 out = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
-  if (beta != 0.f) out = _mm512_fmadd_ps(load_bf16(c, m), _mm512_set1_ps(beta), out);
-  _mm256_mask_storeu_epi16(c, m, round_bf16(out));
 }
 
 // NV (<= kNV) vectors of the panel: the last panel of C is as narrow as its columns need (the GPT's
@@ -174,7 +129,7 @@ void run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u
     for (int64_t p0 = 0; p0 < k; p0 += kKC) {
       const int64_t kc = std::min(kKC, k - p0), kp = (kc + 1) / 2;
       const bool first = p0 == 0, last = p0 + kc == k;
-      pack_b(tb, tb ? b + j0 * ldb : b + j0, ldb, nc, k, p0, kc, pb_buf.data());
+      pack_b(tb, tb ? b + j0 * ldb : b + j0, ldb, nc, k, p0, kc, kNR, kp, pb_buf.data());
       for (int64_t i0 = 0; i0 < m; i0 += kMC) {
         const int64_t mc = std::min(kMC, m - i0);
         const APanels ap = pack_a(ta, a, lda, k, i0, mc, p0, kc, pa_buf);

@@ -1,5 +1,8 @@
 #include "tensor/cpu/isa.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "common/env.h"
 
 namespace lockstep::cpu {
@@ -27,7 +30,18 @@ bool use_avx512_bf16() {
 
 bool has_amx_bf16() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("amx-bf16") != 0;
+  return __builtin_cpu_supports("amx-bf16") != 0 && __builtin_cpu_supports("amx-tile") != 0;
+}
+
+bool use_amx_bf16() {
+  static const bool yes = [] {
+    if (!use_avx512_bf16() || !has_amx_bf16() || env_string("LOCKSTEP_CPU_AMX") == "0") return false;
+    // The tiles' 8 KiB of state is off until a process asks for it (Linux 5.16+); without it the first
+    // tile instruction faults.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return yes;
 }
 
 }  // namespace lockstep::cpu

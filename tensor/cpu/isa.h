@@ -7,7 +7,8 @@
 // The bfloat16 GEMM (tensor/cpu/gemm_bf16.h) has a third level: AVX512-BF16 (vdpbf16ps, Zen 4, Cooper
 // Lake, Sapphire Rapids), its own file compiled with that target. LOCKSTEP_CPU_ISA=avx512 keeps the
 // AVX-512 kernels but leaves AVX512-BF16 out, so the bfloat16 GEMM takes its float32 fallback (what
-// its tests force); avx2 leaves out both.
+// its tests force); avx2 leaves out both. Above it, AMX tiles (TDPBF16PS, Sapphire Rapids and later)
+// where the processor and the kernel allow them (use_amx_bf16); LOCKSTEP_CPU_AMX=0 leaves them out.
 //
 // A file compiled for both has its kernels between LOCKSTEP_ISA_BEGIN and LOCKSTEP_ISA_END: in
 // namespace lockstep::cpu::avx2, or, built with -DLOCKSTEP_ISA_AVX512, in lockstep::cpu::avx512 with
@@ -38,9 +39,11 @@ bool use_avx512();
 const char* isa_name();
 // True when use_avx512() and the processor has AVX512-BF16, unless LOCKSTEP_CPU_ISA is "avx512".
 bool use_avx512_bf16();
-// True when the processor has AMX-BF16 tiles (TDPBF16PS). Detection only: no kernel uses AMX yet (none
-// of this project's machines has it to test one on); the bfloat16 GEMM's table says where it would go.
+// True when the processor has AMX-BF16 tiles (TDPBF16PS).
 bool has_amx_bf16();
+// True when use_avx512_bf16(), has_amx_bf16(), LOCKSTEP_CPU_AMX is not "0", and Linux has granted this
+// process the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once here).
+bool use_amx_bf16();
 
 }  // namespace lockstep::cpu
 

@@ -1,6 +1,7 @@
 // bfloat16 operands laid out for vdpbf16ps, which multiplies pairs of adjacent depths: the pairs of the
 // vector operand side by side as 32-bit words ([depth / 2][column], VNNI order). Shared by the
-// AVX512-BF16 GEMM (gemm_bf16_avx512.cpp) and fused attention (attention_bf16_avx512.cpp).
+// AVX512-BF16 and AMX GEMMs (gemm_bf16_avx512.cpp, gemm_bf16_amx.cpp) and fused attention
+// (attention_bf16_avx512.cpp), with the GEMMs' packing of B and their stores of C.
 //
 // Not in pack.h: that header is built per ISA (tensor/cpu/isa.h) into avx2 and avx512 namespaces,
 // while these need AVX512-BF16's file target. Include this after the including file's
@@ -62,6 +63,60 @@ inline void transpose_pairs(const uint16_t* x, int64_t ld, int64_t rows, int64_t
     for (int64_t q = 0; q < whole; ++q) dst[q * width + c] = pair_at(row + 2 * q);
     if (whole < kp) dst[whole * width + c] = row[depth - 1];
   }
+}
+
+// packed[jp][q][nr] (32-bit pairs, a panel of nr columns every kps pairs) = op(B)[p0 + 2q .. +1, jp * nr + j]
+// for the n columns at b (B [k, n], or [n, k] where tb); zeros past n, past k and from kp = (kc + 1) / 2
+// up to kps pairs (the AMX kernel's tiles take 16 pairs at a time).
+inline void pack_b(bool tb, const uint16_t* b, int64_t ldb, int64_t n, int64_t k, int64_t p0, int64_t kc, int64_t nr,
+                   int64_t kps, uint32_t* packed) {
+  const int64_t kp = (kc + 1) / 2;
+  const int64_t panels = (n + nr - 1) / nr;
+  for (int64_t jp = 0; jp < panels; ++jp) std::fill(packed + (jp * kps + kp) * nr, packed + (jp + 1) * kps * nr, 0u);
+  if (!tb) {  // B [k, n]: rows 2q and 2q + 1 interleaved
+    for (int64_t q = 0; q < kp; ++q) {
+      const uint16_t* r0 = b + (p0 + 2 * q) * ldb;
+      const uint16_t* r1 = p0 + 2 * q + 1 < k ? r0 + ldb : nullptr;
+      for (int64_t jp = 0; jp < panels; ++jp)
+        interleave_rows(r0 + jp * nr, r1 ? r1 + jp * nr : nullptr, n - jp * nr, nr, packed + (jp * kps + q) * nr);
+    }
+    return;
+  }
+  // B [n, k]: a pair is one 32-bit word of a row of B; the panel is the transpose of [nr][kp] words.
+  for (int64_t jp = 0; jp < panels; ++jp)
+    transpose_pairs(b + jp * nr * ldb + p0, ldb, std::min<int64_t>(nr, n - jp * nr), kc, nr, packed + jp * kps * nr);
+}
+
+// 16 floats rounded to bfloat16 as BFloat16::round: nearest even, NaN kept quiet, denormals kept
+// (vcvtneps2bf16 flushes them).
+inline __m256i round_bf16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+// 16 columns of a row of C (those in m) = alpha * acc + beta * C (beta == 0 never reads C).
+inline void store(__m512 acc, float* c, __mmask16 m, float alpha, float beta) {
+  __m512 out = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
+  if (beta != 0.f) out = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), _mm512_set1_ps(beta), out);
+  _mm512_mask_storeu_ps(c, m, out);
+}
+inline void store(__m512 acc, uint16_t* c, __mmask16 m, float alpha, float beta) {
+  __m512 out = _mm512_mul_ps(acc, _mm512_set1_ps(alpha));
+  if (beta != 0.f) out = _mm512_fmadd_ps(load_bf16(c, m), _mm512_set1_ps(beta), out);
+  _mm256_mask_storeu_epi16(c, m, round_bf16(out));
+}
+
+// The mask of the first min(max(left, 0), 16) lanes.
+inline __mmask16 first_lanes(int64_t left) {
+  return left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
 }
 
 }  // namespace lockstep::cpu::avx512_bf16

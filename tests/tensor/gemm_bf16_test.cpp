@@ -15,6 +15,7 @@
 
 #include "autograd/api.h"
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/gemm_bf16.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/dtype.h"
 #include "tensor/parallel.h"
@@ -43,8 +44,13 @@ const BFloat16 kNaN16 = BFloat16(std::numeric_limits<float>::quiet_NaN());
 // Runs the case with C of type TC and checks every element against the float64 product of the
 // bfloat16 inputs: within float32 accumulation error, plus bfloat16 C's one rounding (half an ulp,
 // 2^-9 relative). C's padding must stay NaN.
+// A one-thread bfloat16 kernel (tensor/cpu/gemm_bf16.h) called in place of cpu::gemm.
 template <typename TC>
-void check_case(const Case& t, uint32_t seed = 1) {
+using Kernel = void (*)(bool, bool, int64_t, int64_t, int64_t, float, const BFloat16*, int64_t, const BFloat16*, int64_t,
+                        float, TC*, int64_t);
+
+template <typename TC>
+void check_case(const Case& t, uint32_t seed = 1, Kernel<TC> kernel = nullptr) {
   CAPTURE(t.ta);
   CAPTURE(t.tb);
   CAPTURE(t.m);
@@ -69,7 +75,8 @@ void check_case(const Case& t, uint32_t seed = 1) {
   fill(b, b_rows, b_cols, ldb, kNaN16, true);
   fill(c, t.m, t.n, ldc, TC(std::numeric_limits<float>::quiet_NaN()), t.beta != 0);
   const std::vector<TC> c0 = c;
-  cpu::gemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc);
+  if (kernel) kernel(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc);
+  else cpu::gemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc);
   const bool bf16_out = std::is_same_v<TC, BFloat16>;
   int bad = 0;
   for (int64_t i = 0; i < t.m; ++i) {
@@ -98,11 +105,28 @@ void check_case(const Case& t, uint32_t seed = 1) {
 
 template <typename TC>
 void check_all_transposes(const std::vector<std::array<int64_t, 3>>& shapes,
-                          const std::vector<std::pair<float, float>>& scales, int64_t pad) {
+                          const std::vector<std::pair<float, float>>& scales, int64_t pad, Kernel<TC> kernel = nullptr) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (auto [m, n, k] : shapes)
-        for (auto [alpha, beta] : scales) check_case<TC>({ta, tb, m, n, k, pad, 2 * pad + 1, pad, alpha, beta});
+        for (auto [alpha, beta] : scales)
+          check_case<TC>({ta, tb, m, n, k, pad, 2 * pad + 1, pad, alpha, beta}, 1, kernel);
+}
+
+// The AMX kernel's cases: its tiles' edges (32 rows, 32 columns, 32 depths), in-place and copied A,
+// its blocks of rows (128), depths (2048, bfloat16 C through its float32 scratch) and columns (1536).
+template <typename TC>
+void check_amx_kernel(Kernel<TC> kernel) {
+  for (int64_t pad : {0, 3})
+    check_all_transposes<TC>({{1, 1, 1}, {3, 5, 7}, {32, 32, 32}, {45, 37, 83}, {64, 48, 96}, {129, 97, 65}},
+                             {{1, 0}, {-0.5f, 0.25f}}, pad, kernel);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check_case<TC>({ta, tb, 9, 70, 4097, 1, 2, 1, 1, 0}, 1, kernel);
+      check_case<TC>({ta, tb, 64, 40, 2080, 0, 0, 0, 0.5f, 2}, 1, kernel);
+      check_case<TC>({ta, tb, 197, 65, 31, 2, 1, 3, 1, 0.5f}, 1, kernel);
+    }
+  check_case<TC>({false, true, 7, 1601, 40, 0, 0, 1, 1, 0}, 1, kernel);
 }
 
 // Tensors [rows, cols] of values already bfloat16 (so float32 and bfloat16 hold the same numbers).
@@ -135,8 +159,30 @@ TEST_CASE("bfloat16 gemm: the kernel that runs") {
   // LOCKSTEP_CPU_ISA=avx512 (gemm_bf16_fallback_test) must take the float32 fallback.
   const char* isa = std::getenv("LOCKSTEP_CPU_ISA");
   if (isa && (std::string(isa) == "avx512" || std::string(isa) == "avx2")) CHECK_FALSE(cpu::use_avx512_bf16());
-  const std::string kernel = cpu::use_avx512_bf16() ? "AVX512-BF16" : "float32 fallback";
+  if (!cpu::use_avx512_bf16()) CHECK_FALSE(cpu::use_amx_bf16());
+  const std::string kernel = cpu::use_amx_bf16()      ? "AMX (where its check product agrees), else AVX512-BF16"
+                             : cpu::use_avx512_bf16() ? "AVX512-BF16"
+                                                      : "float32 fallback";
   MESSAGE(kernel);
+}
+
+// The AMX kernel's blocking, packing and edges with its tile instructions done in C++: runs on any
+// processor with AVX512-BF16 (its packing and stores use it).
+TEST_CASE_TEMPLATE("bfloat16 gemm: the AMX kernel on emulated tiles", TC, float, BFloat16) {
+  if (!cpu::use_avx512_bf16()) {
+    MESSAGE("no AVX512-BF16: skipped");
+    return;
+  }
+  check_amx_kernel<TC>(cpu::amx_bf16::gemm_bf16_emulated);
+}
+
+// The AMX kernel itself, where the processor has AMX and Linux grants the tiles.
+TEST_CASE_TEMPLATE("bfloat16 gemm: the AMX kernel", TC, float, BFloat16) {
+  if (!cpu::use_amx_bf16()) {
+    MESSAGE("no AMX-BF16 here: skipped");
+    return;
+  }
+  check_amx_kernel<TC>(cpu::amx_bf16::gemm_bf16);
 }
 
 TEST_CASE_TEMPLATE("bfloat16 gemm: every transpose, odd sizes, padded leading dimensions, alpha and beta", TC, float,
