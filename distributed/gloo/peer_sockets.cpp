@@ -151,7 +151,9 @@ void PeerSockets::identify(Store& store, int rank, int size, const std::vector<S
   peers_.assign(size, Socket{});
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
-    const std::string theirs = "\n" + store.get_string("sockets/" + std::to_string(r));
+    // Appended rather than "\n" + get_string(...): GCC 12 warns (-Wrestrict) on that form of operator+.
+    std::string theirs = "\n";
+    theirs += store.get_string("sockets/" + std::to_string(r));
     int matches = 0;
     for (const Socket& s : mine) {
       if (theirs.find("\n" + s.peer + " " + s.local + "\n") != std::string::npos) {
