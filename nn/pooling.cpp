@@ -50,9 +50,13 @@ Tensor offset(const Tensor& padded, const Geometry& g, int64_t i, int64_t j) {
                               padded.storage_offset() + i * g.d[0] * Wp + j * g.d[1]);
 }
 
-// The sum over each window (unrecorded): kH * kW adds of strided views.
+// The sum over each window (unrecorded): kH * kW adds of strided views, into a float32 total for a
+// bfloat16 or float16 input (each add reads the 16-bit view as it is), so each window's sum is rounded
+// once, where the caller rounds the average: PyTorch's float accumulation for 16-bit pooling.
 Tensor window_sum(const Tensor& padded, const Geometry& g) {
-  Tensor total = internal::clone(offset(padded, g, 0, 0));
+  const Dtype acc = is_reduced_floating_point(padded.dtype()) ? kFloat32 : padded.dtype();
+  const Tensor first = offset(padded, g, 0, 0);
+  Tensor total = acc == padded.dtype() ? internal::clone(first) : internal::to_dtype(first, acc);  // new storage
   for (int64_t i = 0; i < g.k[0]; ++i)
     for (int64_t j = 0; j < g.k[1]; ++j)
       if (i || j) internal::add_(total, offset(padded, g, i, j));
@@ -113,10 +117,11 @@ Tensor avg_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
   Geometry gd = g;
   if (count_include_pad) gd.p[0] = gd.p[1] = 0;
   Tensor divisor = window_sum(pad(cells, gd, 0), g);
-  Tensor out = in::div(window_sum(xp, g), divisor);
+  Tensor out = in::to_dtype(in::div(window_sum(xp, g), divisor), x.dtype());  // rounded once
   if (autograd::needs_grad({x})) {
     out = autograd::record("avg_pool2d", out, {x}, [=, shape = xp.shape()](const Tensor& grad) {
-      Tensor share = in::div(grad, divisor);  // each window's gradient, spread evenly over its cells
+      // Each window's gradient, spread evenly over its cells (for 16-bit, each add rounds, as PyTorch's).
+      Tensor share = in::div(grad, divisor);
       Tensor gxp = zeros(shape, {grad.dtype(), grad.device()});
       for (int64_t i = 0; i < g.k[0]; ++i)
         for (int64_t j = 0; j < g.k[1]; ++j) {
