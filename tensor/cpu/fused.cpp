@@ -220,8 +220,8 @@ void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, double
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     const detail::SgdScalars<C> s{C(lr), C(momentum), C(1 - dampening), C(wd)};
-    cpu::sgd_step(param.data<T>(), grad.data<T>(), momentum != 0 ? buf.data<T>() : nullptr, param.numel(), s,
-                       momentum != 0, first, nesterov);
+    LOCKSTEP_CPU_ISA_CALL(sgd_step<T>, param.data<T>(), grad.data<T>(), momentum != 0 ? buf.data<T>() : nullptr,
+                          param.numel(), s, momentum != 0, first, nesterov);
   });
 }
 
@@ -229,8 +229,8 @@ void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
                const AdamStepArgs& args) {
   dispatch_rows(param.dtype(), "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu::adam_step(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
-                        args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);
+    LOCKSTEP_CPU_ISA_CALL(adam_step<T>, param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
+                          args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);
   });
 }
 
