@@ -1,12 +1,15 @@
 // AdamW's step on the CPU for a ~1M-parameter model (an MLP's weights: 1024x512, 512, 512x1024,
 // 1024): the fused kernel (Backend::adam_step, what optim::AdamW runs) against the same update composed
 // from lockstep::internal ops, one op per line of PyTorch's _single_tensor_adam; and the fused step on
-// bfloat16 parameters and state (float32 math, each element rounded once). Prints
-// "BENCH <name> <value> <unit>" lines; bench/torch_adam.py prints PyTorch's.
-//   tools/bazel run //bench:adam_bench
+// bfloat16 parameters and state (float32 math, each element rounded once). With `gpt`, the parameters
+// are the GPT example's 6 layers x 384 wide (10.7M: per layer qkv, projection and MLP weights and
+// biases and two LayerNorms, plus a 256 x 384 position table). Prints "BENCH <name> <value> <unit>"
+// lines; bench/torch_adam.py [gpt] prints PyTorch's.
+//   tools/bazel run //bench:adam_bench [-- gpt]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "optim/adam.h"
 #include "tensor/factory.h"
@@ -36,8 +39,19 @@ double seconds(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-int main() {
-  const std::vector<Shape> shapes = {{1024, 512}, {512}, {512, 1024}, {1024}};
+std::vector<Shape> gpt_shapes() {
+  const int64_t d = 384;
+  std::vector<Shape> s = {{256, d}};
+  for (int layer = 0; layer < 6; ++layer)
+    for (Shape t : std::vector<Shape>{{d}, {d}, {3 * d, d}, {3 * d}, {d, d}, {d}, {d}, {d}, {4 * d, d}, {4 * d},
+                                      {d, 4 * d}, {d}})
+      s.push_back(t);
+  return s;
+}
+
+int main(int argc, char** argv) {
+  const bool gpt = argc > 1 && std::strcmp(argv[1], "gpt") == 0;
+  const std::vector<Shape> shapes = gpt ? gpt_shapes() : std::vector<Shape>{{1024, 512}, {512}, {512, 1024}, {1024}};
   std::vector<Tensor> params, grads;
   int64_t n = 0;
   for (const auto& s : shapes) {
@@ -46,7 +60,7 @@ int main() {
     n += params.back().numel();
   }
   const optim::AdamOptions o = optim::AdamWOptions(1e-3).weight_decay(0.1);
-  const int steps = 200;
+  const int steps = gpt ? 20 : 200;
 
   // Fused: optim::AdamW itself.
   optim::AdamW adamw(params, o);

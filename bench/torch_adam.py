@@ -1,19 +1,25 @@
 """PyTorch's AdamW step on the CPU for bench/adam_bench.cpp's ~1M-parameter model (1024x512, 512,
-512x1024, 1024; lr 1e-3, weight decay 0.1), one thread: fused=True and the single-tensor loop, on
-float32 and on bfloat16 parameters, gradients and state. Prints "BENCH <name> <value> <unit>" lines.
-    ~/.cache/torch-venv/bin/python bench/torch_adam.py
+512x1024, 1024; lr 1e-3, weight decay 0.1), or with `gpt` its 10.7M GPT 6x384 parameters, one thread:
+fused=True, foreach=True and the single-tensor loop, on float32 and on bfloat16 parameters, gradients
+and state. Prints "BENCH <name> <value> <unit>" lines.
+    ~/.cache/torch-venv/bin/python bench/torch_adam.py [gpt]
 """
+import sys
 import time
 
 import torch
 
 torch.set_num_threads(1)
 torch.manual_seed(0)
-SHAPES = [(1024, 512), (512,), (512, 1024), (1024,)]
-STEPS = 200
+GPT = len(sys.argv) > 1 and sys.argv[1] == "gpt"
+D = 384
+LAYER = [(D,), (D,), (3 * D, D), (3 * D,), (D, D), (D,), (D,), (D,), (4 * D, D), (4 * D,), (D, 4 * D), (D,)]
+SHAPES = [(256, D)] + LAYER * 6 if GPT else [(1024, 512), (512,), (512, 1024), (1024,)]
+STEPS = 20 if GPT else 200
 
 for dtype, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
-    for impl, kwargs in (("fused", {"fused": True}), ("single_tensor", {"foreach": False})):
+    for impl, kwargs in (("fused", {"fused": True}), ("foreach", {"foreach": True}),
+                         ("single_tensor", {"foreach": False})):
         params = [torch.randn(s, dtype=dtype, requires_grad=True) for s in SHAPES]
         for p in params:
             p.grad = torch.randn(p.shape, dtype=dtype)

@@ -105,18 +105,26 @@ Tensor avg_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
   const bool batched = input.dim() == 4;
   Tensor x = batched ? input : unsqueeze(input, 0);
   const int64_t H = x.size(2), W = x.size(3);
-  Tensor xp = in::contiguous(pad(x.detach(), g, 0));  // nothing here requires a gradient: unrecorded
+  // A bfloat16 or float16 input is padded into float32 (the padded copy the window views need, made in
+  // float32 instead of 16 bits): each window is summed and divided in float32 and the average rounded
+  // once, as PyTorch's CPU kernel accumulates in float. (Summing 16-bit views into a float32 total
+  // instead took twice as long: strided mixed-dtype adds.)
+  const Dtype acc = is_reduced_floating_point(x.dtype()) ? kFloat32 : x.dtype();
+  // Nothing here requires a gradient: unrecorded.
+  Tensor xp = in::contiguous(pad(in::to_dtype(x.detach(), acc), g, 0));
   // The divisor of each window: how many of its cells are input (or, with count_include_pad, input or
   // left/right padding, but not ceil_mode's extra cells), as PyTorch. [1, 1, OH, OW]
-  Tensor cells = ones({1, 1, H, W}, {x.dtype(), x.device()});
+  Tensor cells = ones({1, 1, H, W}, {acc, x.device()});
   if (count_include_pad) cells = pad2d(cells, g.p[1], g.p[1], g.p[0], g.p[0], 1);
   Geometry gd = g;
   if (count_include_pad) gd.p[0] = gd.p[1] = 0;
   Tensor divisor = window_sum(pad(cells, gd, 0), g);
-  Tensor out = in::div(window_sum(xp, g), divisor);
+  Tensor out = in::to_dtype(in::div(window_sum(xp, g), divisor), x.dtype());  // rounded once
   if (autograd::needs_grad({x})) {
     out = autograd::record("avg_pool2d", out, {x}, [=, shape = xp.shape()](const Tensor& grad) {
-      Tensor share = in::div(grad, divisor);  // each window's gradient, spread evenly over its cells
+      // Each window's gradient, spread evenly over its cells, in the gradient's dtype (a 16-bit share is
+      // rounded once, and each add into the 16-bit input gradient rounds, as PyTorch's).
+      Tensor share = in::to_dtype(in::div(grad, divisor), grad.dtype());
       Tensor gxp = zeros(shape, {grad.dtype(), grad.device()});
       for (int64_t i = 0; i < g.k[0]; ++i)
         for (int64_t j = 0; j < g.k[1]; ++j) {

@@ -1,7 +1,7 @@
 // Batch normalization in the ops layer (tensor/batch_norm.h): checks, dtype conversion (statistics in
 // float64; weight and bias in the input's compute dtype) and contiguous operands for the backend's four
-// batch-norm kernels. CUDA's kernels take bfloat16 and float16 inputs as they are (computed in float32);
-// the CPU's get float32 copies.
+// batch-norm kernels. Both devices' kernels take bfloat16 and float16 inputs and gradients as they are
+// (computed in float32, each output rounded once).
 //
 // The statistics are one pass of sums of x and x^2 in double rather than Welford's mean and M2: sums
 // from every rank add up by a plain SUM all-reduce (SyncBatchNorm), where (mean, M2) pairs need a merge.
@@ -37,11 +37,6 @@ Tensor per_channel(const Tensor& t, const Tensor& x, Dtype dtype, const char* op
   return contiguous(to_dtype(t, dtype));
 }
 
-Tensor f32(const Tensor& t) { return t.defined() ? to_dtype(t, kFloat32) : t; }
-
-// A 16-bit input on the CPU, whose kernels compute float32 copies.
-bool cpu_copy(const Tensor& x) { return is_reduced_floating_point(x.dtype()) && x.device().is_cpu(); }
-
 // The dtype the kernels compute x in, and take the weight and bias in: float32 for a 16-bit x.
 Dtype compute_dtype(const Tensor& x) { return is_reduced_floating_point(x.dtype()) ? kFloat32 : x.dtype(); }
 
@@ -49,7 +44,7 @@ Dtype compute_dtype(const Tensor& x) { return is_reduced_floating_point(x.dtype(
 
 Tensor batch_norm_stats(const Tensor& x_in) {
   const Dims d = check_input(x_in, "batch_norm_stats");
-  Tensor x = contiguous(cpu_copy(x_in) ? f32(x_in) : x_in);
+  Tensor x = contiguous(x_in);
   Tensor sums(Shape{2, d.C}, kFloat64, x.device());
   backend_for(x.device()).batch_norm_stats(sums, x, d.N, d.C, d.inner);
   return sums;
@@ -69,8 +64,6 @@ Tensor batch_norm_elemt(const Tensor& x_in, const Tensor& mean, const Tensor& in
                         const Tensor& bias) {
   const char* op = "batch_norm";
   const Dims d = check_input(x_in, op);
-  if (cpu_copy(x_in))
-    return to_dtype(batch_norm_elemt(f32(x_in), mean, invstd, f32(weight), f32(bias)), x_in.dtype());
   Tensor x = contiguous(x_in);
   LOCKSTEP_CHECK(mean.defined() && invstd.defined(), op, ": mean and invstd are needed");
   Tensor m = per_channel(mean, x, kFloat64, op, "the mean"), is = per_channel(invstd, x, kFloat64, op, "invstd");
@@ -86,8 +79,7 @@ Tensor batch_norm_backward_reduce(const Tensor& grad_y, const Tensor& x_in, cons
   const Dims d = check_input(x_in, op);
   LOCKSTEP_CHECK(grad_y.defined() && grad_y.shape() == x_in.shape(), op, ": gradient ",
                  grad_y.defined() ? grad_y.shape() : Shape{}, " does not match input ", x_in.shape());
-  const Dtype dt = cpu_copy(x_in) ? kFloat32 : x_in.dtype();
-  Tensor x = contiguous(to_dtype(x_in, dt)), gy = contiguous(to_dtype(grad_y, dt));
+  Tensor x = contiguous(x_in), gy = contiguous(to_dtype(grad_y, x.dtype()));
   Tensor sums(Shape{2, d.C}, kFloat64, x.device());
   backend_for(x.device()).batch_norm_backward_reduce(sums, gy, x, per_channel(mean, x, kFloat64, op, "the mean"), d.N,
                                                      d.C, d.inner);
@@ -100,14 +92,13 @@ Tensor batch_norm_backward_elemt(const Tensor& grad_y, const Tensor& x_in, const
   const Dims d = check_input(x_in, op);
   LOCKSTEP_CHECK(grad_y.defined() && grad_y.shape() == x_in.shape(), op, ": gradient ",
                  grad_y.defined() ? grad_y.shape() : Shape{}, " does not match input ", x_in.shape());
-  const Dtype dt = cpu_copy(x_in) ? kFloat32 : x_in.dtype();
-  Tensor x = contiguous(to_dtype(x_in, dt)), gy = contiguous(to_dtype(grad_y, dt));
-  Tensor gx(x_in.shape(), dt, x.device());
+  Tensor x = contiguous(x_in), gy = contiguous(to_dtype(grad_y, x.dtype()));
+  Tensor gx(x_in.shape(), x.dtype(), x.device());
   backend_for(x.device()).batch_norm_backward_elemt(
       gx, gy, x, per_channel(mean, x, kFloat64, op, "the mean"), per_channel(invstd, x, kFloat64, op, "invstd"),
       per_channel(weight, x, compute_dtype(x), op, "the weight"), per_channel(sums, x, kFloat64, op, "the sums", 2), count, d.N, d.C,
       d.inner);
-  return to_dtype(gx, x_in.dtype());
+  return gx;
 }
 
 }  // namespace lockstep::internal

@@ -1,6 +1,10 @@
 // Indexing in the ops layer: index_select/index_add along a dimension, gather/scatter_add, cat/stack
 // (copies into views of the result) and sort/topk. Index tensors are int64; an index out of range is
 // an error naming the op, the index and the bound (raised by the kernel, which sees the values).
+// 16-bit tensors go to the kernels as they are on both devices: index_select and gather move their
+// elements, sort compares them in float32, and the adds (index_add_, scatter_add_) into a 16-bit
+// destination compute each add in float32 and round it, so a repeated index rounds once per add
+// (PyTorch's rule on both of its devices).
 #include <algorithm>
 
 #include "tensor/factory.h"
@@ -15,16 +19,6 @@ void check_index(const Tensor& index, const Tensor& a, const char* op) {
   LOCKSTEP_CHECK(index.dtype() == kInt64, op, ": expected an int64 index, got ", index.dtype());
   LOCKSTEP_CHECK(index.device() == a.device(), op, ": index on ", index.device(), " but tensor on ", a.device());
 }
-
-// index_select and gather move 16-bit elements as they are (on the CPU as bytes, on CUDA as 16-bit
-// words). The adds (index_add_, scatter_add_) add into a 16-bit destination on CUDA at 16 bits (each add
-// computed in float32 and rounded, as PyTorch's CUDA kernels); on the CPU they accumulate in a float32
-// copy, so repeated indices add in float32 and each element is rounded once. sort orders 16-bit values
-// as they are on both devices.
-bool is_reduced(const Tensor& t) { return is_reduced_floating_point(t.dtype()); }
-// Whether an add into `out` goes through a float32 copy: a 16-bit destination on the CPU.
-bool adds_in_copy(const Tensor& out) { return is_reduced(out) && out.device().is_cpu(); }
-
 }  // namespace
 
 Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index) {
@@ -59,9 +53,8 @@ void index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src
   LOCKSTEP_CHECK(src_in.device() == out.device(), "index_add_: source on ", src_in.device(), " but tensor on ",
                  out.device());
   if (!src_in.numel()) return;
-  if (adds_in_copy(out) || !out.is_contiguous()) {
-    Tensor tmp = contiguous(to_dtype(out, adds_in_copy(out) ? kFloat32 : out.dtype()));
-    if (tmp.is_same(out)) tmp = clone(out);
+  if (!out.is_contiguous()) {  // the kernel adds into a contiguous tensor
+    Tensor tmp = contiguous(out);
     index_add_(tmp, d, index, src_in);
     copy_(out, tmp);
     return;
@@ -115,9 +108,7 @@ void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& s
   const int64_t d = wrap_dim(dim, std::max<int64_t>(out.dim(), 1), "scatter_add_");
   if (!index.numel()) return;
   // The kernel adds into a contiguous tensor of out's dtype, narrowed to index's sizes outside dim.
-  Tensor work = adds_in_copy(out) || !out.is_contiguous()
-                    ? contiguous(clone(to_dtype(out, adds_in_copy(out) ? kFloat32 : out.dtype())))
-                    : out;
+  Tensor work = out.is_contiguous() ? out : contiguous(out);
   Tensor target = narrow_to(work, index, d, "scatter_add_");
   Tensor src = to_dtype(src_in, work.dtype());
   for (int64_t k = 0; k < index.dim(); ++k)

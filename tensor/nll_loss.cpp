@@ -1,6 +1,7 @@
 // The NLL loss in the ops layer, forward and backward: checks of logp [N, C] and int64 targets [N]
-// for the backend's fused kernels (which check each target's range). CUDA's kernels take 16-bit logp as it
-// is (summed in double, the loss rounded once); the CPU's get a float32 copy.
+// for the backend's fused kernels (which check each target's range). Both devices' kernels take 16-bit
+// logp as it is: the picked values summed in double, the loss rounded once; the gradient's one value per
+// row computed in double and rounded once.
 #include <cmath>
 
 #include "tensor/factory.h"
@@ -22,8 +23,6 @@ static void check_nll(const Tensor& logp, const Tensor& target, const char* op) 
 
 Tensor nll_loss(const Tensor& logp_in, const Tensor& target, bool mean) {
   check_nll(logp_in, target, "nll_loss");
-  if (is_reduced_floating_point(logp_in.dtype()) && logp_in.device().is_cpu())
-    return to_dtype(nll_loss(to_dtype(logp_in, kFloat32), target, mean), logp_in.dtype());
   Tensor logp = contiguous(logp_in), t = contiguous(target);
   Tensor out(Shape{}, logp.dtype(), logp.device());
   int64_t n = logp.size(0);
@@ -38,13 +37,13 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target, bool mean) {
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean) {
   check_nll(logp, target, "nll_loss_backward");
   LOCKSTEP_CHECK(grad_out.numel() == 1, "nll_loss_backward: expected a one-element gradient, got ", grad_out.shape());
-  const Dtype dt = is_reduced_floating_point(logp.dtype()) && logp.device().is_cpu() ? kFloat32 : logp.dtype();
+  const Dtype dt = logp.dtype();
   Tensor g = zeros(logp.shape(), {dt, logp.device()});
   int64_t n = logp.size(0);
   if (n)
     backend_for(logp.device())
         .nll_loss_backward(g, contiguous(to_dtype(grad_out, dt)), contiguous(target), mean ? 1.0 / n : 1.0);
-  return to_dtype(g, logp.dtype());
+  return g;
 }
 
 }  // namespace lockstep::internal

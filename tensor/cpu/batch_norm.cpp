@@ -1,7 +1,8 @@
 // Batch norm's CPU kernels (tensor/cpu/batch_norm.h), compiled once per ISA (tensor/cpu/isa.h). The
-// reductions read each plane once and keep two sums in double vector registers (float32 values are
-// widened as they load); the elementwise passes are one multiply-add (forward) or two (backward) per
-// value with per-channel constants. Every header is included before LOCKSTEP_ISA_BEGIN (isa.h says why).
+// reductions read each plane once and keep two sums in double vector registers (float32, bfloat16 and
+// float16 values are widened as they load); the elementwise passes are one multiply-add (forward) or two
+// (backward) per value with per-channel constants, in float32 for 16-bit planes (each output rounded
+// once). Every header is included before LOCKSTEP_ISA_BEGIN (isa.h says why).
 #include "tensor/cpu/batch_norm.h"
 
 #include <algorithm>
@@ -66,16 +67,17 @@ void batch_norm_stats(const T* x, double* sums, int64_t N, int64_t C, int64_t in
 }
 
 template <typename T>
-void batch_norm_elemt(const T* x, const double* mean, const double* invstd, const T* w, const T* b, T* y, int64_t N,
-                      int64_t C, int64_t inner) {
+void batch_norm_elemt(const T* x, const double* mean, const double* invstd, const compute_t<T>* w,
+                      const compute_t<T>* b, T* y, int64_t N, int64_t C, int64_t inner) {
+  using F = compute_t<T>;
   parallel_for(0, N * C, grain_for(inner), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c = p % C;
       const double a = invstd[c] * (w ? double(w[c]) : 1.0);
-      const T at = static_cast<T>(a), bt = static_cast<T>((b ? double(b[c]) : 0.0) - mean[c] * a);
+      const F at = static_cast<F>(a), bt = static_cast<F>((b ? double(b[c]) : 0.0) - mean[c] * a);
       const T* __restrict xp = x + p * inner;
       T* __restrict yp = y + p * inner;
-      for (int64_t j = 0; j < inner; ++j) yp[j] = xp[j] * at + bt;
+      for (int64_t j = 0; j < inner; ++j) yp[j] = static_cast<T>(static_cast<F>(xp[j]) * at + bt);
     }
   });
 }
@@ -101,8 +103,10 @@ void batch_norm_backward_reduce(const T* gy, const T* x, const double* mean, dou
 }
 
 template <typename T>
-void batch_norm_backward_elemt(const T* gy, const T* x, const double* mean, const double* invstd, const T* w,
-                               const double* sums, double count, T* gx, int64_t N, int64_t C, int64_t inner) {
+void batch_norm_backward_elemt(const T* gy, const T* x, const double* mean, const double* invstd,
+                               const compute_t<T>* w, const double* sums, double count, T* gx, int64_t N, int64_t C,
+                               int64_t inner) {
+  using F = compute_t<T>;
   parallel_for(0, N * C, grain_for(inner), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c = p % C;
@@ -110,26 +114,29 @@ void batch_norm_backward_elemt(const T* gy, const T* x, const double* mean, cons
       const double k = invstd[c] * (w ? double(w[c]) : 1.0);
       const double mdy = sums ? sums[c] / count : 0.0;
       const double proj = sums ? invstd[c] * invstd[c] * sums[C + c] / count : 0.0;
-      const T kt = static_cast<T>(k), c1 = static_cast<T>(-k * proj),
-              c0 = static_cast<T>(k * (proj * mean[c] - mdy));
+      const F kt = static_cast<F>(k), c1 = static_cast<F>(-k * proj), c0 = static_cast<F>(k * (proj * mean[c] - mdy));
       const T* __restrict gp = gy + p * inner;
       const T* __restrict xp = x + p * inner;
       T* __restrict out = gx + p * inner;
-      for (int64_t j = 0; j < inner; ++j) out[j] = gp[j] * kt + xp[j] * c1 + c0;
+      for (int64_t j = 0; j < inner; ++j)
+        out[j] = static_cast<T>(static_cast<F>(gp[j]) * kt + static_cast<F>(xp[j]) * c1 + c0);
     }
   });
 }
 
 #define LOCKSTEP_INSTANTIATE(T)                                                                               \
   template void batch_norm_stats<T>(const T*, double*, int64_t, int64_t, int64_t);                            \
-  template void batch_norm_elemt<T>(const T*, const double*, const double*, const T*, const T*, T*, int64_t,   \
-                                    int64_t, int64_t);                                                        \
+  template void batch_norm_elemt<T>(const T*, const double*, const double*, const compute_t<T>*,               \
+                                    const compute_t<T>*, T*, int64_t, int64_t, int64_t);                      \
   template void batch_norm_backward_reduce<T>(const T*, const T*, const double*, double*, int64_t, int64_t,    \
                                               int64_t);                                                       \
-  template void batch_norm_backward_elemt<T>(const T*, const T*, const double*, const double*, const T*,       \
-                                             const double*, double, T*, int64_t, int64_t, int64_t);
+  template void batch_norm_backward_elemt<T>(const T*, const T*, const double*, const double*,                 \
+                                             const compute_t<T>*, const double*, double, T*, int64_t, int64_t, \
+                                             int64_t);
 LOCKSTEP_INSTANTIATE(float)
 LOCKSTEP_INSTANTIATE(double)
+LOCKSTEP_INSTANTIATE(BFloat16)
+LOCKSTEP_INSTANTIATE(Float16)
 #undef LOCKSTEP_INSTANTIATE
 
 LOCKSTEP_ISA_END

@@ -61,6 +61,7 @@ void CpuBackend::layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const T
   });
 }
 
+// Batch norm on every floating dtype; a 16-bit input's weight and bias come as float32 (compute_t).
 namespace {
 template <typename T>
 const T* ptr_or_null(const Tensor& t) {
@@ -69,7 +70,7 @@ const T* ptr_or_null(const Tensor& t) {
 }  // namespace
 
 void CpuBackend::batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int64_t C, int64_t inner) {
-  dispatch_floating(x.dtype(), "batch_norm_stats", [&](auto tag) {
+  dispatch_rows(x.dtype(), "batch_norm_stats", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(batch_norm_stats<T>, x.data<T>(), sums.data<double>(), N, C, inner);
   });
@@ -77,16 +78,16 @@ void CpuBackend::batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int6
 
 void CpuBackend::batch_norm_elemt(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                                   const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t inner) {
-  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+  dispatch_rows(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(batch_norm_elemt<T>, x.data<T>(), mean.data<double>(), invstd.data<double>(),
-                          ptr_or_null<T>(weight), ptr_or_null<T>(bias), y.data<T>(), N, C, inner);
+                          ptr_or_null<compute_t<T>>(weight), ptr_or_null<compute_t<T>>(bias), y.data<T>(), N, C, inner);
   });
 }
 
 void CpuBackend::batch_norm_backward_reduce(Tensor& sums, const Tensor& gy, const Tensor& x, const Tensor& mean,
                                             int64_t N, int64_t C, int64_t inner) {
-  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+  dispatch_rows(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(batch_norm_backward_reduce<T>, gy.data<T>(), x.data<T>(), mean.data<double>(),
                           sums.data<double>(), N, C, inner);
@@ -96,10 +97,10 @@ void CpuBackend::batch_norm_backward_reduce(Tensor& sums, const Tensor& gy, cons
 void CpuBackend::batch_norm_backward_elemt(Tensor& gx, const Tensor& gy, const Tensor& x, const Tensor& mean,
                                            const Tensor& invstd, const Tensor& weight, const Tensor& sums,
                                            double count, int64_t N, int64_t C, int64_t inner) {
-  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+  dispatch_rows(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(batch_norm_backward_elemt<T>, gy.data<T>(), x.data<T>(), mean.data<double>(),
-                          invstd.data<double>(), ptr_or_null<T>(weight), ptr_or_null<double>(sums), count,
+                          invstd.data<double>(), ptr_or_null<compute_t<T>>(weight), ptr_or_null<double>(sums), count,
                           gx.data<T>(), N, C, inner);
   });
 }
@@ -184,8 +185,9 @@ void CpuBackend::max_pool2d(Tensor& out, Tensor& indices, const Tensor& x, const
   });
 }
 
+// Every floating dtype, bfloat16 and float16 read as they are (the sum in double, rounded once).
 void CpuBackend::nll_loss(Tensor& out, const Tensor& logp, const Tensor& target, double scale) {
-  dispatch_floating(logp.dtype(), "nll_loss", [&](auto tag) {
+  dispatch_rows(logp.dtype(), "nll_loss", [&](auto tag) {
     using T = typename decltype(tag)::type;
     int64_t n = logp.size(0), c = logp.size(1);
     const T* lp = logp.data<T>();
@@ -193,18 +195,18 @@ void CpuBackend::nll_loss(Tensor& out, const Tensor& logp, const Tensor& target,
     double s = 0;
     for (int64_t i = 0; i < n; ++i) {
       check_target(t[i], c, i, "cross_entropy");
-      s += lp[i * c + t[i]];
+      s += static_cast<double>(static_cast<compute_t<T>>(lp[i * c + t[i]]));
     }
     *out.data<T>() = static_cast<T>(-s * scale);
   });
 }
 
 void CpuBackend::nll_loss_backward(Tensor& g, const Tensor& go, const Tensor& target, double scale) {
-  dispatch_floating(g.dtype(), "nll_loss_backward", [&](auto tag) {
+  dispatch_rows(g.dtype(), "nll_loss_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     int64_t n = g.size(0), c = g.size(1);
     const int64_t* t = target.data<int64_t>();
-    T v = static_cast<T>(-scale * static_cast<double>(*go.data<T>()));
+    const T v = static_cast<T>(-scale * static_cast<double>(static_cast<compute_t<T>>(*go.data<T>())));
     for (int64_t i = 0; i < n; ++i) {
       check_target(t[i], c, i, "cross_entropy backward");
       g.data<T>()[i * c + t[i]] = v;
@@ -218,8 +220,8 @@ void CpuBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, double
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     const detail::SgdScalars<C> s{C(lr), C(momentum), C(1 - dampening), C(wd)};
-    cpu::sgd_step(param.data<T>(), grad.data<T>(), momentum != 0 ? buf.data<T>() : nullptr, param.numel(), s,
-                       momentum != 0, first, nesterov);
+    LOCKSTEP_CPU_ISA_CALL(sgd_step<T>, param.data<T>(), grad.data<T>(), momentum != 0 ? buf.data<T>() : nullptr,
+                          param.numel(), s, momentum != 0, first, nesterov);
   });
 }
 
@@ -227,8 +229,8 @@ void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
                const AdamStepArgs& args) {
   dispatch_rows(param.dtype(), "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu::adam_step(param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
-                        args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);
+    LOCKSTEP_CPU_ISA_CALL(adam_step<T>, param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(),
+                          args.amsgrad ? max_exp_avg_sq.data<T>() : nullptr, param.numel(), args);
   });
 }
 

@@ -1,5 +1,7 @@
 // The CPU backend's index and sort kernels (tensor/backend.h): plain loops over contiguous
-// [outer, n, inner] views, checking each index as they read it.
+// [outer, n, inner] views, checking each index as they read it. Every dtype; the adds into a bfloat16
+// or float16 destination read both elements into float32, add and round each sum (PyTorch's rule for
+// index_add_ and scatter_add_ on 16-bit CPU tensors, and lockstep's CUDA kernels').
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -33,8 +35,9 @@ void CpuBackend::index_select(Tensor& out, const Tensor& a, const Tensor& index,
 
 void CpuBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                int64_t inner) {
-  dispatch_compute(out.dtype(), "index_add_", [&](auto tag) {
+  dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     const int64_t k = index.numel();
     const int64_t* idx = index.data<int64_t>();
     for (int64_t j = 0; j < k; ++j) check_index(idx[j], n, j, "index_add_");
@@ -44,7 +47,7 @@ void CpuBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src, 
       for (int64_t j = 0; j < k; ++j) {
         T* dr = d + (o * n + idx[j]) * inner;
         const T* sr = s + (o * k + j) * inner;
-        for (int64_t i = 0; i < inner; ++i) dr[i] = static_cast<T>(dr[i] + sr[i]);
+        for (int64_t i = 0; i < inner; ++i) dr[i] = static_cast<T>(static_cast<C>(dr[i]) + static_cast<C>(sr[i]));
       }
   });
 }
@@ -68,8 +71,9 @@ void CpuBackend::gather(Tensor& out, const Tensor& a, const Tensor& index, int64
 
 void CpuBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                  int64_t inner) {
-  dispatch_compute(out.dtype(), "scatter_add_", [&](auto tag) {
+  dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
     const int64_t k = index.numel() / (outer * inner);
     const int64_t* idx = index.data<int64_t>();
     const T* s = src.data<T>();
@@ -80,7 +84,7 @@ void CpuBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src
           const int64_t pos = (o * k + j) * inner + i, v = idx[pos];
           check_index(v, n, pos, "scatter_add_");
           T& d = y[(o * n + v) * inner + i];
-          d = static_cast<T>(d + s[pos]);
+          d = static_cast<T>(static_cast<C>(d) + static_cast<C>(s[pos]));
         }
   });
 }
