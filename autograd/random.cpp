@@ -1,10 +1,11 @@
-// Random ops. Draws come from the default generator (tensor/generator.h): uniform draws for a device
-// are made on it (tensor/philox.h), the rest on the host and moved to the input's device.
+// Random ops. Draws come from the default generator (tensor/generator.h): uniform draws and dropout's
+// mask for a device are made on it (tensor/philox.h), the rest on the host and moved to the input's device.
 #include <algorithm>
 #include <cmath>
 
 #include "autograd/autograd_util.h"
 #include "autograd/functions.h"
+#include "tensor/backend.h"
 #include "tensor/generator.h"
 
 namespace lockstep {
@@ -24,6 +25,13 @@ Tensor dropout(const Tensor& a, double p, bool train) {
   if (!train || p == 0) return a;
   if (p == 1) return mul(a, 0.0);
   // keep ~ Bernoulli(1 - p), scaled by 1 / (1 - p) so the expectation is unchanged.
+  if (!a.device().is_cpu() && a.is_floating_point()) {
+    // The mask made on the device in a's dtype from the draws rand() would make there (the same mask).
+    Tensor mask(a.shape(), a.dtype(), a.device());
+    Generator& g = default_generator();
+    backend_for(a.device()).dropout_mask(mask, p, g.seed(), g.reserve_philox(static_cast<uint64_t>(mask.numel())));
+    return mul(a, mask);
+  }
   Tensor u = rand(a.shape(), {a.dtype() == kFloat64 ? kFloat64 : kFloat32, a.device()});
   Tensor mask = in::mul(in::to_dtype(in::binary_scalar(BinaryOp::Ge, u, p), a.dtype()), 1.0 / (1.0 - p));
   return mul(a, mask);

@@ -10,10 +10,12 @@
 // device".
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "autograd/functions.h"
 #include "tensor/api.h"
 #include "tensor/batch_norm.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -475,4 +477,46 @@ TEST_CASE("16-bit CUDA ops reject what no kernel takes, naming the op, dtypes an
   Tensor xb = zeros({2, 3}, {kBFloat16, kGpu}), wh = ones({3}, {kFloat16, kGpu});
   CHECK(contains(error_of([&] { internal::layer_norm(xb, 3, wh, Tensor(), 1e-5); }),
                  "layer_norm: weight/bias of dtype float16 for a bfloat16 input"));
+}
+
+TEST_CASE("16-bit random fills and dropout masks: the float32 Philox draws rounded once, made on the device") {
+  REQUIRE_DEVICE();
+  for (Dtype dt : kHalves) {
+    INFO(dt);
+    // The kernels from one (seed, counter): the CPU backend's float32 fill (the reference the float32
+    // GPU fill equals, cuda_test) rounded to dt, except a value rounding up to high, which becomes low.
+    Tensor want32 = out({4001}, kFloat32), got = out({4001}, dt, kGpu);
+    cpu_backend().uniform(want32, -2.0, 3.0, 11, 500);
+    gpu_backend().uniform(got, -2.0, 3.0, 11, 500);
+    Tensor want = rounded(want32, dt);
+    want = internal::where(internal::binary_scalar(BinaryOp::Eq, want, 3.0), full_like(want, -2.0), want);
+    CHECK_MATCH(got, want);
+    const std::vector<double> g = host(got).to_vector<double>();
+    CHECK(*std::min_element(g.begin(), g.end()) >= -2.0);
+    CHECK(*std::max_element(g.begin(), g.end()) < 3.0);
+    Tensor mask32 = out({4001}, kFloat32), mask = out({4001}, dt, kGpu);
+    cpu_backend().dropout_mask(mask32, 0.3, 11, 500);
+    gpu_backend().dropout_mask(mask, 0.3, 11, 500);
+    CHECK_MATCH(mask, rounded(mask32, dt));
+
+    // Through the ops layer: rand in dt on the device from the seed equals rand in float32 rounded.
+    manual_seed(5);
+    Tensor r = rand({1000}, {dt, kGpu});
+    manual_seed(5);
+    Tensor r32 = rand({1000}, {kFloat32, kGpu});
+    CHECK(r.device() == kGpu);
+    Tensor r_want = rounded(host(r32), dt);
+    r_want = internal::where(internal::binary_scalar(BinaryOp::Eq, r_want, 1.0), zeros_like(r_want), r_want);
+    CHECK_MATCH(r, r_want);
+    // dropout(p = 0.5) keeps x * 2 (exact) where float32's dropout does, from the same draws.
+    Tensor x = random({64, 33}, dt);
+    manual_seed(9);
+    Tensor d = dropout(gpu(x), 0.5, true);
+    manual_seed(9);
+    Tensor d32 = dropout(gpu(f32(x)), 0.5, true);
+    CHECK(d.dtype() == dt);
+    CHECK_MATCH(d, rounded(host(d32), dt));
+    const double kept = internal::sum(internal::binary_scalar(BinaryOp::Ne, host(d32), 0.0)).item<double>();
+    CHECK(std::abs(kept / x.numel() - 0.5) < 0.05);  // 2112 elements, fixed seed: the same count every run
+  }
 }
