@@ -1,7 +1,8 @@
 // Recurrent layers on the GPU: a 2-layer bidirectional LSTM and GRU, forward and backward on cuda:0,
 // equal the CPU's (outputs, final states, and the gradients of the input, the initial state and every
 // parameter), and so do the fused layer ops they run (lstm_layer, gru_layer) in float64. Without a
-// visible device every case skips.
+// visible device every case skips. In bfloat16 and float16 (the fused layer ops, and the layers under
+// autocast, which keep no float32 tensor) against the CPU in float64.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "nn/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tensor/memory_stats.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/util/tensor_match.h"
 
@@ -220,5 +222,34 @@ TEST_CASE("LSTM and GRU under autocast on the GPU run in the autocast dtype, sta
         check_half(internal::to_dtype(pg[i].second.grad(), dt), pr[i].second.grad(), dt, 8, pg[i].first + ".grad");
       }
     }
+  }
+}
+
+TEST_CASE("an LSTM under autocast on the GPU keeps no float32 tensor: the layer op's states and gates are 16-bit") {
+  REQUIRE_DEVICE();
+  REQUIRE(memory_stats::enabled());  // LOCKSTEP_MEMORY_STATS=1 (tests/cuda/BUILD)
+  auto live = [](const char* label, Dtype dt) { return memory_stats::snapshot().bytes(label, dt); };
+  const Device dev = Device::cuda(0);
+  for (Dtype dt : kHalves) {
+    INFO(dtype_name(dt));
+    manual_seed(7);
+    nn::LSTM lstm(nn::LSTMOptions(4, 6).num_layers(2));
+    lstm->to(dev);
+    Tensor x = randn({5, 3, 4}, {kFloat32, dev});
+    const size_t f32 = live(nullptr, kFloat32), half = live(nullptr, dt);
+    Tensor out;
+    {
+      autocast guard(kCUDA, dt);
+      out = std::get<0>(lstm(x));
+    }
+    // What the graph holds for backward: the 16-bit casts and the layer op's buffers, nothing in float32.
+    CHECK(out.dtype() == dt);
+    CHECK(live(nullptr, kFloat32) == f32);
+    CHECK(live("lstm_layer", kFloat32) == 0);
+    // Each layer's [2, T + 1, B, H] states of 2 bytes (gates and casts besides).
+    CHECK(live("lstm_layer", dt) >= 2 * size_t{2 * 6 * 3 * 6 * 2});
+    CHECK(live(nullptr, dt) > half);
+    sum(out).backward();
+    for (const Tensor& p : lstm->parameters()) CHECK(p.grad().dtype() == kFloat32);
   }
 }
