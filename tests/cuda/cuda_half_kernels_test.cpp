@@ -3,7 +3,8 @@
 // the CPU backend run in float32 on the same 16-bit values and rounded to 16 bits once: the rule the
 // kernels follow (load 16 bits, compute in float32, store 16 bits). Odd sizes, both reduce layouts and
 // the split paths; then the ops layer on non-contiguous 16-bit tensors, reductions over middle
-// dimensions, and the errors for a dtype no kernel takes.
+// dimensions, and the errors for a dtype no kernel takes; last, the random fills and dropout's mask,
+// the float32 Philox draws rounded once.
 //
 // Kernels are called through the backends (tensor/backend.h) so that nothing in the ops layer can hand
 // them a float32 copy. Without a CUDA device every case skips and the binary prints "SKIPPED: no CUDA
