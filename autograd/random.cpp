@@ -1,5 +1,6 @@
-// Random ops. Draws come from the default generator (tensor/generator.h): uniform draws and dropout's
-// mask for a device are made on it (tensor/philox.h), the rest on the host and moved to the input's device.
+// Random ops. Draws come from the default generator (tensor/generator.h): uniform draws, dropout's mask
+// and bernoulli samples for a device are made on it (tensor/philox.h), the rest on the host and moved to
+// the input's device.
 #include <algorithm>
 #include <cmath>
 
@@ -15,6 +16,14 @@ namespace in = internal;
 Tensor bernoulli(const Tensor& p) {
   LOCKSTEP_CHECK(p.defined() && p.is_floating_point(), "bernoulli: expected a floating-point tensor of probabilities",
                  p.defined() ? std::string(", got ") + dtype_name(p.dtype()) : std::string());
+  if (!p.device().is_cpu()) {
+    // Drawn on the device in p's dtype from the draws rand() would make there (the same samples).
+    Tensor out(p.shape(), p.dtype(), p.device());
+    Generator& g = default_generator();
+    backend_for(p.device()).bernoulli(out, in::contiguous(p), g.seed(),
+                                      g.reserve_philox(static_cast<uint64_t>(out.numel())));
+    return out;
+  }
   Tensor u = rand(p.shape(), {p.dtype() == kFloat64 ? kFloat64 : kFloat32, p.device()});
   return in::to_dtype(in::binary(BinaryOp::Lt, u, p), p.dtype());
 }

@@ -254,6 +254,16 @@ void CpuBackend::dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t cou
   });
 }
 
+void CpuBackend::bernoulli(Tensor& out, const Tensor& p, uint64_t seed, uint64_t counter) {
+  dispatch_floating(out.dtype(), "bernoulli", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = out.data<T>();
+    const T* pp = p.data<T>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      o[i] = detail::philox_uniform<T>(seed, counter + static_cast<uint64_t>(i)) < pp[i] ? T(1) : T(0);
+  });
+}
+
 void CpuBackend::lstm_cell(Tensor& gates, Tensor& h, Tensor& c, const Tensor& x_gates, const Tensor& c_prev,
                            int64_t rows, int64_t n) {
   dispatch_floating(gates.dtype(), "lstm_cell", [&](auto tag) {

@@ -1,6 +1,6 @@
 // Random fills on a CUDA device: each thread draws its own element by Philox from (seed, counter + i)
-// (tensor/philox.h), so a random tensor or dropout mask is made where it is used, with no host draws
-// and no copy. A bfloat16 or float16 element is the float32 one computed the same way and rounded once
+// (tensor/philox.h), so a random tensor, dropout mask or bernoulli sample is made where it is used, with
+// no host draws and no copy. A bfloat16 or float16 element is the float32 one computed the same way and rounded once
 // (PyTorch draws its 16-bit fills in float too), so a 16-bit fill equals the float32 fill rounded (but
 // for uniform's upper bound, below).
 #include <type_traits>
@@ -37,6 +37,12 @@ __global__ void dropout_mask_kernel(T* out, int64_t n, C p, C scale, uint64_t se
   LOCKSTEP_GRID_STRIDE(i, n) { out[i] = static_cast<T>(draw<T>(seed, counter, i) >= p ? scale : C(0)); }
 }
 
+// Element i is 1 where its draw is below p[i] (p read at 16 bits, compared in float32).
+template <typename T, typename C = compute_t<T>>
+__global__ void bernoulli_kernel(T* out, const T* p, int64_t n, uint64_t seed, uint64_t counter) {
+  LOCKSTEP_GRID_STRIDE(i, n) { out[i] = static_cast<T>(draw<T>(seed, counter, i) < ld(p[i]) ? C(1) : C(0)); }
+}
+
 }  // namespace
 
 // Runs launch(type_tag<T>, on, n) for out's floating dtype T unless out is empty.
@@ -62,6 +68,14 @@ void CudaBackend::dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t co
     using C = compute_t<T>;
     LOCKSTEP_LAUNCH("dropout_mask_kernel", dropout_mask_kernel<T>, grid_for(n, on.ctx), kThreads, on.stream(),
                     out.data<T>(), n, static_cast<C>(p), static_cast<C>(1.0 / (1.0 - p)), seed, counter);
+  });
+}
+
+void CudaBackend::bernoulli(Tensor& out, const Tensor& p, uint64_t seed, uint64_t counter) {
+  launch_random(out, "bernoulli", [&](auto tag, OnDevice& on, int64_t n) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_LAUNCH("bernoulli_kernel", bernoulli_kernel<T>, grid_for(n, on.ctx), kThreads, on.stream(),
+                    out.data<T>(), p.data<T>(), n, seed, counter);
   });
 }
 

@@ -3,8 +3,8 @@
 // the CPU backend run in float32 on the same 16-bit values and rounded to 16 bits once: the rule the
 // kernels follow (load 16 bits, compute in float32, store 16 bits). Odd sizes, both reduce layouts and
 // the split paths; then the ops layer on non-contiguous 16-bit tensors, reductions over middle
-// dimensions, and the errors for a dtype no kernel takes; last, the random fills and dropout's mask,
-// the float32 Philox draws rounded once.
+// dimensions, and the errors for a dtype no kernel takes; last, the random fills, dropout's mask and
+// bernoulli, from the float32 Philox draws.
 //
 // Kernels are called through the backends (tensor/backend.h) so that nothing in the ops layer can hand
 // them a float32 copy. Without a CUDA device every case skips and the binary prints "SKIPPED: no CUDA
@@ -480,7 +480,7 @@ TEST_CASE("16-bit CUDA ops reject what no kernel takes, naming the op, dtypes an
                  "layer_norm: weight/bias of dtype float16 for a bfloat16 input"));
 }
 
-TEST_CASE("16-bit random fills and dropout masks: the float32 Philox draws rounded once, made on the device") {
+TEST_CASE("16-bit random fills, dropout masks and bernoulli: from the float32 Philox draws, made on the device") {
   REQUIRE_DEVICE();
   for (Dtype dt : kHalves) {
     INFO(dt);
@@ -519,5 +519,21 @@ TEST_CASE("16-bit random fills and dropout masks: the float32 Philox draws round
     CHECK_MATCH(d, rounded(host(d32), dt));
     const double kept = internal::sum(internal::binary_scalar(BinaryOp::Ne, host(d32), 0.0)).item<double>();
     CHECK(std::abs(kept / x.numel() - 0.5) < 0.05);  // 2112 elements, fixed seed: the same count every run
+
+    // bernoulli(p): 1 where the float32 draw is below p (a 16-bit p compared exactly), as the CPU
+    // backend's on the same values in float32, and as float32's bernoulli from the same seed.
+    Tensor p = random({37, 29}, dt, 0, 1), b = out({37, 29}, dt, kGpu), b32 = out({37, 29}, kFloat32);
+    internal::copy_(p, internal::where(internal::binary_scalar(BinaryOp::Lt, p, 0.1), zeros_like(p), p));  // p = 0
+    cpu_backend().bernoulli(b32, f32(p), 3, 77);
+    gpu_backend().bernoulli(b, gpu(p), 3, 77);
+    CHECK_MATCH(b, rounded(b32, dt));
+    manual_seed(4);
+    Tensor s = bernoulli(gpu(p));
+    manual_seed(4);
+    Tensor s32 = bernoulli(gpu(f32(p)));
+    CHECK(s.dtype() == dt);
+    CHECK_MATCH(s, rounded(host(s32), dt));
+    CHECK(internal::sum(internal::mul(host(s), internal::binary_scalar(BinaryOp::Eq, p, 0.0))).item<double>() == 0);
+    CHECK_MATCH(bernoulli(full({100}, 1.0, {dt, kGpu})), full({100}, 1.0, dt));
   }
 }
