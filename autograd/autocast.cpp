@@ -1,6 +1,7 @@
 // Autocast's state (per thread, per device type), its op table and the cast cache (autocast.h).
 #include "autograd/autocast.h"
 
+#include <iterator>
 #include <unordered_map>
 
 #include "autograd/functions.h"
@@ -35,7 +36,12 @@ constexpr Row kTable[] = {
     {AutocastOp::Exp, Policy::Keep, Policy::Float32},       // exp, log, pow, rsqrt
     {AutocastOp::Loss, Policy::Float32, Policy::Float32},   // cross_entropy, nll, mse, bce, bce_with_logits
     {AutocastOp::Prod, Policy::Float32, Policy::Float32},
+    // Whole recurrent layers, states included: CUDA casts every cuDNN RNN (_cudnn_rnn), the CPU only
+    // LSTM (mkldnn_rnn_layer); a CPU GRU or RNN runs in float32, input projection included.
+    {AutocastOp::LSTM, Policy::Lower, Policy::Lower},
+    {AutocastOp::RNN, Policy::Keep, Policy::Lower},  // GRU, RNN (tanh, relu)
 };
+static_assert(std::size(kTable) == static_cast<size_t>(AutocastOp::RNN) + 1, "one row per AutocastOp, in order");
 
 Policy policy(AutocastOp op, DeviceType device) {
   const Row& row = kTable[static_cast<size_t>(op)];

@@ -1,6 +1,7 @@
 // Autocast: torch.autocast as an RAII guard. Inside it, on the guarded device, the ops PyTorch runs in
-// lower precision (matmul, linear, conv2d, scaled_dot_product_attention, and so the products inside
-// the recurrent layers) cast their float32 operands to the autocast dtype and return that dtype; the
+// lower precision (matmul, linear, conv2d, scaled_dot_product_attention; whole nn::LSTM layers, and on
+// CUDA nn::GRU and nn::RNN ones, states included) cast their float32 operands to the autocast dtype and
+// return that dtype; the
 // losses and prod, and on CUDA also softmax, layer_norm, sum, exp, log, pow and rsqrt, cast to float32. Everything else runs in the dtype of
 // its inputs. Casts are recorded, so gradients reach float32 parameters in float32 (master weights);
 // the casts of a leaf that requires grad (a parameter) are made once per outermost autocast region and
@@ -39,7 +40,9 @@ Dtype get_autocast_dtype(DeviceType device);
 namespace autograd::amp {
 
 // The ops autocast knows, by the policy PyTorch's lists give them (autocast.cpp has the table).
-enum class AutocastOp { Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod };
+enum class AutocastOp {
+  Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod, LSTM, RNN
+};
 
 extern thread_local bool any_enabled;  // on some device type, on this thread
 

@@ -1,10 +1,12 @@
-// Random ops. Draws come from the default generator (tensor/generator.h): uniform draws for a device
-// are made on it (tensor/philox.h), the rest on the host and moved to the input's device.
+// Random ops. Draws come from the default generator (tensor/generator.h): uniform draws, dropout's mask
+// and bernoulli samples for a device are made on it (tensor/philox.h), the rest on the host and moved to
+// the input's device.
 #include <algorithm>
 #include <cmath>
 
 #include "autograd/autograd_util.h"
 #include "autograd/functions.h"
+#include "tensor/backend.h"
 #include "tensor/generator.h"
 
 namespace lockstep {
@@ -14,6 +16,14 @@ namespace in = internal;
 Tensor bernoulli(const Tensor& p) {
   LOCKSTEP_CHECK(p.defined() && p.is_floating_point(), "bernoulli: expected a floating-point tensor of probabilities",
                  p.defined() ? std::string(", got ") + dtype_name(p.dtype()) : std::string());
+  if (!p.device().is_cpu()) {
+    // Drawn on the device in p's dtype from the draws rand() would make there (the same samples).
+    Tensor out(p.shape(), p.dtype(), p.device());
+    Generator& g = default_generator();
+    backend_for(p.device()).bernoulli(out, in::contiguous(p), g.seed(),
+                                      g.reserve_philox(static_cast<uint64_t>(out.numel())));
+    return out;
+  }
   Tensor u = rand(p.shape(), {p.dtype() == kFloat64 ? kFloat64 : kFloat32, p.device()});
   return in::to_dtype(in::binary(BinaryOp::Lt, u, p), p.dtype());
 }
@@ -24,6 +34,13 @@ Tensor dropout(const Tensor& a, double p, bool train) {
   if (!train || p == 0) return a;
   if (p == 1) return mul(a, 0.0);
   // keep ~ Bernoulli(1 - p), scaled by 1 / (1 - p) so the expectation is unchanged.
+  if (!a.device().is_cpu() && a.is_floating_point()) {
+    // The mask made on the device in a's dtype from the draws rand() would make there (the same mask).
+    Tensor mask(a.shape(), a.dtype(), a.device());
+    Generator& g = default_generator();
+    backend_for(a.device()).dropout_mask(mask, p, g.seed(), g.reserve_philox(static_cast<uint64_t>(mask.numel())));
+    return mul(a, mask);
+  }
   Tensor u = rand(a.shape(), {a.dtype() == kFloat64 ? kFloat64 : kFloat32, a.device()});
   Tensor mask = in::mul(in::to_dtype(in::binary_scalar(BinaryOp::Ge, u, p), a.dtype()), 1.0 / (1.0 - p));
   return mul(a, mask);

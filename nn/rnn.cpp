@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "nn/init.h"
 #include "tensor/factory.h"
@@ -73,8 +74,25 @@ void RNNImplBase::reset_parameters() {
 }
 
 std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const Tensor& hx, const Tensor& cx) {
+  const DeviceType device = weights_[0].w_ih.device().type;
+  if (!autograd::amp::any_enabled || !is_autocast_enabled(device)) return run_layers(input, hx, cx, weights_);
+  // Under autocast the layer is one op, as PyTorch's: operands and states cast where its lists lower
+  // the layer (autocast.cpp), then every op inside runs in that one dtype, autocast off (so a CPU GRU
+  // stays float32 throughout, and a CUDA LSTM keeps h and c at 16 bits, as cuDNN does).
+  using autograd::amp::cast_input;
+  const auto op = mode_ == RNNMode::LSTM ? autograd::amp::AutocastOp::LSTM : autograd::amp::AutocastOp::RNN;
+  std::vector<Weights> ws;
+  for (const Weights& w : weights_)
+    ws.push_back({cast_input(op, w.w_ih), cast_input(op, w.w_hh), cast_input(op, w.b_ih), cast_input(op, w.b_hh)});
+  const Tensor x = cast_input(op, input), h = cast_input(op, hx), c = cast_input(op, cx);
+  autocast off(device, get_autocast_dtype(device), /*enabled=*/false);
+  return run_layers(x, h, c, ws);
+}
+
+std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run_layers(const Tensor& input, const Tensor& hx, const Tensor& cx,
+                                                           const std::vector<Weights>& weights) {
   const int64_t dirs = bidirectional ? 2 : 1, H = hidden_size;
-  const Tensor& w0 = weights_[0].w_ih;
+  const Tensor& w0 = weights[0].w_ih;
   LOCKSTEP_CHECK(input.defined() && (input.dim() == 2 || input.dim() == 3), name_, ": expected a 2-D (unbatched) or 3-D input, got ",
                  shape_of(input));
   LOCKSTEP_CHECK(input.size(-1) == input_size, name_, "(", input_size, ", ", hidden_size, "): expected input [",
@@ -98,14 +116,14 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const T
   Tensor h0 = initial(hx, "h0"), c0 = mode_ == RNNMode::LSTM ? initial(cx, "c0") : Tensor();
 
   // LSTM and GRU run each layer and direction as one op (autograd/rnn_layer.cpp) in float32 and
-  // float64; RNN, and bfloat16, step by step.
+  // float64, and on CUDA in bfloat16 and float16 too; RNN, and 16-bit on the CPU, step by step.
   const bool fused = (mode_ == RNNMode::LSTM || mode_ == RNNMode::GRU) && T > 0 &&
-                     (w0.dtype() == kFloat32 || w0.dtype() == kFloat64);
+                     (w0.dtype() == kFloat32 || w0.dtype() == kFloat64 || !w0.device().is_cpu());
   std::vector<Tensor> h_n, c_n;
   for (int64_t l = 0; l < num_layers; ++l) {
     std::vector<Tensor> outs;
     for (int64_t d = 0; d < dirs; ++d) {
-      const Weights& w = weights_[l * dirs + d];
+      const Weights& w = weights[l * dirs + d];
       const int64_t G = w.w_ih.size(0);
       // LSTM and RNN add b_hh outside any gate, so it joins b_ih in the one product below and the
       // steps run without a bias; GRU's b_hn sits inside r * (h W_hn^T + b_hn) and stays per step.

@@ -92,6 +92,9 @@ class RNNImplBase : public Module {
     Tensor w_ih, w_hh, b_ih, b_hh;
   };
   std::vector<Weights> weights_;  // [layer * directions + direction]
+  // run's layers over `weights` (weights_, or their autocast casts) in the input's dtype.
+  std::tuple<Tensor, Tensor, Tensor> run_layers(const Tensor& input, const Tensor& hx, const Tensor& cx,
+                                                const std::vector<Weights>& weights);
 };
 
 // What the cells share: weight_ih [G*H, in], weight_hh [G*H, H], bias_ih, bias_hh [G*H].

@@ -132,10 +132,16 @@ class FusedKernels {
   // and distinct; max_exp_avg_sq is used only with args.amsgrad.
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                          Tensor& max_exp_avg_sq, const AdamStepArgs& args) = 0;
-  // out (contiguous, float32 or float64) = low + (high - low) * u, element i's u drawn by Philox from
-  // (seed, counter + i) (tensor/philox.h): rand() on a device, which draws there instead of copying
-  // host draws over.
+  // out (contiguous, float32 or float64; on CUDA also 16-bit, drawn in float32 and rounded) =
+  // low + (high - low) * u, element i's u drawn by Philox from (seed, counter + i) (tensor/philox.h):
+  // rand() on a device, which draws there instead of copying host draws over.
   virtual void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) = 0;
+  // dropout's mask on a device, as uniform draws u: out = 1 / (1 - p) where u >= p, else 0 (u in the
+  // compute dtype), so a 16-bit input needs no float32 draws beside it.
+  virtual void dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t counter) = 0;
+  // bernoulli(p) on a device, as uniform draws u: out = 1 where u < p, else 0, elementwise (out and p
+  // contiguous, of one floating dtype; u in the compute dtype, so a 16-bit p is compared exactly).
+  virtual void bernoulli(Tensor& out, const Tensor& p, uint64_t seed, uint64_t counter) = 0;
 
   // One time step of an LSTM layer over `rows` rows of n units, each element by tensor/rnn_cell_ops.h's
   // rule: gates [rows, 4n] holds h_prev W_hh^T on entry and, after x_gates [rows, 4n] is added, the

@@ -85,8 +85,9 @@ Tensor uniform(const Shape& shape, double low, double high, TensorOptions o) {
   LOCKSTEP_CHECK(is_floating_point(o.dtype), "uniform: expected a floating-point dtype, got ", dtype_name(o.dtype));
   LOCKSTEP_CHECK(low <= high, "uniform: low ", low, " is above high ", high);
   Generator& g = default_generator();
-  if (!o.device.is_cpu() && (o.dtype == kFloat32 || o.dtype == kFloat64)) {
-    // Drawn on the device, element by element (tensor/philox.h): no host draws, no copy.
+  if (!o.device.is_cpu()) {
+    // Drawn on the device, element by element (tensor/philox.h): no host draws, no copy; a 16-bit
+    // tensor gets the float32 draws rounded.
     Tensor out(shape, o.dtype, o.device);
     backend_for(o.device).uniform(out, low, high, g.seed(), g.reserve_philox(static_cast<uint64_t>(out.numel())));
     return out;

@@ -129,9 +129,9 @@ void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, doub
                  ": inner dimensions differ");
   Shape want{ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)};
   LOCKSTEP_CHECK(out.defined() && out.shape() == want && out.dtype() == a.dtype() && out.device() == a.device() &&
-                     out.is_contiguous() && !is_reduced_floating_point(a.dtype()),
+                     out.is_contiguous() && (!is_reduced_floating_point(a.dtype()) || !a.device().is_cpu()),
                  "gemm_: output ", out.defined() ? out.shape() : Shape{}, " does not match the product ", want, " ",
-                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16/float16)");
+                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16/float16 on the CPU)");
   LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == want[1] && bias.dtype() == out.dtype() &&
                                      bias.device() == out.device()),
                  "gemm_: bias ", bias.shape(), " ", bias.dtype(), " on ", bias.device(), " does not match the product ",

@@ -169,7 +169,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // 2-D: op(a) @ op(b) with op = transpose where the flag is set (no copy).
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b);
 // out = alpha * op(a) @ op(b) + beta * out (+ bias [n] on every row), 2-D, in place (beta = 1 accumulates
-// into out; with beta 0, out's old values are not read).
+// into out; with beta 0, out's old values are not read). 16-bit on CUDA (float32 accumulation, one rounding
+// into out), not on the CPU.
 void gemm_(Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha, double beta,
            const Tensor& bias = Tensor());
 

@@ -66,6 +66,8 @@ class CpuBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
   void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
+  void dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t counter) override;
+  void bernoulli(Tensor& out, const Tensor& p, uint64_t seed, uint64_t counter) override;
   void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& mask, const AttentionArgs& args) override;  // cpu/attention.cpp
   void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& grad_out, const Tensor& q,

@@ -234,7 +234,7 @@ void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
   });
 }
 
-// Not reached by rand() on the host, which keeps generator.h's stream; the reference for the GPU's.
+// Not reached by rand() or dropout on the host, which keep generator.h's stream; the references for the GPU's.
 
 void CpuBackend::uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) {
   dispatch_floating(out.dtype(), "uniform", [&](auto tag) {
@@ -243,6 +243,26 @@ void CpuBackend::uniform(Tensor& out, double low, double high, uint64_t seed, ui
     const T lo = static_cast<T>(low), w = static_cast<T>(high - low);
     for (int64_t i = 0, n = out.numel(); i < n; ++i)
       p[i] = lo + w * detail::philox_uniform<T>(seed, counter + static_cast<uint64_t>(i));
+  });
+}
+
+void CpuBackend::dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t counter) {
+  dispatch_floating(out.dtype(), "dropout_mask", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = out.data<T>();
+    const T keep = static_cast<T>(p), scale = static_cast<T>(1.0 / (1.0 - p));
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      o[i] = detail::philox_uniform<T>(seed, counter + static_cast<uint64_t>(i)) >= keep ? scale : T(0);
+  });
+}
+
+void CpuBackend::bernoulli(Tensor& out, const Tensor& p, uint64_t seed, uint64_t counter) {
+  dispatch_floating(out.dtype(), "bernoulli", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = out.data<T>();
+    const T* pp = p.data<T>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      o[i] = detail::philox_uniform<T>(seed, counter + static_cast<uint64_t>(i)) < pp[i] ? T(1) : T(0);
   });
 }
 

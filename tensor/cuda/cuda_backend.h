@@ -1,9 +1,9 @@
 // CudaBackend: tensor/backend.h's kernel list on CUDA devices. One method per kernel, defined in the
 // file of its concept; each makes the tensors' device current (OnDevice, context.h) and queues its work
 // on that device's stream without waiting, except copies to the host and synchronize(). Every kernel
-// but uniform and the recurrent cells takes bfloat16 and float16 tensors as they are: it reads and writes
-// 16 bits and computes in float32 (compute_t; launch.cuh's dispatch_any_floating is the fused kernels'
-// dtype table), so the ops layer makes no float32 copy for CUDA.
+// takes bfloat16 and float16 tensors as they are: it reads and writes 16 bits and computes in float32
+// (compute_t; launch.cuh's dispatch_any_floating is the fused kernels' dtype table), so the ops layer
+// makes no float32 copy for CUDA.
 //
 //   allocate, deallocate                      cuda_backend.cpp (through allocator.h)
 //   copy, synchronize                         cuda_backend.cpp
@@ -20,7 +20,7 @@
 //   scatter_add
 //   sort                                      sort.cu
 //   adam_step                                 optim.cu
-//   uniform                                   random.cu
+//   uniform, dropout_mask, bernoulli          random.cu
 //   lstm_cell, gru_cell (+backward)           rnn_cells.cu
 //   attention_forward, attention_backward     attention.cu
 #pragma once
@@ -78,6 +78,8 @@ class CudaBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
   void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
+  void dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t counter) override;
+  void bernoulli(Tensor& out, const Tensor& p, uint64_t seed, uint64_t counter) override;
   void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& mask, const AttentionArgs& args) override;
   void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& grad_out, const Tensor& q,

@@ -3,21 +3,24 @@
 // the CPU backend run in float32 on the same 16-bit values and rounded to 16 bits once: the rule the
 // kernels follow (load 16 bits, compute in float32, store 16 bits). Odd sizes, both reduce layouts and
 // the split paths; then the ops layer on non-contiguous 16-bit tensors, reductions over middle
-// dimensions, and the errors for a dtype no kernel takes.
+// dimensions, and the errors for a dtype no kernel takes; last, the random fills, dropout's mask and
+// bernoulli, from the float32 Philox draws.
 //
 // Kernels are called through the backends (tensor/backend.h) so that nothing in the ops layer can hand
 // them a float32 copy. Without a CUDA device every case skips and the binary prints "SKIPPED: no CUDA
 // device".
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "autograd/functions.h"
 #include "tensor/api.h"
 #include "tensor/batch_norm.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/util/tensor_match.h"
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
@@ -45,34 +48,15 @@ Tensor random(const Shape& s, Dtype dt, double lo = -3, double hi = 3) {
 // the neighbouring 16-bit value.
 double ulp(Dtype dt) { return dt == kBFloat16 ? 0x1p-7 : 0x1p-10; }
 
-// "" when `got` (a 16-bit tensor on any device) has `want`'s shape and dtype and every element is within
-// ulps units (of its own magnitude) plus atol of want's (NaN matches NaN); else the first mismatch.
-std::string mismatch(const Tensor& got, const Tensor& want, double ulps = 1, double atol = 0) {
-  std::ostringstream os;
-  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
-    os << "got " << got.shape() << " " << got.dtype() << ", want " << want.shape() << " " << want.dtype();
-    return os.str();
-  }
+// "" when `got` (any device) matches `want` within `ulps` units of want's format (as ulp gives them;
+// 1e-6 a unit for float32; exact for the rest) of its magnitude plus atol; else the mismatch.
+std::string ulps_mismatch(const Tensor& got, const Tensor& want, double ulps = 1, double atol = 0) {
   const double rtol = want.dtype() == kFloat32 ? 1e-6 * ulps
                       : is_reduced_floating_point(want.dtype()) ? ulps * ulp(want.dtype())
                                                                 : 0.0;
-  const std::vector<double> g = host(got).to_vector<double>(), w = want.to_vector<double>();
-  for (size_t i = 0; i < g.size(); ++i) {
-    const bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
-                    std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
-    if (!ok) {
-      os.precision(10);
-      os << "element " << i << " of " << want.shape() << " " << want.dtype() << ": got " << g[i] << ", want " << w[i];
-      return os.str();
-    }
-  }
-  return "";
+  return lockstep::testing::mismatch(got, want, rtol, atol);
 }
-#define CHECK_MATCH(got, want, ...)                                      \
-  do {                                                                   \
-    std::string m_ = mismatch((got), (want) __VA_OPT__(, ) __VA_ARGS__); \
-    CHECK_MESSAGE(m_.empty(), m_);                                       \
-  } while (0)
+#define CHECK_ULPS(got, want, ...) CHECK_NO_MISMATCH(ulps_mismatch((got), (want) __VA_OPT__(, ) __VA_ARGS__))
 
 // The float32 result rounded to dt once: what a 16-bit kernel should store.
 Tensor rounded(const Tensor& t, Dtype dt) { return internal::to_dtype(t, dt); }
@@ -127,7 +111,7 @@ TEST_CASE("reduce at 16 bits: every row, rows and columns, split and unsplit, od
         cpu_backend().reduce(op, want, f32(x), s.outer, s.n, s.inner);
         Tensor got = out(Shape{s.outer, s.inner}, index ? kInt64 : dt, kGpu);
         gpu_backend().reduce(op, got, gpu(x), s.outer, s.n, s.inner);
-        CHECK_MATCH(got, index ? want : rounded(want, dt));
+        CHECK_ULPS(got, index ? want : rounded(want, dt));
       }
 }
 
@@ -163,7 +147,7 @@ TEST_CASE("softmax and log_softmax at 16 bits, forward and backward, along rows 
         cpu_backend().softmax(want, f32(a), s.outer, s.n, s.inner, log);
         Tensor y(shape, dt, kGpu);
         gpu_backend().softmax(y, gpu(a), s.outer, s.n, s.inner, log);
-        CHECK_MATCH(y, rounded(want, dt), 1, 1e-7);
+        CHECK_ULPS(y, rounded(want, dt), 1, 1e-7);
         // The backward from the 16-bit output the forward stored.
         Tensor g = random(shape, dt);
         Tensor y16 = host(y);
@@ -171,7 +155,7 @@ TEST_CASE("softmax and log_softmax at 16 bits, forward and backward, along rows 
         cpu_backend().softmax_backward(want_gi, f32(g), f32(y16), s.outer, s.n, s.inner, log);
         Tensor gi(shape, dt, kGpu);
         gpu_backend().softmax_backward(gi, gpu(g), y, s.outer, s.n, s.inner, log);
-        CHECK_MATCH(gi, rounded(want_gi, dt), 1, 1e-6);
+        CHECK_ULPS(gi, rounded(want_gi, dt), 1, 1e-6);
       }
 }
 
@@ -188,13 +172,13 @@ TEST_CASE("nll_loss at 16 bits: the loss summed in double and rounded once; the 
       cpu_backend().nll_loss(want, f32(logp), target, scale);
       Tensor got = out(Shape{}, dt, kGpu);
       gpu_backend().nll_loss(got, gpu(logp), gpu(target), scale);
-      CHECK_MATCH(got, rounded(want, dt));
+      CHECK_ULPS(got, rounded(want, dt));
       Tensor go = internal::to_dtype(tensor({0.75f}), dt);
       Tensor want_g = zeros({n, c});
       cpu_backend().nll_loss_backward(want_g, f32(go), target, scale);
       Tensor g = zeros({n, c}, {dt, kGpu});
       gpu_backend().nll_loss_backward(g, gpu(go), gpu(target), scale);
-      CHECK_MATCH(g, rounded(want_g, dt));
+      CHECK_ULPS(g, rounded(want_g, dt));
     }
     // A target out of range is raised at the next synchronization, as for float32.
     Tensor bad = gpu(tensor(std::vector<int64_t>{0, c}));
@@ -222,9 +206,9 @@ TEST_CASE("layer_norm at 16 bits: float32 statistics, outputs and gradients roun
         cpu_backend().layer_norm(want_y, want_mean, want_rstd, f32(x), f32(w), f32(b), rows, n, 1e-5);
         Tensor y = out({rows, n}, dt, kGpu), mean = out(Shape{rows}, kFloat32, kGpu), rstd = out(Shape{rows}, kFloat32, kGpu);
         gpu_backend().layer_norm(y, mean, rstd, gpu(x), affine ? gpu(w) : w, affine ? gpu(b) : b, rows, n, 1e-5);
-        CHECK_MATCH(y, rounded(want_y, dt), 1, 1e-3);
-        CHECK_MATCH(mean, want_mean, 4, 1e-6);
-        CHECK_MATCH(rstd, want_rstd, 4);
+        CHECK_ULPS(y, rounded(want_y, dt), 1, 1e-3);
+        CHECK_ULPS(mean, want_mean, 4, 1e-6);
+        CHECK_ULPS(rstd, want_rstd, 4);
         Tensor gy = random({rows, n}, dt);
         Tensor want_gx = out({rows, n}, kFloat32), want_gw, want_gb;
         if (affine) want_gw = out(Shape{n}, kFloat32), want_gb = out(Shape{n}, kFloat32);
@@ -233,10 +217,10 @@ TEST_CASE("layer_norm at 16 bits: float32 statistics, outputs and gradients roun
         Tensor gx = out({rows, n}, dt, kGpu), gw, gb;
         if (affine) gw = out(Shape{n}, dt, kGpu), gb = out(Shape{n}, dt, kGpu);
         gpu_backend().layer_norm_backward(gx, gw, gb, gpu(gy), gpu(x), mean, rstd, affine ? gpu(w) : w, rows, n);
-        CHECK_MATCH(gx, rounded(want_gx, dt), 2, 1e-3);
+        CHECK_ULPS(gx, rounded(want_gx, dt), 2, 1e-3);
         if (affine) {
-          CHECK_MATCH(gw, rounded(want_gw, dt), 2, 1e-3);
-          CHECK_MATCH(gb, rounded(want_gb, dt), 1, 1e-6);
+          CHECK_ULPS(gw, rounded(want_gw, dt), 2, 1e-3);
+          CHECK_ULPS(gb, rounded(want_gb, dt), 1, 1e-6);
         }
       }
 }
@@ -261,7 +245,7 @@ TEST_CASE("batch_norm's four kernels at 16 bits, with a float32 weight and bias,
       cpu_backend().batch_norm_elemt(want_y, f32(x), mo.mean, mo.invstd, w, b, N, C, inner);
       gpu_backend().batch_norm_elemt(y, gpu(x), gpu(mo.mean), gpu(mo.invstd), affine ? gpu(w) : w,
                                      affine ? gpu(b) : b, N, C, inner);
-      CHECK_MATCH(y, rounded(want_y, dt), 1, 1e-6);
+      CHECK_ULPS(y, rounded(want_y, dt), 1, 1e-6);
       Tensor want_bsums = out({2, C}, kFloat64), bsums = out({2, C}, kFloat64, kGpu);
       cpu_backend().batch_norm_backward_reduce(want_bsums, f32(gy), f32(x), mo.mean, N, C, inner);
       gpu_backend().batch_norm_backward_reduce(bsums, gpu(gy), gpu(x), gpu(mo.mean), N, C, inner);
@@ -274,7 +258,7 @@ TEST_CASE("batch_norm's four kernels at 16 bits, with a float32 weight and bias,
         gpu_backend().batch_norm_backward_elemt(gx, gpu(gy), gpu(x), gpu(mo.mean), gpu(mo.invstd),
                                                 affine ? gpu(w) : w, train ? gpu(want_bsums) : Tensor(),
                                                 double(N * inner), N, C, inner);
-        CHECK_MATCH(gx, rounded(want_gx, dt), 1, 1e-5);
+        CHECK_ULPS(gx, rounded(want_gx, dt), 1, 1e-5);
       }
     }
 }
@@ -294,8 +278,8 @@ TEST_CASE("max_pool2d at 16 bits: the maxima as they are and their positions, Na
     cpu_backend().max_pool2d(want, want_i, f32(x), a);
     Tensor got = out(Shape{a.planes, a.OH, a.OW}, dt, kGpu), got_i = out(Shape{a.planes, a.OH, a.OW}, kInt64, kGpu);
     gpu_backend().max_pool2d(got, got_i, gpu(x), a);
-    CHECK_MATCH(got, rounded(want, dt));
-    CHECK_MATCH(got_i, want_i);
+    CHECK_ULPS(got, rounded(want, dt));
+    CHECK_ULPS(got_i, want_i);
   }
 }
 
@@ -316,12 +300,12 @@ TEST_CASE("index_add and scatter_add into 16-bit destinations, repeated indices,
     cpu_backend().index_add(want, index, f32(src), outer, n, inner);
     Tensor got = gpu(base);
     gpu_backend().index_add(got, gpu(index), gpu(src), outer, n, inner);
-    CHECK_MATCH(got, rounded(want, dt), 3);
+    CHECK_ULPS(got, rounded(want, dt), 3);
     Tensor want_s = f32(base);
     cpu_backend().scatter_add(want_s, positions, f32(src), outer, n, inner);
     Tensor got_s = gpu(base);
     gpu_backend().scatter_add(got_s, gpu(positions), gpu(src), outer, n, inner);
-    CHECK_MATCH(got_s, rounded(want_s, dt), 4);
+    CHECK_ULPS(got_s, rounded(want_s, dt), 4);
   }
   CHECK(error_at_sync().empty());
   // Exact where every partial sum is a 16-bit value: small integers.
@@ -352,8 +336,8 @@ TEST_CASE("sort at 16 bits: stable, both directions, ties and NaN, rows longer t
         cpu_backend().sort(want, want_i, f32(x), rows, n, descending);
         Tensor got = out({rows, n}, dt, kGpu), got_i = out({rows, n}, kInt64, kGpu);
         gpu_backend().sort(got, got_i, gpu(x), rows, n, descending);
-        CHECK_MATCH(got, rounded(want, dt));
-        CHECK_MATCH(got_i, want_i);
+        CHECK_ULPS(got, rounded(want, dt));
+        CHECK_ULPS(got_i, want_i);
       }
 }
 
@@ -376,20 +360,20 @@ TEST_CASE("sgd_step on 16-bit parameters: float32 math, parameter and momentum r
         cpu_backend().sgd_step(p32, f32(g), m32, 0.1, 0.9, nesterov ? 0.0 : 0.1, 0.01, nesterov, step == 0);
         p = rounded(p32, dt), m = rounded(m32, dt);
         gpu_backend().sgd_step(pg, gpu(g), mg, 0.1, 0.9, nesterov ? 0.0 : 0.1, 0.01, nesterov, step == 0);
-        CHECK_MATCH(pg, p);
-        CHECK_MATCH(mg, m);
+        CHECK_ULPS(pg, p);
+        CHECK_ULPS(mg, m);
         // The CPU's 16-bit step: the same rule (its float32 loops may contract a multiply-add into an FMA
         // where another loop does not, so a result may round to the neighbouring 16-bit value).
         cpu_backend().sgd_step(pc, g, mc, 0.1, 0.9, nesterov ? 0.0 : 0.1, 0.01, nesterov, step == 0);
-        CHECK_MATCH(pc, p);
-        CHECK_MATCH(mc, m);
+        CHECK_ULPS(pc, p);
+        CHECK_ULPS(mc, m);
       }
       // Without momentum the buffer is not touched (nor needed).
       Tensor q = random({n}, dt), g = random({n}, dt), none;
       Tensor q32 = f32(q), qg = gpu(q);
       cpu_backend().sgd_step(q32, f32(g), none, 0.5, 0, 0, 0, false, true);
       gpu_backend().sgd_step(qg, gpu(g), none, 0.5, 0, 0, 0, false, true);
-      CHECK_MATCH(qg, rounded(q32, dt));
+      CHECK_ULPS(qg, rounded(q32, dt));
     }
 }
 
@@ -417,13 +401,13 @@ TEST_CASE("adam_step on 16-bit parameters and state: Adam, AdamW, amsgrad, maxim
           cpu_backend().adam_step(p32, f32(g), m32, v32, vmax32, a);
           p = rounded(p32, dt), m = rounded(m32, dt), v = rounded(v32, dt), vmax = rounded(vmax32, dt);
           gpu_backend().adam_step(pg, gpu(g), mg, vg, vmaxg, a);
-          CHECK_MATCH(pg, p);
-          CHECK_MATCH(mg, m);
-          CHECK_MATCH(vg, v);
-          if (amsgrad) CHECK_MATCH(vmaxg, vmax);
+          CHECK_ULPS(pg, p);
+          CHECK_ULPS(mg, m);
+          CHECK_ULPS(vg, v);
+          if (amsgrad) CHECK_ULPS(vmaxg, vmax);
           cpu_backend().adam_step(pc, g, mc, vc, vmaxc, a);  // as for SGD: within one 16-bit unit
-          CHECK_MATCH(pc, p);
-          CHECK_MATCH(vc, v);
+          CHECK_ULPS(pc, p);
+          CHECK_ULPS(vc, v);
         }
       }
 }
@@ -443,31 +427,31 @@ TEST_CASE("ops on non-contiguous 16-bit CUDA tensors: reductions over middle dim
     Tensor x32 = f32(x);
     for (int64_t d : {0, 1, 2}) {
       CAPTURE(d);
-      CHECK_MATCH(internal::sum(xg, d), rounded(internal::sum(x32, d), dt));
-      CHECK_MATCH(internal::mean(xg, d), rounded(internal::mean(x32, d), dt));
-      CHECK_MATCH(internal::max(xg, d), rounded(internal::max(x32, d), dt));
-      CHECK_MATCH(internal::argmax(xg, d), internal::argmax(x32, d));
-      CHECK_MATCH(internal::reduce(Reduction::Min, xg, d, true, "min"),
+      CHECK_ULPS(internal::sum(xg, d), rounded(internal::sum(x32, d), dt));
+      CHECK_ULPS(internal::mean(xg, d), rounded(internal::mean(x32, d), dt));
+      CHECK_ULPS(internal::max(xg, d), rounded(internal::max(x32, d), dt));
+      CHECK_ULPS(internal::argmax(xg, d), internal::argmax(x32, d));
+      CHECK_ULPS(internal::reduce(Reduction::Min, xg, d, true, "min"),
                   rounded(internal::reduce(Reduction::Min, x32, d, true, "min"), dt));
-      CHECK_MATCH(internal::softmax(xg, d, false), rounded(internal::softmax(x32, d, false), dt), 1, 1e-7);
-      CHECK_MATCH(internal::log_softmax(xg, d), rounded(internal::log_softmax(x32, d), dt));
-      CHECK_MATCH(internal::sort(xg, d, true).first, rounded(internal::sort(x32, d, true).first, dt));
+      CHECK_ULPS(internal::softmax(xg, d, false), rounded(internal::softmax(x32, d, false), dt), 1, 1e-7);
+      CHECK_ULPS(internal::log_softmax(xg, d), rounded(internal::log_softmax(x32, d), dt));
+      CHECK_ULPS(internal::sort(xg, d, true).first, rounded(internal::sort(x32, d, true).first, dt));
     }
     // Several dimensions summed as one reduction, rounded once: adjacent ones, and ones around a kept one.
-    CHECK_MATCH(internal::sum(xg, {0, 1}), rounded(internal::sum(x32, {0, 1}), dt));
-    CHECK_MATCH(internal::sum(xg, {0, 2}), rounded(internal::sum(x32, {0, 2}), dt));
-    CHECK_MATCH(internal::sum(xg, {0, 2}, true), rounded(internal::sum(x32, {0, 2}, true), dt));
+    CHECK_ULPS(internal::sum(xg, {0, 1}), rounded(internal::sum(x32, {0, 1}), dt));
+    CHECK_ULPS(internal::sum(xg, {0, 2}), rounded(internal::sum(x32, {0, 2}), dt));
+    CHECK_ULPS(internal::sum(xg, {0, 2}, true), rounded(internal::sum(x32, {0, 2}, true), dt));
     internal::LayerNormResult ln = internal::layer_norm(xg, 5, Tensor(), Tensor(), 1e-5);
     internal::LayerNormResult ln32 = internal::layer_norm(x32, 5, Tensor(), Tensor(), 1e-5);
     CHECK(ln.y.dtype() == dt);
     CHECK(ln.mean.dtype() == kFloat32);
-    CHECK_MATCH(ln.y, rounded(ln32.y, dt), 1, 1e-3);
+    CHECK_ULPS(ln.y, rounded(ln32.y, dt), 1, 1e-3);
     // The NLL loss through the ops layer, 16-bit in and out.
     Tensor logp = internal::log_softmax(random({9, 4}, dt), 1);
     Tensor target = tensor(std::vector<int64_t>{0, 1, 2, 3, 3, 2, 1, 0, 0});
     Tensor loss = internal::nll_loss(gpu(logp), gpu(target));
     CHECK(loss.dtype() == dt);
-    CHECK_MATCH(loss, rounded(internal::nll_loss(f32(logp), target), dt));
+    CHECK_ULPS(loss, rounded(internal::nll_loss(f32(logp), target), dt));
   }
 }
 
@@ -494,4 +478,62 @@ TEST_CASE("16-bit CUDA ops reject what no kernel takes, naming the op, dtypes an
   Tensor xb = zeros({2, 3}, {kBFloat16, kGpu}), wh = ones({3}, {kFloat16, kGpu});
   CHECK(contains(error_of([&] { internal::layer_norm(xb, 3, wh, Tensor(), 1e-5); }),
                  "layer_norm: weight/bias of dtype float16 for a bfloat16 input"));
+}
+
+TEST_CASE("16-bit random fills, dropout masks and bernoulli: from the float32 Philox draws, made on the device") {
+  REQUIRE_DEVICE();
+  for (Dtype dt : kHalves) {
+    INFO(dt);
+    // The kernels from one (seed, counter): the CPU backend's float32 fill (the reference the float32
+    // GPU fill equals, cuda_test) rounded to dt, except a value rounding up to high, which becomes low.
+    Tensor want32 = out({4001}, kFloat32), got = out({4001}, dt, kGpu);
+    cpu_backend().uniform(want32, -2.0, 3.0, 11, 500);
+    gpu_backend().uniform(got, -2.0, 3.0, 11, 500);
+    Tensor want = rounded(want32, dt);
+    want = internal::where(internal::binary_scalar(BinaryOp::Eq, want, 3.0), full_like(want, -2.0), want);
+    CHECK_MATCH(got, want);
+    const std::vector<double> g = host(got).to_vector<double>();
+    CHECK(*std::min_element(g.begin(), g.end()) >= -2.0);
+    CHECK(*std::max_element(g.begin(), g.end()) < 3.0);
+    Tensor mask32 = out({4001}, kFloat32), mask = out({4001}, dt, kGpu);
+    cpu_backend().dropout_mask(mask32, 0.3, 11, 500);
+    gpu_backend().dropout_mask(mask, 0.3, 11, 500);
+    CHECK_MATCH(mask, rounded(mask32, dt));
+
+    // Through the ops layer: rand in dt on the device from the seed equals rand in float32 rounded.
+    manual_seed(5);
+    Tensor r = rand({1000}, {dt, kGpu});
+    manual_seed(5);
+    Tensor r32 = rand({1000}, {kFloat32, kGpu});
+    CHECK(r.device() == kGpu);
+    Tensor r_want = rounded(host(r32), dt);
+    r_want = internal::where(internal::binary_scalar(BinaryOp::Eq, r_want, 1.0), zeros_like(r_want), r_want);
+    CHECK_MATCH(r, r_want);
+    // dropout(p = 0.5) keeps x * 2 (exact) where float32's dropout does, from the same draws.
+    Tensor x = random({64, 33}, dt);
+    manual_seed(9);
+    Tensor d = dropout(gpu(x), 0.5, true);
+    manual_seed(9);
+    Tensor d32 = dropout(gpu(f32(x)), 0.5, true);
+    CHECK(d.dtype() == dt);
+    CHECK_MATCH(d, rounded(host(d32), dt));
+    const double kept = internal::sum(internal::binary_scalar(BinaryOp::Ne, host(d32), 0.0)).item<double>();
+    CHECK(std::abs(kept / x.numel() - 0.5) < 0.05);  // 2112 elements, fixed seed: the same count every run
+
+    // bernoulli(p): 1 where the float32 draw is below p (a 16-bit p compared exactly), as the CPU
+    // backend's on the same values in float32, and as float32's bernoulli from the same seed.
+    Tensor p = random({37, 29}, dt, 0, 1), b = out({37, 29}, dt, kGpu), b32 = out({37, 29}, kFloat32);
+    internal::copy_(p, internal::where(internal::binary_scalar(BinaryOp::Lt, p, 0.1), zeros_like(p), p));  // p = 0
+    cpu_backend().bernoulli(b32, f32(p), 3, 77);
+    gpu_backend().bernoulli(b, gpu(p), 3, 77);
+    CHECK_MATCH(b, rounded(b32, dt));
+    manual_seed(4);
+    Tensor s = bernoulli(gpu(p));
+    manual_seed(4);
+    Tensor s32 = bernoulli(gpu(f32(p)));
+    CHECK(s.dtype() == dt);
+    CHECK_MATCH(s, rounded(host(s32), dt));
+    CHECK(internal::sum(internal::mul(host(s), internal::binary_scalar(BinaryOp::Eq, p, 0.0))).item<double>() == 0);
+    CHECK_MATCH(bernoulli(full({100}, 1.0, {dt, kGpu})), full({100}, 1.0, dt));
+  }
 }

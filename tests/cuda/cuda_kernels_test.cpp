@@ -13,12 +13,12 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <sstream>
 #include <string>
 
 #include "tensor/api.h"
 #include "tensor/cuda/cuda.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/util/tensor_match.h"
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
@@ -76,31 +76,6 @@ Both both(const Tensor& base, const View& view = same) {
 Both output(const Shape& shape, Dtype dt, const View& view = same) { return both(zeros(shape, dt), view); }
 
 View transposed = [](const Tensor& t) { return internal::transpose(t, 0, 1); };
-
-// "" when `got` (any device) matches `want` (CPU) in shape, dtype and every element within
-// atol + rtol * |want| (NaN matches NaN); otherwise the first mismatch.
-std::string mismatch(const Tensor& got, const Tensor& want, double rtol = 0, double atol = 0) {
-  std::ostringstream os;
-  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
-    os << "got " << got.shape() << " " << got.dtype() << ", want " << want.shape() << " " << want.dtype();
-    return os.str();
-  }
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  for (size_t i = 0; i < g.size(); ++i) {
-    const bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
-    if (!ok) {
-      os.precision(17);
-      os << "element " << i << " of " << want.shape() << " " << want.dtype() << ": got " << g[i] << ", want " << w[i];
-      return os.str();
-    }
-  }
-  return "";
-}
-#define CHECK_MATCH(got, want, ...)                        \
-  do {                                                     \
-    std::string m_ = mismatch((got), (want) __VA_OPT__(, ) __VA_ARGS__); \
-    CHECK_MESSAGE(m_.empty(), m_);                         \
-  } while (0)
 
 // Math functions may differ by an ulp or two between the host's libm and the device's; a 16-bit result
 // (computed in float32, rounded once) then by one unit of its format where the float32 values straddle a

@@ -1,12 +1,19 @@
 // Recurrent layers on the GPU: a 2-layer bidirectional LSTM and GRU, forward and backward on cuda:0,
 // equal the CPU's (outputs, final states, and the gradients of the input, the initial state and every
 // parameter), and so do the fused layer ops they run (lstm_layer, gru_layer) in float64. Without a
-// visible device every case skips.
+// visible device every case skips. In bfloat16 and float16 (the fused layer ops, and the layers under
+// autocast, which keep no float32 tensor) against the CPU in float64.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include "nn/api.h"
 #include "tensor/cuda/cuda.h"
+#include "tensor/memory_stats.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/util/tensor_match.h"
 
 using namespace lockstep;
 
@@ -102,5 +109,147 @@ TEST_CASE("the fused layer ops in float64 on the GPU equal the CPU's, both direc
     sum(hg * v.to(dev)).backward();
     for (size_t i = 0; i < gc.size(); ++i)
       check_same(gg[i].grad(), gc[i].grad(), "gru_layer grad " + std::to_string(i));
+  }
+}
+
+namespace {
+
+const Dtype kHalves[] = {kBFloat16, kFloat16};
+
+// One unit in the last place at 1 of a 16-bit format.
+double ulp(Dtype dt) { return dt == kBFloat16 ? 0x1p-7 : 0x1p-10; }
+
+// Normal values scaled by `scale` and rounded to dt, in float64 on the CPU (exact in every dtype here).
+Tensor half_values(const Shape& s, Dtype dt, double scale = 1) {
+  return internal::to_dtype(internal::to_dtype(internal::mul(randn(s, kFloat64), scale), dt), kFloat64);
+}
+
+// got (16-bit, on the GPU) against want (float64, CPU) within `ulps` units of dt, relative to each
+// element and to want's largest magnitude (a sum over steps rounds at the scale of its largest terms).
+void check_half(const Tensor& got, const Tensor& want, Dtype dt, double ulps, const std::string& what) {
+  INFO(what, " ", dt);
+  REQUIRE(got.defined());
+  CHECK(got.dtype() == dt);
+  CHECK(got.device() == Device::cuda(0));
+  double scale = 0;
+  for (double v : want.to_vector<double>()) scale = std::max(scale, std::abs(v));
+  CHECK_MATCH(internal::to_dtype(internal::to_device(got, Device::cpu()), kFloat64), want, ulps * ulp(dt),
+              ulps * ulp(dt) * scale);
+}
+
+// A fused layer op (lstm_layer, gru_layer) in dt on the GPU and in float64 on the CPU from the same
+// 16-bit inputs (shapes and scales): the output and every input's gradient.
+void check_half_layer(const std::function<Tensor(const std::vector<Tensor>&)>& op, const std::vector<Shape>& shapes,
+                      const std::vector<double>& scales, Dtype dt, double ulps, const std::string& what) {
+  std::vector<Tensor> ref, gpu;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Tensor v = half_values(shapes[i], dt, scales[i]);
+    gpu.push_back(internal::to_device(internal::to_dtype(v, dt), Device::cuda(0)).set_requires_grad());
+    ref.push_back(v.set_requires_grad());
+  }
+  Tensor out_g = op(gpu), out_c = op(ref);
+  check_half(out_g, out_c, dt, ulps, what);
+  Tensor w = half_values(out_c.shape(), dt);
+  sum(out_c * w).backward();
+  sum(out_g * internal::to_device(internal::to_dtype(w, dt), Device::cuda(0))).backward();
+  for (size_t i = 0; i < ref.size(); ++i)
+    check_half(gpu[i].grad(), ref[i].grad(), dt, ulps, what + " grad " + std::to_string(i));
+}
+
+}  // namespace
+
+TEST_CASE("the fused layer ops in bfloat16 and float16 on the GPU: 16-bit states, float32 math, near float64") {
+  REQUIRE_DEVICE();
+  manual_seed(5);
+  const int64_t T = 6, B = 3, H = 5;
+  for (Dtype dt : kHalves) {
+    for (bool reverse : {false, true}) {
+      INFO("reverse ", reverse);
+      check_half_layer([&](const auto& v) { return lstm_layer(v[0], v[1], v[2], v[3], reverse); },
+                       {{T, B, 4 * H}, {B, H}, {B, H}, {4 * H, H}}, {1, 1, 1, 0.5}, dt, 4, "lstm_layer");
+      check_half_layer([&](const auto& v) { return gru_layer(v[0], v[1], v[2], v[3], reverse); },
+                       {{T, B, 3 * H}, {B, H}, {3 * H, H}, {3 * H}}, {1, 1, 0.5, 1}, dt, 4, "gru_layer");
+    }
+  }
+}
+
+TEST_CASE("LSTM and GRU under autocast on the GPU run in the autocast dtype, states included, near float64") {
+  REQUIRE_DEVICE();
+  const Device dev = Device::cuda(0);
+  for (Dtype dt : kHalves) {
+    for (bool lstm : {true, false}) {
+      INFO(std::string(lstm ? "LSTM " : "GRU "), dtype_name(dt));
+      manual_seed(6);
+      nn::LSTM lstm_gpu(nn::LSTMOptions(4, 6).num_layers(2)), lstm_ref(nn::LSTMOptions(4, 6).num_layers(2));
+      nn::GRU gru_gpu(nn::GRUOptions(4, 6).num_layers(2)), gru_ref(nn::GRUOptions(4, 6).num_layers(2));
+      nn::Module& gpu = lstm ? static_cast<nn::Module&>(*lstm_gpu) : *gru_gpu;
+      nn::Module& ref = lstm ? static_cast<nn::Module&>(*lstm_ref) : *gru_ref;
+      // The reference: float64 on the CPU from the parameters autocast casts to dt (rounded once).
+      ref.to(kFloat64);
+      {
+        NoGradGuard no_grad;
+        auto pg = gpu.parameters(), pr = ref.parameters();
+        for (size_t i = 0; i < pg.size(); ++i) internal::copy_(pr[i], internal::to_dtype(pg[i], dt));
+      }
+      gpu.to(dev);
+      // (output, h_n, c_n) of the layer under test; c_n undefined for GRU.
+      auto run = [&](nn::LSTM& l, nn::GRU& g, const Tensor& input) -> std::tuple<Tensor, Tensor, Tensor> {
+        if (!lstm) return std::tuple_cat(g(input), std::make_tuple(Tensor()));
+        auto [out, st] = l(input);
+        return {out, std::get<0>(st), std::get<1>(st)};
+      };
+      Tensor x = half_values({5, 3, 4}, dt), xg = internal::to_device(internal::to_dtype(x, kFloat32), dev);
+      Tensor out_g, h_g, c_g;
+      {
+        autocast guard(kCUDA, dt);
+        std::tie(out_g, h_g, c_g) = run(lstm_gpu, gru_gpu, xg);
+      }
+      auto [out_r, h_r, c_r] = run(lstm_ref, gru_ref, x);
+      check_half(out_g, out_r, dt, 4, "output");
+      check_half(h_g, h_r, dt, 4, "h_n");
+      if (lstm) check_half(c_g, c_r, dt, 4, "c_n");
+      // Outside the region, as PyTorch recommends: the gradients reach the float32 parameters.
+      Tensor w = half_values(out_r.shape(), dt);
+      sum(out_r * w).backward();
+      sum(out_g * internal::to_device(internal::to_dtype(w, dt), dev)).backward();
+      auto pg = gpu.named_parameters(), pr = ref.named_parameters();
+      for (size_t i = 0; i < pg.size(); ++i) {
+        INFO(pg[i].first);
+        CHECK(pg[i].second.dtype() == kFloat32);
+        REQUIRE(pg[i].second.grad().defined());
+        CHECK(pg[i].second.grad().dtype() == kFloat32);
+        // A float32 gradient of 16-bit math: compare as dt would hold it.
+        check_half(internal::to_dtype(pg[i].second.grad(), dt), pr[i].second.grad(), dt, 8, pg[i].first + ".grad");
+      }
+    }
+  }
+}
+
+TEST_CASE("an LSTM under autocast on the GPU keeps no float32 tensor: the layer op's states and gates are 16-bit") {
+  REQUIRE_DEVICE();
+  REQUIRE(memory_stats::enabled());  // LOCKSTEP_MEMORY_STATS=1 (tests/cuda/BUILD)
+  auto live = [](const char* label, Dtype dt) { return memory_stats::snapshot().bytes(label, dt); };
+  const Device dev = Device::cuda(0);
+  for (Dtype dt : kHalves) {
+    INFO(dtype_name(dt));
+    manual_seed(7);
+    nn::LSTM lstm(nn::LSTMOptions(4, 6).num_layers(2));
+    lstm->to(dev);
+    Tensor x = randn({5, 3, 4}, {kFloat32, dev});
+    const size_t f32 = live(nullptr, kFloat32), half = live(nullptr, dt);
+    Tensor out;
+    {
+      autocast guard(kCUDA, dt);
+      out = std::get<0>(lstm(x));
+    }
+    // What the graph holds for backward: the 16-bit casts and the layer op's buffers, nothing in float32.
+    CHECK(out.dtype() == dt);
+    CHECK(live(nullptr, kFloat32) == f32);
+    CHECK(live("lstm_layer", kFloat32) == 0);
+    // Each layer's [2, T + 1, B, H] states of 2 bytes (gates and casts besides).
+    CHECK(live("lstm_layer", dt) >= 2 * size_t{2 * 6 * 3 * 6 * 2});
+    CHECK(live(nullptr, dt) > half);
+    sum(out).backward();
+    for (const Tensor& p : lstm->parameters()) CHECK(p.grad().dtype() == kFloat32);
   }
 }

@@ -9,12 +9,12 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <sstream>
 #include <string>
 
 #include "tensor/api.h"
 #include "tensor/cuda/cuda.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/util/tensor_match.h"
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
@@ -35,33 +35,6 @@ Tensor random(const Shape& s, Dtype dt, double lo = -2, double hi = 2) {
 
 // The relative tolerance for elementwise results: rounding differences only.
 double tol(Dtype dt) { return dt == kFloat32 ? 1e-5 : dt == kFloat64 ? 1e-12 : 0.0; }
-
-// "" when `got` (any device) matches `want` (CPU) in shape, dtype and every element within
-// atol + rtol * |want| (NaN matches NaN); otherwise a description of the first mismatch.
-std::string mismatch(const Tensor& got, const Tensor& want, double rtol, double atol = 0) {
-  std::ostringstream os;
-  if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
-    os << "got " << got.shape() << " " << got.dtype() << ", want " << want.shape() << " " << want.dtype();
-    return os.str();
-  }
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  int64_t bad = 0, first = -1;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
-    if (!ok && bad++ == 0) first = static_cast<int64_t>(i);
-  }
-  if (!bad) return "";
-  os.precision(17);
-  os << bad << " of " << g.size() << " elements differ; first at " << first << ": got " << g[first] << ", want "
-     << w[first] << " (shape " << want.shape() << ", " << want.dtype() << ")";
-  return os.str();
-}
-
-#define CHECK_MATCH(got, want, ...)                       \
-  do {                                                    \
-    std::string m_ = mismatch((got), (want), __VA_ARGS__); \
-    CHECK_MESSAGE(m_.empty(), m_);                        \
-  } while (0)
 
 const Dtype kAllDtypes[] = {kFloat32, kFloat64, kInt64};
 const Dtype kFloatDtypes[] = {kFloat32, kFloat64};

@@ -16,6 +16,14 @@ namespace F = lockstep::nn::functional;
 
 namespace {
 
+// A recurrent layer with parameters of dt.
+template <typename M, typename Options>
+M module(const Options& options, Dtype dt) {
+  M m(options);
+  m->to(dt);
+  return m;
+}
+
 std::map<std::string, std::function<Tensor()>> ops(Dtype dt) {
   manual_seed(0);
   Tensor x = randn({4, 8}).to(dt), w = randn({6, 8}).to(dt), b = randn({6}).to(dt);
@@ -43,14 +51,16 @@ std::map<std::string, std::function<Tensor()>> ops(Dtype dt) {
       {"mse_loss", [=] { return F::mse_loss(x, x + 1.0); }},
       {"binary_cross_entropy", [=] { return F::binary_cross_entropy(p, p); }},
       {"binary_cross_entropy_with_logits", [=] { return F::binary_cross_entropy_with_logits(x, x); }},
+      {"lstm", [=] { return std::get<0>(module<nn::LSTM>(nn::LSTMOptions(8, 6), dt)(x.unsqueeze(1))); }},
+      {"gru", [=] { return std::get<0>(module<nn::GRU>(nn::GRUOptions(8, 6), dt)(x.unsqueeze(1))); }},
   };
 }
 
 }  // namespace
 
 TEST_CASE("under autocast(kCPU, kBFloat16) each op gives the dtype PyTorch's CPU autocast gives") {
-  // tools/fixtures/autocast_policy.py, PyTorch 2.x: the ops of its lower-precision list run in bf16,
-  // the losses and prod in float32, the rest in their operands' dtype.
+  // tools/fixtures/autocast_policy.py, PyTorch 2.x: the ops of its lower-precision list run in bf16
+  // (LSTM among them, GRU not), the losses and prod in float32, the rest in their operands' dtype.
   const std::map<std::string, std::pair<Dtype, Dtype>> want = {  // from float32, from bfloat16 operands
       {"linear", {kBFloat16, kBFloat16}},    {"matmul", {kBFloat16, kBFloat16}},
       {"conv2d", {kBFloat16, kBFloat16}},    {"softmax", {kFloat32, kBFloat16}},
@@ -63,6 +73,7 @@ TEST_CASE("under autocast(kCPU, kBFloat16) each op gives the dtype PyTorch's CPU
       {"cross_entropy", {kFloat32, kFloat32}}, {"nll_loss", {kFloat32, kFloat32}},
       {"mse_loss", {kFloat32, kFloat32}},    {"binary_cross_entropy", {kFloat32, kFloat32}},
       {"binary_cross_entropy_with_logits", {kFloat32, kFloat32}},
+      {"lstm", {kBFloat16, kBFloat16}},      {"gru", {kFloat32, kBFloat16}},  // oneDNN's LSTM only
   };
   for (Dtype dt : {kFloat32, kBFloat16}) {
     auto table = ops(dt);

@@ -251,6 +251,13 @@ TEST_CASE("the fused layers: dropout between layers in training, errors naming t
   CHECK(msg.find("[6]") != std::string::npos);
   msg = error_of([] { gru_layer(zeros({3, 2, 9}, kFloat64), zeros({2, 3}), zeros({9, 3}), Tensor()); });
   CHECK(msg.find("float64") != std::string::npos);
+  // 16-bit layer ops run on CUDA only; nn::LSTM in bfloat16 on the CPU runs step by step instead.
+  msg = error_of([] {
+    lstm_layer(zeros({3, 2, 12}, kBFloat16), zeros({2, 3}, kBFloat16), zeros({2, 3}, kBFloat16),
+               zeros({12, 3}, kBFloat16));
+  });
+  CHECK(msg.find("lstm_layer: expected float32 or float64 tensors (or bfloat16 or float16 on a CUDA device), "
+                 "got bfloat16 on cpu") != std::string::npos);
 }
 
 TEST_CASE("parameters: PyTorch's names, shapes and initialisation bound") {
