@@ -37,7 +37,8 @@ struct Context : std::enable_shared_from_this<Context> {
   bool order_fixed = false;
   uint64_t callback_pass = 0;
   // The unit whose reduce-scatter is in flight: at most one, so that the units' full gradients are not
-  // all alive at the end of backward (each unit's waits at the next unit's post-backward).
+  // all alive at the end of backward (each is waited for before the next unit's flat gradient is
+  // allocated: when backward reaches that unit, or at its first gradient under a mixed reduce dtype).
   Unit* reducing = nullptr;
   // Queues finish_backward once per backward pass.
   void ensure_callback();
