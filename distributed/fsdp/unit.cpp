@@ -212,6 +212,7 @@ void Unit::pre_backward() {
   pre_backward_pass_ = pass;
   ctx->ensure_callback();
   unshard();
+  grads_as_flat_views();
   if (ctx->order_fixed && index_ > 0 && index_ < ctx->order.size() && ctx->order[index_] == this) {
     Unit* prev = ctx->order[index_ - 1];
     if (!prev->is_root()) prev->begin_unshard();
@@ -230,10 +231,7 @@ void Unit::on_grad_ready(size_t entry) {
   if (++ready_ == requiring_grad_) post_backward();
 }
 
-void Unit::take_grad(FlatEntry& e) {
-  const Tensor& g = e.param.grad();
-  if (!g.defined()) return;
-  NoGradGuard no_grad;
+Tensor& Unit::flat_grad() {
   if (!flat_grad_.defined()) {
     // The unit's full gradient, flat, in the reduce dtype (padding and unused parameters: zeros). The
     // reduce-scatter still in flight finishes first, so that its input is freed before this one exists.
@@ -242,8 +240,27 @@ void Unit::take_grad(FlatEntry& e) {
                                         : zeros({shard_numel_ * pg_->size()}, TensorOptions(reduce_dtype_, device_));
     accumulated_ = Tensor();
   }
-  Tensor dst = in::view_range(flat_grad_, e.offset, {e.numel});
-  in::add_(dst, in::to_dtype(in::reshape(g, {e.numel}), reduce_dtype_));
+  return flat_grad_;
+}
+
+void Unit::grads_as_flat_views() {
+  // A .grad of another dtype than its parameter's would not be PyTorch's contract: copy instead.
+  if (requiring_grad_ == 0 || reduce_dtype_ != compute_dtype_) return;
+  Tensor& flat = flat_grad();
+  for (auto& e : entries_)
+    if (e.param.requires_grad() && !e.param.grad().defined())
+      e.param.autograd_meta().grad = in::view_range(flat, e.offset, e.shape);
+}
+
+void Unit::take_grad(FlatEntry& e) {
+  const Tensor& g = e.param.grad();
+  if (!g.defined()) return;
+  NoGradGuard no_grad;
+  Tensor& flat = flat_grad();
+  if (g.storage() != flat.storage()) {
+    Tensor dst = in::view_range(flat, e.offset, {e.numel});
+    in::add_(dst, in::to_dtype(in::reshape(g, {e.numel}), reduce_dtype_));
+  }
   e.param.autograd_meta().grad = Tensor();
 }
 
@@ -253,13 +270,7 @@ void Unit::post_backward() {
   post_backward_pass_ = pass;
   NoGradGuard no_grad;
   for (auto& e : entries_) take_grad(e);  // those whose hooks did not run (none, or unused parameters)
-  if (!flat_grad_.defined()) {  // no parameter got a gradient
-    if (ctx->reducing && ctx->reducing != this) ctx->reducing->finish_reduce();
-    flat_grad_ = accumulated_.defined() ? accumulated_
-                                        : zeros({shard_numel_ * pg_->size()}, TensorOptions(reduce_dtype_, device_));
-    accumulated_ = Tensor();
-  }
-  Tensor flat = std::move(flat_grad_);
+  Tensor flat = std::move(flat_grad());  // defined even when no parameter got a gradient
   flat_grad_ = Tensor();
   if (!requires_gradient_sync) {
     accumulated_ = flat;

@@ -9,6 +9,11 @@
 // States: sharded (each parameter handle is a 1-D view of its part of `shard`) and unsharded (each is a
 // view of `full`). While unsharded, gradients the parameters already had (accumulation across
 // iterations) are parked in a flat [S] tensor and come back, added to the new ones, when resharded.
+//
+// Gradients: when backward reaches the unit, each parameter's .grad is set to its part of the unit's flat
+// reduce-scatter input [W S] (DDP's gradient_as_bucket_view), so autograd's AccumulateGrad adds into
+// the flat buffer in place and no gradient is copied. With a reduce dtype other than the compute dtype
+// (or a gradient that arrives without the unit's backward having begun) each is copied in instead.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,8 @@ struct Context : std::enable_shared_from_this<Context> {
   bool order_fixed = false;
   uint64_t callback_pass = 0;
   // The unit whose reduce-scatter is in flight: at most one, so that the units' full gradients are not
-  // all alive at the end of backward (each unit's waits at the next unit's post-backward).
+  // all alive at the end of backward (each is waited for before the next unit's flat gradient is
+  // allocated: when backward reaches that unit, or at its first gradient under a mixed reduce dtype).
   Unit* reducing = nullptr;
   // Queues finish_backward once per backward pass.
   void ensure_callback();
@@ -84,7 +90,9 @@ class Unit : public std::enable_shared_from_this<Unit> {
 
  private:
   void park_grads();
-  void take_grad(FlatEntry& e);  // adds e's gradient into flat_grad_ and frees it
+  Tensor& flat_grad();  // this backward's flat gradient, allocated on first use
+  void grads_as_flat_views();
+  void take_grad(FlatEntry& e);  // e's gradient into flat_grad_ (unless it is its view already), then freed
   void restore_parked_grads();
   void set_sharded_grads(const Tensor& grad);
 
@@ -104,8 +112,9 @@ class Unit : public std::enable_shared_from_this<Unit> {
   size_t index_ = 0;  // in ctx->order
   Tensor parked_;     // [S] or undefined
   Tensor accumulated_;  // [W S] reduce dtype: full gradients summed without sync
-  // [W S] reduce dtype: this backward's gradients, each copied in (and its own tensor freed) as soon as
-  // autograd has accumulated it, so that the unit's gradients are not alive twice.
+  // [W S] reduce dtype: this backward's gradients, accumulated by autograd straight into views of it
+  // (or each copied in, and its own tensor freed, as soon as autograd has accumulated it), so that the
+  // unit's gradients are not alive twice.
   Tensor flat_grad_;
   // The reduce-scatter in flight: its output [S] and input [W S].
   std::shared_ptr<Work> reduce_;

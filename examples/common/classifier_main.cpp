@@ -83,9 +83,7 @@ int run(const ClassifierFlags& f, const Classifier& c) {
   if (device.is_cuda()) ddp_opts.device_ids = {device.index};
   sharding.wrap(ddp_opts);
   if (f.bench_steps > 0) {
-    LOCKSTEP_CHECK(sharding.ddp() && f.shard == "none", "--bench-steps times DDP's step: it takes --shard none, got --shard ",
-                   f.shard);
-    bench_steps(*sharding.ddp(), opt, train_loader, device, f.bench_steps, f.batch_size, autocast_bf16(f));
+    bench_steps(sharding, train_loader, device, f.bench_steps, f.batch_size, autocast_bf16(f));
     return 0;
   }
 

@@ -1,14 +1,13 @@
 // The image-classification examples' shared pieces (classify.h).
 #include "examples/common/classify.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "autograd/autocast.h"
 #include "distributed/api.h"
+#include "examples/common/step_timing.h"
 #include "nn/api.h"
 #include "tensor/backend.h"
 
@@ -51,16 +50,10 @@ double evaluate_accuracy(nn::Module& model, data::DataLoader& loader, int64_t n,
   return totals[0] / totals[1];
 }
 
-void bench_steps(dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data::DataLoader& loader, Device device,
-                 int64_t steps, int64_t batch_size, bool autocast_bf16) {
-  using Clock = std::chrono::steady_clock;
+void bench_steps(Sharding& sharding, data::DataLoader& loader, Device device, int64_t steps, int64_t batch_size,
+                 bool autocast_bf16) {
   nn::CrossEntropyLoss criterion;
   std::vector<double> step_ms, fwd, bwd, wait, opt_ms;
-  auto cpu_ms = [] {
-    timespec ts;
-    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-  };
   auto ms = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
   };
@@ -71,35 +64,38 @@ void bench_steps(dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data
     data::Batch batch = *it;
     ++it;
     auto t0 = Clock::now();
-    opt.zero_grad();
+    sharding.zero_grad();
     Tensor loss;
     {
       autocast guard(device.type, kBFloat16, autocast_bf16);
-      loss = criterion(ddp(batch.input), batch.target);
+      loss = criterion(sharding.forward(batch.input), batch.target);
     }
     loss.item<float>();
     auto t1 = Clock::now();
     loss.backward();
     auto t2 = Clock::now();
-    opt.step();
+    sharding.step();
     if (device.is_cuda()) backend_for(device).synchronize(device);
     auto t3 = Clock::now();
-    if (i == 4) cpu0 = cpu_ms();
+    if (i == 4) cpu0 = cpu_seconds();
     if (i < 5) continue;
-    const double w = ddp.reducer().last_wait_seconds() * 1e3;
+    const double w = sharding.ddp() ? sharding.ddp()->reducer().last_wait_seconds() * 1e3 : 0;
     step_ms.push_back(ms(t0, t3)), fwd.push_back(ms(t0, t1)), bwd.push_back(ms(t1, t2) - w), wait.push_back(w);
     opt_ms.push_back(ms(t2, t3));
   }
-  const double cpu_per_step = (cpu_ms() - cpu0) / double(steps);
+  const double cpu_per_step = (cpu_seconds() - cpu0) * 1e3 / double(steps);
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
+  // Under full, backward's gathers and reduce-scatters are waited for inside its hooks: no split.
+  char split[64] = "";
+  if (sharding.ddp()) std::snprintf(split, sizeof split, " allreduce_wait %.2f", median(wait));
   if (dist::get_rank() == 0)
-    std::printf("bench: %d rank(s), batch %ld per rank, %ld steps: forward %.2f backward %.2f allreduce_wait %.2f "
+    std::printf("bench: %d rank(s), --shard %s, batch %ld per rank, %ld steps: forward %.2f backward %.2f%s "
                 "optimizer %.2f (medians, ms); cpu_ms %.2f per step (mean)\nstep_ms %.3f\n",
-                dist::get_world_size(), long(batch_size), long(steps), median(fwd), median(bwd), median(wait),
-                median(opt_ms), cpu_per_step, median(step_ms));
+                dist::get_world_size(), sharding.mode().c_str(), long(batch_size), long(steps), median(fwd),
+                median(bwd), split, median(opt_ms), cpu_per_step, median(step_ms));
 }
 
 }  // namespace lockstep::examples

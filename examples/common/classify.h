@@ -9,9 +9,8 @@
 #include <vector>
 
 #include "data/api.h"
-#include "distributed/ddp.h"
+#include "examples/common/sharding.h"
 #include "nn/module.h"
-#include "optim/optimizer.h"
 
 namespace lockstep::examples {
 
@@ -28,12 +27,13 @@ std::vector<double> all_reduce_sum(std::vector<double> v, Device device);
 // are all-reduced. Runs in eval mode without gradients, then puts the model back in training mode.
 double evaluate_accuracy(nn::Module& model, data::DataLoader& loader, int64_t n, Device device);
 
-// Times `steps` training steps (cross-entropy) on the loader's batches after 5 untimed ones, and rank 0
-// prints the median step and its phases (DDP's wait for the all-reduce split out of backward) and the
-// process CPU time per step (every thread; steadier than wall time on a loaded machine), then
+// Times `steps` training steps (cross-entropy) on the loader's batches after 5 untimed ones, in any
+// --shard mode (zero_grad, forward, backward and step through `sharding`, as training does), and rank 0
+// prints the median step and its phases (under DDP, the wait for the all-reduce split out of backward)
+// and the process CPU time per step (every thread; steadier than wall time on a loaded machine), then
 // `step_ms MEDIAN`, the line bench/twin_bench.py reads. `autocast_bf16`: forward and loss under
 // autocast in bfloat16 (--dtype bfloat16).
-void bench_steps(dist::DistributedDataParallel& ddp, optim::Optimizer& opt, data::DataLoader& loader, Device device,
-                 int64_t steps, int64_t batch_size, bool autocast_bf16 = false);
+void bench_steps(Sharding& sharding, data::DataLoader& loader, Device device, int64_t steps, int64_t batch_size,
+                 bool autocast_bf16 = false);
 
 }  // namespace lockstep::examples

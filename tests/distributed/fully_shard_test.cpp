@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autograd/engine.h"
 #include "distributed/ddp.h"
 #include "distributed/fsdp/fully_shard.h"
 #include "distributed/fsdp/state_dict.h"
@@ -47,17 +48,6 @@ void check_same(Stack& fsdp_model, nn::Module& ref, const std::string& when, dou
     const double d = max_abs_diff(full[i].second, want[i].second);
     RANK_CHECK(d <= tol, when, ": ", want[i].first, " differs by ", d);
   }
-}
-
-template <typename Fn>
-void on_ranks(int world, Fn fn) {
-  const uint16_t port = free_port();
-  auto results = run_ranks(world, [&](int rank) {
-    init_tcp_group(port, world, rank, std::chrono::seconds(30));
-    fn(rank);
-    dist::destroy_process_group();
-  });
-  CHECK_MESSAGE(all_ok(results), failures(results));
 }
 
 }  // namespace
@@ -128,6 +118,49 @@ TEST_CASE("fully_shard: a block's parameters are freed after its forward and gat
     RANK_CHECK(w.numel() == sharded && (sharded == 0 || w.grad().shape() == w.shape()), "block 0's gradient is ",
                w.grad().defined() ? w.grad().shape() : Shape{});
   });
+}
+
+TEST_CASE("fully_shard: backward accumulates a unit's gradients straight into its flat reduce-scatter input") {
+  // Block 0's fc.weight, fc.bias, ln.weight, ln.bias lie at 0, 91, 104 and 117 of its 130-element unit.
+  // A hook registered before fully_shard's runs first and sees each .grad as autograd left it: with
+  // one dtype throughout, views of one flat buffer at those offsets; with a bfloat16 compute dtype and a
+  // float32 reduce dtype, gradients of their own (copied into the float32 buffer after).
+  for (bool mixed : {false, true}) {
+    CAPTURE(mixed);
+    on_ranks(2, [&](int rank) {
+      Stack model = make_stack(7);
+      auto block = model->blocks[0]->as<LNBlock>();
+      std::vector<Tensor> params{block->fc->weight, block->fc->bias, block->ln->weight, block->ln->bias};
+      std::vector<Tensor> seen(params.size());
+      for (size_t i = 0; i < params.size(); ++i)
+        autograd::register_post_accumulate_grad_hook(params[i], [&seen, i](Tensor& p) { seen[i] = p.grad(); });
+      dist::FSDPOptions o;
+      if (mixed) {
+        o.mp_policy.param_dtype = kBFloat16;
+        o.mp_policy.reduce_dtype = kFloat32;
+      }
+      shard(model, o);
+      auto [x, y] = batch(0, rank, 2);
+      F::cross_entropy(model(mixed ? x.to(kBFloat16) : x).to(kFloat32), y).backward();
+      const int64_t offsets[] = {0, 91, 104, 117};
+      const Shape shapes[] = {{13, 7}, {13}, {13}, {13}};
+      for (size_t i = 0; i < params.size(); ++i) {
+        RANK_CHECK(seen[i].defined(), "parameter ", i, " got no gradient");
+        RANK_CHECK(seen[i].shape() == shapes[i], "parameter ", i, "'s gradient is ", seen[i].shape());
+        const bool shared = seen[i].storage() == seen[0].storage();
+        if (mixed) {
+          RANK_CHECK(i == 0 || !shared, "parameter ", i, "'s bfloat16 gradient shares parameter 0's storage");
+          RANK_CHECK(seen[i].dtype() == kBFloat16, "parameter ", i, "'s gradient is ", seen[i].dtype());
+        } else {
+          RANK_CHECK(shared, "parameter ", i, "'s gradient is not in the unit's flat buffer");
+          RANK_CHECK(seen[i].storage_offset() == offsets[i], "parameter ", i, "'s gradient is at ",
+                     seen[i].storage_offset(), ", expected ", offsets[i]);
+          RANK_CHECK(seen[i].storage()->nbytes() == 130 * 4, "the flat gradient holds ", seen[i].storage()->nbytes(),
+                     " bytes, expected 130 float32");
+        }
+      }
+    });
+  }
 }
 
 TEST_CASE("fully_shard: accumulation without gradient sync equals DDP's no_sync") {

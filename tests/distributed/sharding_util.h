@@ -1,13 +1,19 @@
 // The sharding tests' model and data: a stack of Linear + LayerNorm blocks with sizes that no world
-// size divides (so shards are padded), trained with Adam on data every rank draws alike.
+// size divides (so shards are padded), trained with Adam on data every rank draws alike; and their
+// ranks, each in a default process group over loopback.
 #pragma once
+
+#include <doctest/doctest.h>
 
 #include <cmath>
 #include <string>
 
+#include "distributed/init.h"
 #include "nn/api.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "tests/util/multiprocess.h"
+#include "tests/util/tcp_group.h"
 
 namespace lockstep::testing {
 
@@ -65,6 +71,19 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   double worst = 0;
   for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
   return worst;
+}
+
+// Runs fn(rank) on `world` forked ranks, each between init_process_group (TCP on loopback) and
+// destroy_process_group, and checks that every rank ended well.
+template <typename Fn>
+void on_ranks(int world, Fn fn) {
+  const uint16_t port = free_port();
+  auto results = run_ranks(world, [&](int rank) {
+    init_tcp_group(port, world, rank, std::chrono::seconds(30));
+    fn(rank);
+    dist::destroy_process_group();
+  });
+  CHECK_MESSAGE(all_ok(results), failures(results));
 }
 
 }  // namespace lockstep::testing

@@ -2,7 +2,7 @@
 # cnn_fashion --shard none|optimizer|full on 2 ranks: ZeRO-1 and fully_shard train to DDP's losses and test
 # accuracies (to 1e-5: the same steps, summed in another order), and in each mode a run stopped mid-epoch
 # and resumed from its checkpoint (DDP's and ZeRO's one file, fully_shard's directory) matches the
-# uninterrupted run of that mode bit for bit: metrics and final weights.
+# uninterrupted run of that mode bit for bit: metrics and final weights; --bench-steps times each mode.
 set -euo pipefail
 launch="$1" cnn="$2"
 if ! ls /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte* >/dev/null 2>&1; then
@@ -36,6 +36,11 @@ for mode in none optimizer full; do
   diff <(strip "$dir/a.jsonl") <(strip "$dir/b.jsonl") || { echo "FAIL ($mode): the resumed run's metrics differ"; exit 1; }
   cmp "$dir/a.safetensors" "$dir/b.safetensors" || { echo "FAIL ($mode): the resumed run's final weights differ"; exit 1; }
   echo "$mode: the resumed run matches the uninterrupted one bit for bit"
+  # --bench-steps times this mode's step, through the same sharding as training.
+  run --shard "$mode" --bench-steps 2 > "$dir/bench.log"
+  cat "$dir/bench.log"
+  grep -q "^bench: 2 rank(s), --shard $mode, batch 8 per rank, 2 steps" "$dir/bench.log" &&
+    grep -Eq '^step_ms [0-9]+\.[0-9]+$' "$dir/bench.log" || { echo "FAIL ($mode): --bench-steps gave no step time"; exit 1; }
   [ "$mode" = none ] && continue
   # Against DDP's records: every loss and test accuracy within 1e-5 (relative).
   paste -d' ' <(fields "$top/none/a.jsonl") <(fields "$dir/a.jsonl") | awk -v mode="$mode" '
@@ -47,4 +52,4 @@ for mode in none optimizer full; do
           if (!f) printf "%s: the same losses and accuracies as DDP (%d records, last loss %s)\n", mode, n, $3
           exit f }'
 done
-echo "PASS: every mode trains as DDP does, and resumes bit for bit"
+echo "PASS: every mode trains as DDP does, resumes bit for bit, and --bench-steps times it"
