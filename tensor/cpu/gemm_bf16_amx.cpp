@@ -134,13 +134,15 @@ const uint16_t* block_a(bool ta, const uint16_t* a, int64_t lda, int64_t i0, int
   }
   ld = 2 * kpp;
   const int64_t rows = (mc + 31) / 32 * 32;
-  buf.assign(size_t(rows * ld), 0);
+  buf.resize(size_t(rows * ld));
   for (int64_t i = 0; i < mc; ++i) {
     uint16_t* dst = buf.data() + i * ld;
     if (!ta) std::memcpy(dst, a + (i0 + i) * lda + p0, size_t(kc) * 2);
     else
       for (int64_t p = 0; p < kc; ++p) dst[p] = a[(p0 + p) * lda + i0 + i];
+    std::fill(dst + kc, dst + ld, uint16_t(0));  // only the padding is zeroed: the rest was just written
   }
+  std::fill(buf.data() + mc * ld, buf.data() + rows * ld, uint16_t(0));
   return buf.data();
 }
 
