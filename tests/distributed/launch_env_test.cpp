@@ -72,8 +72,8 @@ TEST_CASE("srun: ranks from Slurm, the master from the node list, the port from 
   CHECK(e.master_addr_from == "SLURM_STEP_NODELIST");
   // MASTER_ADDR and MASTER_PORT, when the job script sets them, are used.
   Env with = kSlurmTask1;
-  with["MASTER_ADDR"] = "login1";
-  with["MASTER_PORT"] = "31000";
+  with["MASTER_ADDR"] = std::string("login1");
+  with["MASTER_PORT"] = std::string("31000");
   LaunchEnv w = discover(with);
   CHECK(w.master_addr == "login1");
   CHECK(w.master_port == 31000);
@@ -112,14 +112,14 @@ TEST_CASE("mpirun on one host (Open MPI) and mpiexec (MPICH)") {
 
 TEST_CASE("sources that disagree, and malformed values, are errors naming the variables") {
   Env both = kSlurmTask1;
-  both["PMI_RANK"] = "0";
+  both["PMI_RANK"] = std::string("0");  // std::string(): GCC 12 falsely warns (-Wrestrict) on a literal
   CHECK(error_of([&] { discover(both); }) ==
         "init_process_group: env:// found two different ranks: SLURM_PROCID=1 and PMI_RANK=0 (unset one, or make them "
         "agree)");
-  both["PMI_RANK"] = "1";  // agreeing sources are fine
+  both["PMI_RANK"] = std::string("1");  // agreeing sources are fine
   CHECK(discover(both).rank == 1);
   Env sizes = kSlurmTask1;
-  sizes["WORLD_SIZE"] = "4";
+  sizes["WORLD_SIZE"] = std::string("4");
   CHECK(contains(error_of([&] { discover(sizes); }), "two different world sizes: WORLD_SIZE=4 and SLURM_NTASKS=2"));
   CHECK(error_of([] { discover({{"SLURM_PROCID", "one"}}); }) == "init_process_group: SLURM_PROCID=\"one\" is not an integer");
   CHECK(contains(error_of([] { discover({{"SLURM_NTASKS", "0"}}); }), "SLURM_NTASKS=0 is not a valid world size"));
