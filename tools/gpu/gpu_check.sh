@@ -236,8 +236,8 @@ pair() {
 
 echo
 echo "== 2. bf16 GEMM and fused attention: cuda_bench against torch_cuda_bench.py ($(elapsed) s)"
-for r in $(seq 1 "$rounds"); do
-  pair kernels "$r" 180 "$(bin_cmd cuda_bench)" "${bench_cmd[*]}"
+for r in $(seq 1 "$rounds"); do  # the float32 and bandwidth rows in the first round only
+  pair kernels "$r" 180 "$(bin_cmd cuda_bench) $([ "$r" -gt 1 ] && echo --bf16-only)" "${bench_cmd[*]}"
 done
 
 echo
@@ -258,8 +258,8 @@ run "$logs/gpt.export.log" 300 $(launch_cmd gpt --text "$data/fortunes.txt" "${g
 rc=$?
 echo "   export initial weights: $(status $rc "$logs/gpt.export.log") ($(du -h "$init" 2>/dev/null | cut -f1) safetensors)"
 for b in "$gpt_batch" $((gpt_batch / 2)); do
-  gpt_batch=$b
   echo "batch $b ${gpt_cfg[*]} steps $gpt_steps" >"$logs/gpt.config"
+  oom=0
   for r in $(seq 1 "$gpt_rounds"); do
     pair gpt "$r" 240 \
       "$(launch_cmd gpt --device "$dev" --dtype bfloat16 --text "$data/fortunes.txt" --init "$init" "${gpt_cfg[@]}" \
@@ -267,11 +267,14 @@ for b in "$gpt_batch" $((gpt_batch / 2)); do
           --sample-tokens 0)" \
       "$python $bundle/gpt_twin.py --device $dev --dtype bfloat16 --text $data/fortunes.txt --init $init ${gpt_cfg[*]} \
           --batch-size $b --steps $gpt_steps $train_flags $([ $dev = cuda ] && echo --fused-adamw)"
+    if grep -qi "out of memory" "$logs"/gpt.*."$r".log; then oom=1; break; fi
   done
-  # Out of memory at this batch on either side: the same at half the batch (both sides alike).
-  grep -qi "out of memory" "$logs"/gpt.*.1.log || break
-  [ "$b" -gt 1 ] || break
-  echo "   out of memory at batch $b: again at batch $((b / 2))"
+  # Out of memory at this batch on either side: both sides again at half the batch, the failed runs noted.
+  [ $oom = 1 ] && [ "$b" -gt 1 ] && [ "$b" = "$gpt_batch" ] || break
+  echo "   out of memory at batch $b ($(grep -li "out of memory" "$logs"/gpt.*.log | xargs -r -n1 basename | tr '\n' ' ')): again at batch $((b / 2))"
+  for f in "$logs"/gpt.*.[0-9].log; do mv "$f" "${f%.log}.oom-batch$b.txt"; done
+  sed -i '/^run\tgpt\./d' "$results"
+  record note gpt "out of memory at batch $b; figures at batch $((b / 2))"
 done
 
 # --- 5. compute-sanitizer over the kernels added since the first check ----------------------------

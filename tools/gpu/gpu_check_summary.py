@@ -72,6 +72,8 @@ def main():
           "".join(f"\n   {r[1]}: {r[2]}" for r in tests if r[2] != "PASS"))
     for r in (r for r in results if r[0] == "sanitize"):
         print(f"sanitizer {r[1]}: {r[2]}" + (f" ({r[4]})" if len(r) > 4 and r[4] else ""))
+    for r in (r for r in results if r[0] == "note"):
+        print(f"note, {r[1]}: {r[2]}")
     failed_runs = [r[1] for r in results if r[0] == "run" and r[2] not in ("PASS", "SKIPPED")]
     if failed_runs:
         bad = True
