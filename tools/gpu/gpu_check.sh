@@ -223,9 +223,9 @@ pair() {
       record run "$step.$side.$r" SKIPPED 0
       continue
     fi
-    local start=$(date +%s)
-    # shellcheck disable=SC2086
-    run "$logs/$step.$side.$r.log" "$limit" $cmd
+    local start=$(date +%s) left=$((deadline + 60 - $(elapsed)))
+    # shellcheck disable=SC2086  # a run started near the deadline gets what is left of it, 30 s at least
+    run "$logs/$step.$side.$r.log" "$((left < limit ? (left > 30 ? left : 30) : limit))" $cmd
     rc=$?
     record run "$step.$side.$r" "$(status $rc "$logs/$step.$side.$r.log")" $(($(date +%s) - start))
     printf '   %-8s %-9s round %d: %-9s %4s s  %s\n' "$step" "$side" "$r" "$(status $rc "$logs/$step.$side.$r.log")" \
