@@ -1,11 +1,18 @@
 // cuda_bench: throughput of the CUDA backend's main kernels on cuda:0. Prints one line per measurement,
 //   BENCH <name> <value> <unit>
 // which tools/gpu/gpu_check.sh gathers into its table. Without a device it prints "SKIPPED: ..." and exits 0.
+// tools/gpu/torch_cuda_bench.py prints the same names for torch.matmul, raw cuBLAS and SDPA.
+//   cuda_bench [--bf16-only] [--gemm-n 4096] [--tokens 8192] [--seq 1024 4096]
+// --bf16-only and small sizes run the bfloat16 rows alone, e.g. on the CUDA emulator.
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "nn/functional.h"
 #include "tensor/api.h"
 #include "tensor/cuda/cuda.h"
 
@@ -42,7 +49,9 @@ void report(const std::string& name, double value, const char* unit) {
 }
 
 void bench_gemm(int64_t n, Dtype dt, bool tf32) {
-  Tensor a = randn({n, n}, {dt, kGpu}), b = randn({n, n}, {dt, kGpu}), c = empty({n, n}, {dt, kGpu});
+  // Drawn in float32 and rounded: the 16-bit types take the same values as the float32 row.
+  Tensor a = internal::to_dtype(randn({n, n}, {kFloat32, kGpu}), dt);
+  Tensor b = internal::to_dtype(randn({n, n}, {kFloat32, kGpu}), dt), c = empty({n, n}, {dt, kGpu});
   cuda::set_allow_tf32(tf32);
   double s = seconds_per_call([&] { internal::gemm_(c, a, false, b, false, 1.0, 0.0); });
   cuda::set_allow_tf32(false);
@@ -50,14 +59,43 @@ void bench_gemm(int64_t n, Dtype dt, bool tf32) {
   report(name, 2.0 * n * n * n / s / 1e12, "TFLOP/s");
 }
 
+// Fused causal attention forward + backward in bfloat16 on GPT-2 small's heads (12 x 64), B x T fixed at
+// `tokens` (8192): q, k, v [B, 12, T, 64], the output's gradient given (no sum kernel timed). FLOPs as
+// FlashAttention counts them for a causal mask: 2 products forward, 5 backward, each 2 B H T^2 D / 2.
+void bench_attention(int64_t T, int64_t tokens) {
+  const int64_t B = std::max<int64_t>(1, tokens / T), H = 12, D = 64;
+  auto input = [&] { return internal::to_dtype(randn({B, H, T, D}, {kFloat32, kGpu}), kBFloat16).set_requires_grad(); };
+  Tensor q = input(), k = input(), v = input();
+  Tensor gy = internal::to_dtype(randn({B, H, T, D}, {kFloat32, kGpu}), kBFloat16);
+  double s = seconds_per_call([&] {
+    for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
+    nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), 0.0, /*is_causal=*/true).backward(gy);
+  });
+  const std::string name = "sdpa_causal_fwd_bwd_T" + std::to_string(T) + "_bf16";
+  report(name, s * 1e3, "ms");
+  report(name + "_tflops", 7.0 * B * H * T * T * D / s / 1e12, "TFLOP/s");
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{"throughput of the CUDA backend's main kernels on cuda:0"};
+  bool bf16_only = false;
+  int64_t gemm_n = 4096, tokens = 8192;
+  std::vector<int64_t> seqs = {1024, 4096};
+  app.add_flag("--bf16-only", bf16_only, "only the bfloat16 GEMM and attention rows");
+  app.add_option("--gemm-n", gemm_n, "size of the bfloat16 GEMM")->capture_default_str();
+  app.add_option("--tokens", tokens, "B * T of the attention rows")->capture_default_str();
+  app.add_option("--seq", seqs, "attention sequence lengths")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   if (cuda::device_count() == 0) {
     std::printf("SKIPPED: no CUDA device (%s)\n", cuda::unavailable_reason().c_str());
     return 0;
   }
   manual_seed(0);
+  bench_gemm(gemm_n, kBFloat16, false);  // tensor cores, float32 accumulation (cublasGemmEx)
+  for (int64_t T : seqs) bench_attention(T, tokens);
+  if (bf16_only) return 0;
   bench_gemm(4096, kFloat32, false);
   bench_gemm(4096, kFloat32, true);
   bench_gemm(4096, kFloat64, false);

@@ -181,6 +181,8 @@ def main():
     p.add_argument("--losses-json", default="", help="write the config and per-step losses here (rank 0)")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                    help="bfloat16: forward and loss under torch.autocast, as gpt --dtype bfloat16")
+    p.add_argument("--fused-adamw", action="store_true",
+                   help="AdamW(fused=True), as nanoGPT's configure_optimizers picks on CUDA (the GPU anchor)")
     a = p.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -204,7 +206,7 @@ def main():
     params = [q for q in model.parameters() if q.requires_grad]
     groups = [{"params": [q for q in params if q.dim() >= 2], "weight_decay": a.weight_decay},
               {"params": [q for q in params if q.dim() < 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, a.beta2))
+    opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, a.beta2), **({"fused": True} if a.fused_adamw else {}))
 
     losses, step_ms, step_cpu_ms, val_losses = [], [], [], []
     autocast = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.dtype == "bfloat16")
@@ -258,6 +260,8 @@ def main():
             print(f"step {step} loss {local:.6f} lr {lr:.4g} ms {step_ms[-1]:.1f}", flush=True)
     if a.eval_interval > 0:
         val_loss(a.steps)
+    if dev.type == "cuda" and rank == 0:
+        print(f"max_memory_allocated_mib {torch.cuda.max_memory_allocated(dev) / 2**20:.0f}")
     if rank == 0:
         def median(v):  # the first 3 steps left out, as gpt does
             v = sorted(v[min(3, len(v) - 1):])
