@@ -57,17 +57,23 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
   });
 }
 
-std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending) {
-  auto [values, indices] = in::sort(a, dim, descending);
-  if (!any_requires_grad(a)) return {values, indices};
-  const int64_t d = in::wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "sort");
-  values = record("sort", values, {a}, [s = a.shape(), d, indices](const Tensor& g) {
+namespace {
+// values = a's elements at `indices` along dim (sort, topk): the gradient goes back to those positions.
+Tensor picked_along(const char* name, const Tensor& values, const Tensor& a, int64_t dim, const Tensor& indices) {
+  const int64_t d = in::wrap_dim(dim, std::max<int64_t>(a.dim(), 1), name);
+  return record(name, values, {a}, [s = a.shape(), d, indices](const Tensor& g) {
     if (s.empty()) return Grads{g};
     Tensor ga = zeros(s, {g.dtype(), g.device()});
     in::scatter_add_(ga, d, indices, g);
     return Grads{ga};
   });
-  return {values, indices};
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending) {
+  auto [values, indices] = in::sort(a, dim, descending);
+  if (!any_requires_grad(a)) return {values, indices};
+  return {picked_along("sort", values, a, dim, indices), indices};
 }
 
 Tensor argsort(const Tensor& a, int64_t dim, bool descending) {
@@ -79,14 +85,7 @@ Tensor argsort(const Tensor& a, int64_t dim, bool descending) {
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest) {
   auto [values, indices] = in::topk(a, k, dim, largest);
   if (!any_requires_grad(a)) return {values, indices};
-  const int64_t d = in::wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "topk");
-  values = record("topk", values, {a}, [s = a.shape(), d, indices](const Tensor& g) {
-    if (s.empty()) return Grads{g};
-    Tensor ga = zeros(s, {g.dtype(), g.device()});
-    in::scatter_add_(ga, d, indices, g);
-    return Grads{ga};
-  });
-  return {values, indices};
+  return {picked_along("topk", values, a, dim, indices), indices};
 }
 
 }  // namespace lockstep

@@ -25,6 +25,14 @@ int64_t count_of(const Tensor& a, const std::vector<int64_t>& dims) {
   return n;
 }
 
+// `shape` without the reduced `dims` (sorted): a reduction's shape without keepdim.
+Shape dropped_shape(const Shape& shape, const std::vector<int64_t>& dims) {
+  Shape s;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    if (!std::binary_search(dims.begin(), dims.end(), d)) s.push_back(shape[d]);
+  return s;
+}
+
 // g (reduced over dims, with or without keepdim) broadcast back to `shape`.
 Tensor unreduce(const Tensor& g, const Shape& shape, const std::vector<int64_t>& dims) {
   return in::expand(in::reshape(g, in::kept_shape(shape, dims)), shape);
@@ -39,12 +47,7 @@ Tensor extreme(const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdi
     out = in::reduce(is_max ? Reduction::Max : Reduction::Min, out, dims[i], true, name);
   if (dims.empty()) out = in::clone(a);
   Tensor kept = out;
-  if (!keepdim) {
-    Shape s;
-    for (int64_t d = 0; d < a.dim(); ++d)
-      if (!std::binary_search(dims.begin(), dims.end(), d)) s.push_back(a.shape()[d]);
-    out = in::reshape(out, s);
-  }
+  if (!keepdim) out = in::reshape(out, dropped_shape(a.shape(), dims));
   if (!any_requires_grad(a)) return out;
   return record(name, out, {a}, [a = a.detach(), kept, dims](const Tensor& g) {
     Tensor hit = in::to_dtype(in::eq(a, kept), g.dtype());
@@ -185,12 +188,7 @@ Tensor logsumexp(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim
     m = in::where(finite, m, zeros({}, {m.dtype(), m.device()}));
   }
   Tensor out = add(log(sum(exp(sub(a, m)), dims, true)), m);
-  if (keepdim) return out;
-  std::vector<int64_t> rd = in::reduction_dims(dims, a.dim(), "logsumexp");
-  Shape s;
-  for (int64_t d = 0; d < a.dim(); ++d)
-    if (!std::binary_search(rd.begin(), rd.end(), d)) s.push_back(a.shape()[d]);
-  return reshape(out, s);
+  return keepdim ? out : reshape(out, dropped_shape(a.shape(), in::reduction_dims(dims, a.dim(), "logsumexp")));
 }
 
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
@@ -203,22 +201,18 @@ Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool ke
   return pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
 }
 
-Tensor softmax(const Tensor& a_in, int64_t dim) {
+namespace {
+Tensor softmax_of(const Tensor& a_in, int64_t dim, bool log) {
   const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Softmax, a_in);
-  Tensor out = in::softmax(a, dim, false);
+  Tensor out = in::softmax(a, dim, log);
   if (!any_requires_grad(a)) return out;
-  return record("softmax", out, {a}, [out = out.detach(), dim](const Tensor& g) {
-    return Grads{in::softmax_backward(g, out, dim, false)};
+  return record(log ? "log_softmax" : "softmax", out, {a}, [out = out.detach(), dim, log](const Tensor& g) {
+    return Grads{in::softmax_backward(g, out, dim, log)};
   }, kSavesOutput);
 }
+}  // namespace
 
-Tensor log_softmax(const Tensor& a_in, int64_t dim) {
-  const Tensor a = autograd::amp::cast_input(autograd::amp::AutocastOp::Softmax, a_in);
-  Tensor out = in::softmax(a, dim, true);
-  if (!any_requires_grad(a)) return out;
-  return record("log_softmax", out, {a}, [out = out.detach(), dim](const Tensor& g) {
-    return Grads{in::softmax_backward(g, out, dim, true)};
-  }, kSavesOutput);
-}
+Tensor softmax(const Tensor& a, int64_t dim) { return softmax_of(a, dim, false); }
+Tensor log_softmax(const Tensor& a, int64_t dim) { return softmax_of(a, dim, true); }
 
 }  // namespace lockstep

@@ -74,26 +74,14 @@ Tensor nll(const char* fn, const Tensor& logp, const Tensor& target, const Tenso
     Tensor weighted = weight.defined() ? lp * reshape(to(weight, lp.dtype()), {1, C}) : lp;
     smooth = -sum(weighted, 1) * to(valid, lp.dtype());  // [M]
   }
-  Tensor out, smooth_out;
-  switch (reduction) {
-    case Reduction::None: {
-      out = reshape(loss, target.shape());
-      if (smoothing > 0) smooth_out = reshape(smooth, target.shape());
-      break;
-    }
-    case Reduction::Sum: {
-      out = sum(loss);
-      if (smoothing > 0) smooth_out = sum(smooth);
-      break;
-    }
-    case Reduction::Mean: {
-      Tensor total = sum(w);
-      out = sum(loss) / total;
-      if (smoothing > 0) smooth_out = sum(smooth) / total;
-      break;
-    }
-  }
-  return smoothing > 0 ? out * (1 - smoothing) + smooth_out * (smoothing / static_cast<double>(C)) : out;
+  // The loss and the smoothing term reduce alike; 'mean' divides by the summed weight.
+  const Tensor total = reduction == Reduction::Mean ? sum(w) : Tensor();
+  auto reduced = [&](const Tensor& x) {
+    if (reduction == Reduction::None) return reshape(x, target.shape());
+    return reduction == Reduction::Sum ? sum(x) : sum(x) / total;
+  };
+  if (smoothing <= 0) return reduced(loss);
+  return reduced(loss) * (1 - smoothing) + reduced(smooth) * (smoothing / static_cast<double>(C));
 }
 
 }  // namespace

@@ -20,6 +20,12 @@ constexpr double kPi = 3.141592653589793;  // math.pi
 int64_t py_mod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
 int64_t py_floordiv(int64_t a, int64_t b) { return (a - py_mod(a, b)) / b; }
 
+// Each lr times factor, as PyTorch's `[lr * factor for lr in lrs]`.
+std::vector<double> times(std::vector<double> lrs, double factor) {
+  for (double& lr : lrs) lr = lr * factor;
+  return lrs;
+}
+
 // Writes the fields as tensors.
 struct Saver : LRScheduler::Fields {
   StateDict& out;
@@ -186,17 +192,12 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, int64_t la
 }
 
 std::vector<double> StepLR::get_lr() {
-  std::vector<double> lrs = group_lrs();
-  if (last_epoch_ == 0 || py_mod(last_epoch_, step_size_) != 0) return lrs;
-  for (double& lr : lrs) lr = lr * gamma_;
-  return lrs;
+  if (last_epoch_ == 0 || py_mod(last_epoch_, step_size_) != 0) return group_lrs();
+  return times(group_lrs(), gamma_);
 }
 
 std::vector<double> StepLR::closed_form_lr() {
-  std::vector<double> lrs;
-  for (double base : base_lrs_)
-    lrs.push_back(base * std::pow(gamma_, static_cast<double>(py_floordiv(last_epoch_, step_size_))));
-  return lrs;
+  return times(base_lrs_, std::pow(gamma_, static_cast<double>(py_floordiv(last_epoch_, step_size_))));
 }
 
 void StepLR::visit(Fields& f) {
@@ -216,18 +217,14 @@ MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, 
 }
 
 std::vector<double> MultiStepLR::get_lr() {
-  std::vector<double> lrs = group_lrs();
   const auto count = std::count(milestones_.begin(), milestones_.end(), last_epoch_);
-  if (count == 0) return lrs;
-  for (double& lr : lrs) lr = lr * std::pow(gamma_, static_cast<double>(count));
-  return lrs;
+  if (count == 0) return group_lrs();
+  return times(group_lrs(), std::pow(gamma_, static_cast<double>(count)));
 }
 
 std::vector<double> MultiStepLR::closed_form_lr() {
   const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
-  std::vector<double> lrs;
-  for (double base : base_lrs_) lrs.push_back(base * std::pow(gamma_, static_cast<double>(passed)));
-  return lrs;
+  return times(base_lrs_, std::pow(gamma_, static_cast<double>(passed)));
 }
 
 void MultiStepLR::visit(Fields& f) {
@@ -292,24 +289,16 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
 }
 
 std::vector<double> LinearLR::get_lr() {
-  std::vector<double> lrs = group_lrs();
-  if (last_epoch_ == 0) {
-    for (double& lr : lrs) lr = lr * start_factor_;
-    return lrs;
-  }
-  if (is_initial_ || last_epoch_ > total_iters_) return lrs;
+  if (last_epoch_ == 0) return times(group_lrs(), start_factor_);
+  if (is_initial_ || last_epoch_ > total_iters_) return group_lrs();
   const double d = end_factor_ - start_factor_;
-  for (double& lr : lrs)
-    lr = lr * (1.0 + d / (static_cast<double>(total_iters_) * start_factor_ + static_cast<double>(last_epoch_ - 1) * d));
-  return lrs;
+  return times(group_lrs(),
+               1.0 + d / (static_cast<double>(total_iters_) * start_factor_ + static_cast<double>(last_epoch_ - 1) * d));
 }
 
 std::vector<double> LinearLR::closed_form_lr() {
-  std::vector<double> lrs;
   const double done = static_cast<double>(std::min(total_iters_, last_epoch_));
-  for (double base : base_lrs_)
-    lrs.push_back(base * (start_factor_ + (end_factor_ - start_factor_) * done / static_cast<double>(total_iters_)));
-  return lrs;
+  return times(base_lrs_, start_factor_ + (end_factor_ - start_factor_) * done / static_cast<double>(total_iters_));
 }
 
 void LinearLR::visit(Fields& f) {

@@ -104,30 +104,31 @@ void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alph
 // float16 operands on the CPU, whose GEMM has no float16 kernel: float32, the result rounded back.
 bool half_on_cpu(const Tensor& a) { return a.dtype() == kFloat16 && a.device().is_cpu(); }
 
+// The shape of op(a) @ op(b) for 2-D a and b, after checking them.
+Shape product_shape_2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const char* op) {
+  check_operands(a, b, op);
+  LOCKSTEP_CHECK(a.dim() == 2 && b.dim() == 2, op, ": expected 2-D tensors, got ", a.shape(), " x ", b.shape());
+  const int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
+  LOCKSTEP_CHECK(k1 == k2, op, ": ", a.shape(), ta ? "^T" : "", " x ", b.shape(), tb ? "^T" : "",
+                 ": inner dimensions differ");
+  return {ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)};
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  check_operands(a, b, "matmul");
-  LOCKSTEP_CHECK(a.dim() == 2 && b.dim() == 2, "matmul: expected 2-D tensors, got ", a.shape(), " x ", b.shape());
-  const int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
-  LOCKSTEP_CHECK(k1 == k2, "matmul: ", a.shape(), ta ? "^T" : "", " x ", b.shape(), tb ? "^T" : "",
-                 ": inner dimensions differ");
+  const Shape shape = product_shape_2d(a, ta, b, tb, "matmul");
   if (half_on_cpu(a)) return to_dtype(matmul(to_dtype(a, kFloat32), to_dtype(b, kFloat32), ta, tb), kFloat16);
   // bfloat16 operands go to the GEMM as they are on every device: float32 accumulation and a bfloat16
   // result (tensor/cpu/gemm.h's kernel on the CPU, cublasGemmEx on CUDA).
-  Tensor out({ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)}, a.dtype(), a.device());
+  Tensor out(shape, a.dtype(), a.device());
   batched_gemm(out, a, ta, b, tb, 1.0, 0.0);
   return out;
 }
 
 void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, double alpha, double beta,
            const Tensor& bias) {
-  check_operands(a, b, "gemm_");
-  LOCKSTEP_CHECK(a.dim() == 2 && b.dim() == 2, "gemm_: expected 2-D tensors, got ", a.shape(), " x ", b.shape());
-  const int64_t k1 = ta ? a.size(0) : a.size(1), k2 = tb ? b.size(1) : b.size(0);
-  LOCKSTEP_CHECK(k1 == k2, "gemm_: ", a.shape(), ta ? "^T" : "", " x ", b.shape(), tb ? "^T" : "",
-                 ": inner dimensions differ");
-  Shape want{ta ? a.size(1) : a.size(0), tb ? b.size(0) : b.size(1)};
+  const Shape want = product_shape_2d(a, ta, b, tb, "gemm_");
   LOCKSTEP_CHECK(out.defined() && out.shape() == want && out.dtype() == a.dtype() && out.device() == a.device() &&
                      out.is_contiguous() && (!is_reduced_floating_point(a.dtype()) || !a.device().is_cpu()),
                  "gemm_: output ", out.defined() ? out.shape() : Shape{}, " does not match the product ", want, " ",

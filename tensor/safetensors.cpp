@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "common/file_io.h"
@@ -24,30 +25,25 @@ namespace lockstep {
 
 namespace {
 
+// Each dtype and its name in the safetensors header.
+constexpr std::pair<Dtype, const char*> kDtypeNames[] = {
+    {kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}, {kBool, "BOOL"},
+    {kUInt8, "U8"}, {kBFloat16, "BF16"}, {kFloat16, "F16"},
+};
+
 const char* st_dtype(Dtype d) {
-  switch (d) {
-    case Dtype::Float32: return "F32";
-    case Dtype::Float64: return "F64";
-    case Dtype::Int64: return "I64";
-    case Dtype::Bool: return "BOOL";
-    case Dtype::UInt8: return "U8";
-    case Dtype::BFloat16: return "BF16";
-    case Dtype::Float16: return "F16";
-  }
-  LOCKSTEP_CHECK(false, "save_safetensors: dtype ", d, " has no safetensors name");
-  return "";
+  for (const auto& [dtype, name] : kDtypeNames)
+    if (dtype == d) return name;
+  fail("save_safetensors: dtype ", d, " has no safetensors name");
 }
 
 bool parse_dtype(const std::string& s, Dtype& d) {
-  if (s == "F32") d = kFloat32;
-  else if (s == "F64") d = kFloat64;
-  else if (s == "I64") d = kInt64;
-  else if (s == "BOOL") d = kBool;
-  else if (s == "U8") d = kUInt8;
-  else if (s == "BF16") d = kBFloat16;
-  else if (s == "F16") d = kFloat16;
-  else return false;
-  return true;
+  for (const auto& [dtype, name] : kDtypeNames)
+    if (s == name) {
+      d = dtype;
+      return true;
+    }
+  return false;
 }
 
 // Seconds since the epoch when process `pid` started (/proc/PID/stat's start time after boot, plus the

@@ -22,9 +22,6 @@
 namespace lockstep::cpu {
 namespace {
 
-template <typename T>
-constexpr bool is_reduced_float_v = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
-
 void check_target(int64_t t, int64_t c, int64_t i, const char* op) {
   LOCKSTEP_CHECK(t >= 0 && t < c, op, ": target ", t, " at position ", i, " is out of range for ", c, " classes");
 }
@@ -311,14 +308,10 @@ void CpuBackend::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, co
   if (q.dtype() == kBFloat16 && use_avx512_bf16() && avx512_bf16::attention_applies(args))
     return avx512_bf16::attention_forward(args, q.data<BFloat16>(), k.data<BFloat16>(), v.data<BFloat16>(), m,
                                           out.data<BFloat16>(), lse.data<float>());
-  dispatch(q.dtype(), [&](auto tag) {
+  dispatch_rows(q.dtype(), "attention_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
-      LOCKSTEP_CPU_ISA_CALL(attention_forward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(), m, out.data<T>(),
-                            lse.data<attention_acc_t<T>>());
-    } else {
-      fail("attention_forward: expected a floating tensor, got ", q.dtype());
-    }
+    LOCKSTEP_CPU_ISA_CALL(attention_forward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(), m, out.data<T>(),
+                          lse.data<attention_acc_t<T>>());
   });
 }
 
@@ -330,15 +323,11 @@ void CpuBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Te
     return avx512_bf16::attention_backward(args, q.data<BFloat16>(), k.data<BFloat16>(), v.data<BFloat16>(), m,
                                            out.data<BFloat16>(), lse.data<float>(), grad_out.data<BFloat16>(),
                                            dq.data<BFloat16>(), dk.data<BFloat16>(), dv.data<BFloat16>());
-  dispatch(q.dtype(), [&](auto tag) {
+  dispatch_rows(q.dtype(), "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
-      LOCKSTEP_CPU_ISA_CALL(attention_backward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(), m, out.data<T>(),
-                            lse.data<attention_acc_t<T>>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(),
-                            dv.data<T>());
-    } else {
-      fail("attention_backward: expected a floating tensor, got ", q.dtype());
-    }
+    LOCKSTEP_CPU_ISA_CALL(attention_backward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(), m, out.data<T>(),
+                          lse.data<attention_acc_t<T>>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(),
+                          dv.data<T>());
   });
 }
 

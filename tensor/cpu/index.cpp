@@ -52,41 +52,39 @@ void CpuBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src, 
   });
 }
 
-void CpuBackend::gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) {
-  dispatch(a.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const int64_t k = index.numel() / (outer * inner);
-    const int64_t* idx = index.data<int64_t>();
-    const T* x = a.data<T>();
-    T* y = out.data<T>();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < k; ++j)
-        for (int64_t i = 0; i < inner; ++i) {
-          const int64_t pos = (o * k + j) * inner + i, v = idx[pos];
-          check_index(v, n, pos, "gather");
-          y[pos] = x[(o * n + v) * inner + i];
-        }
-  });
-}
-
-void CpuBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
-                 int64_t inner) {
+namespace {
+// gather (out[pos] = a[row]) and, with kAdd, scatter_add (out[row] += src[pos]): pos walks index
+// [outer, k, inner], row is its element's position in [outer, n, inner].
+template <bool kAdd>
+void gather_or_scatter(Tensor& out, const Tensor& in, const Tensor& index, int64_t outer, int64_t n, int64_t inner,
+                       const char* op) {
   dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
     const int64_t k = index.numel() / (outer * inner);
     const int64_t* idx = index.data<int64_t>();
-    const T* s = src.data<T>();
+    const T* x = in.data<T>();
     T* y = out.data<T>();
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t j = 0; j < k; ++j)
         for (int64_t i = 0; i < inner; ++i) {
           const int64_t pos = (o * k + j) * inner + i, v = idx[pos];
-          check_index(v, n, pos, "scatter_add_");
-          T& d = y[(o * n + v) * inner + i];
-          d = static_cast<T>(static_cast<C>(d) + static_cast<C>(s[pos]));
+          check_index(v, n, pos, op);
+          const int64_t row = (o * n + v) * inner + i;
+          if constexpr (kAdd) y[row] = static_cast<T>(static_cast<C>(y[row]) + static_cast<C>(x[pos]));
+          else y[pos] = x[row];
         }
   });
+}
+}  // namespace
+
+void CpuBackend::gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) {
+  gather_or_scatter<false>(out, a, index, outer, n, inner, "gather");
+}
+
+void CpuBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                             int64_t inner) {
+  gather_or_scatter<true>(out, src, index, outer, n, inner, "scatter_add_");
 }
 
 // Every dtype, bfloat16 and float16 as they are: compared in compute_t (float32, exact for them), the

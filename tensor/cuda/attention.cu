@@ -11,7 +11,6 @@
 // accumulators, the logsumexp), each result rounded once when it is stored.
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "tensor/attention_ops.h"
 #include "tensor/cuda/cuda_backend.h"
@@ -23,9 +22,6 @@ namespace lockstep::cuda::detail {
 namespace {
 
 constexpr int kMaxHead = 128;
-
-template <typename T>
-constexpr bool is_reduced_float_v = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
 
 template <typename T, typename A = attention_acc_t<T>>
 __device__ A dot(const T* a, const T* b, int64_t n) {
@@ -146,15 +142,11 @@ void CudaBackend::attention_forward(Tensor& out, Tensor& lse, const Tensor& q, c
   const int64_t rows = args.B * args.Hq * args.L;
   if (rows == 0) return;
   OnDevice on(q.device());
-  dispatch(q.dtype(), [&](auto tag) {
+  dispatch_any_floating(q.dtype(), "attention_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
-      LOCKSTEP_LAUNCH("attention_forward", attention_forward_kernel<T>, grid_for(rows, on.ctx, 128), 128,
-                      on.stream(), args, q.data<T>(), k.data<T>(), v.data<T>(),
-                      mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(), lse.data<attention_acc_t<T>>());
-    } else {
-      fail("attention_forward: expected a floating tensor, got ", q.dtype());
-    }
+    LOCKSTEP_LAUNCH("attention_forward", attention_forward_kernel<T>, grid_for(rows, on.ctx, 128), 128, on.stream(),
+                    args, q.data<T>(), k.data<T>(), v.data<T>(), mask.defined() ? mask.data_ptr() : nullptr,
+                    out.data<T>(), lse.data<attention_acc_t<T>>());
   });
 }
 
@@ -165,16 +157,12 @@ void CudaBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const T
   const int64_t rows = std::max(args.B * args.Hq * args.L, args.B * args.Hkv * args.S);
   if (rows == 0) return;
   OnDevice on(q.device());
-  dispatch(q.dtype(), [&](auto tag) {
+  dispatch_any_floating(q.dtype(), "attention_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_reduced_float_v<T>) {
-      const dim3 grid(grid_for(rows, on.ctx, 128), 2);
-      LOCKSTEP_LAUNCH("attention_backward", attention_backward_kernel<T>, grid, 128, on.stream(), args, q.data<T>(),
-                      k.data<T>(), v.data<T>(), mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(),
-                      lse.data<attention_acc_t<T>>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
-    } else {
-      fail("attention_backward: expected a floating tensor, got ", q.dtype());
-    }
+    const dim3 grid(grid_for(rows, on.ctx, 128), 2);
+    LOCKSTEP_LAUNCH("attention_backward", attention_backward_kernel<T>, grid, 128, on.stream(), args, q.data<T>(),
+                    k.data<T>(), v.data<T>(), mask.defined() ? mask.data_ptr() : nullptr, out.data<T>(),
+                    lse.data<attention_acc_t<T>>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
   });
 }
 

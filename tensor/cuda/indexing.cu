@@ -72,23 +72,19 @@ __device__ void atomic_add(T* p, T v) {
   } while (old != assumed);
 }
 
-// out [outer, k, inner] = a [outer, n, inner] [:, index[j], :].
-template <typename W>
-__global__ void index_select_kernel(W* out, const W* a, const int64_t* index, int64_t outer, int64_t k, int64_t n,
-                                    int64_t inner, IndexError* err) {
+// The four moves in one kernel, between the small side [outer, k, inner] (element e) and the big side
+// [outer, n, inner] (row r): r = index[j] for the whole row j of the small side (kPerRow: index_select,
+// index_add), or r = index[e] for each element (gather, scatter_add). kAdd adds the small side into the
+// big one (dst; atomically: indices repeat), else the big side is copied into the small one (dst).
+template <typename T, bool kPerRow, bool kAdd>
+__global__ void index_kernel(T* dst, const T* src, const int64_t* index, int64_t outer, int64_t k, int64_t n,
+                             int64_t inner, IndexErrorKind kind, IndexError* err) {
   LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
-    const int64_t i = e % inner, j = e / inner % k, o = e / (inner * k), r = index[j];
-    if (index_ok(err, IndexErrorKind::IndexSelect, j, r, n)) out[e] = a[(o * n + r) * inner + i];
-  }
-}
-
-// out [outer, n, inner] [:, index[j], :] += src [outer, k, inner] [:, j, :].
-template <typename T>
-__global__ void index_add_kernel(T* out, const int64_t* index, const T* src, int64_t outer, int64_t k, int64_t n,
-                                 int64_t inner, IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
-    const int64_t i = e % inner, j = e / inner % k, o = e / (inner * k), r = index[j];
-    if (index_ok(err, IndexErrorKind::IndexAdd, j, r, n)) atomic_add(&out[(o * n + r) * inner + i], src[e]);
+    const int64_t i = e % inner, j = kPerRow ? e / inner % k : e, o = e / (inner * k), r = index[j];
+    if (!index_ok(err, kind, j, r, n)) continue;
+    const int64_t big = (o * n + r) * inner + i;
+    if constexpr (kAdd) atomic_add(&dst[big], src[e]);
+    else dst[e] = src[big];
   }
 }
 
@@ -97,24 +93,26 @@ __global__ void index_check_kernel(const int64_t* index, int64_t k, int64_t n, I
   LOCKSTEP_GRID_STRIDE(j, k) index_ok(err, kind, j, index[j], n);
 }
 
-// index, out: [outer, k, inner]; out[o, j, i] = a [outer, n, inner] [o, index[o, j, i], i].
-template <typename W>
-__global__ void gather_kernel(W* out, const W* a, const int64_t* index, int64_t outer, int64_t k, int64_t n,
-                              int64_t inner, IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
-    const int64_t i = e % inner, o = e / (inner * k), r = index[e];
-    if (index_ok(err, IndexErrorKind::Gather, e, r, n)) out[e] = a[(o * n + r) * inner + i];
-  }
-}
-
-// index, src: [outer, k, inner]; out [outer, n, inner] [o, index[o, j, i], i] += src[o, j, i].
-template <typename T>
-__global__ void scatter_add_kernel(T* out, const int64_t* index, const T* src, int64_t outer, int64_t k, int64_t n,
-                                   int64_t inner, IndexError* err) {
-  LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
-    const int64_t i = e % inner, o = e / (inner * k), r = index[e];
-    if (index_ok(err, IndexErrorKind::ScatterAdd, e, r, n)) atomic_add(&out[(o * n + r) * inner + i], src[e]);
-  }
+// Runs index_kernel with the device's error record: the adds per dtype, the copies per word size.
+template <bool kPerRow, bool kAdd>
+void launch_index(Tensor& dst, const Tensor& src, const Tensor& index, int64_t outer, int64_t k, int64_t n,
+                  int64_t inner, IndexErrorKind kind) {
+  OnDevice on(dst.device());
+  on.ctx.launch_checked([&](IndexError* err) {
+    if (outer * inner == 0) {
+      LOCKSTEP_LAUNCH("index_check_kernel", index_check_kernel, grid_for(k, on.ctx), kThreads, on.stream(),
+                      index.data<int64_t>(), k, n, kind, err);
+      return;
+    }
+    auto run = [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      LOCKSTEP_LAUNCH("index_kernel", index_kernel<T, kPerRow, kAdd>, grid_for(outer * k * inner, on.ctx), kThreads,
+                      on.stream(), static_cast<T*>(dst.data_ptr()), static_cast<const T*>(src.data_ptr()),
+                      index.data<int64_t>(), outer, k, n, inner, kind, err);
+    };
+    if constexpr (kAdd) dispatch(dst.dtype(), run);
+    else dispatch_word(src.dtype(), run);
+  });
 }
 
 void check_dims(const char* op, int64_t outer, int64_t n, int64_t inner, const Tensor& big, const Tensor& small,
@@ -131,41 +129,14 @@ void CudaBackend::index_select(Tensor& out, const Tensor& a, const Tensor& index
                                int64_t inner) {
   const int64_t k = index.numel();
   check_dims("index_select", outer, n, inner, a, out, k);
-  if (k == 0) return;
-  OnDevice on(out.device());
-  on.ctx.launch_checked([&](IndexError* err) {
-    if (outer * inner == 0) {
-      LOCKSTEP_LAUNCH("index_check_kernel", index_check_kernel, grid_for(k, on.ctx), kThreads, on.stream(),
-                      index.data<int64_t>(), k, n, IndexErrorKind::IndexSelect, err);
-      return;
-    }
-    dispatch_word(a.dtype(), [&](auto tag) {
-      using W = typename decltype(tag)::type;
-      LOCKSTEP_LAUNCH("index_select_kernel", index_select_kernel<W>, grid_for(outer * k * inner, on.ctx), kThreads,
-                      on.stream(), static_cast<W*>(out.data_ptr()), static_cast<const W*>(a.data_ptr()),
-                      index.data<int64_t>(), outer, k, n, inner, err);
-    });
-  });
+  if (k > 0) launch_index<true, false>(out, a, index, outer, k, n, inner, IndexErrorKind::IndexSelect);
 }
 
 void CudaBackend::index_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                             int64_t inner) {
   const int64_t k = index.numel();
   check_dims("index_add_", outer, n, inner, out, src, k);
-  if (k == 0) return;
-  OnDevice on(out.device());
-  dispatch(out.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    on.ctx.launch_checked([&](IndexError* err) {
-      if (outer * inner == 0) {
-        LOCKSTEP_LAUNCH("index_check_kernel", index_check_kernel, grid_for(k, on.ctx), kThreads, on.stream(),
-                        index.data<int64_t>(), k, n, IndexErrorKind::IndexAdd, err);
-        return;
-      }
-      LOCKSTEP_LAUNCH("index_add_kernel", index_add_kernel<T>, grid_for(outer * k * inner, on.ctx), kThreads,
-                      on.stream(), out.data<T>(), index.data<int64_t>(), src.data<T>(), outer, k, n, inner, err);
-    });
-  });
+  if (k > 0) launch_index<true, true>(out, src, index, outer, k, n, inner, IndexErrorKind::IndexAdd);
 }
 
 void CudaBackend::gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) {
@@ -173,16 +144,7 @@ void CudaBackend::gather(Tensor& out, const Tensor& a, const Tensor& index, int6
   check_dims("gather", outer, n, inner, a, index, k);
   LOCKSTEP_CHECK(out.numel() == index.numel(), "gather: output of ", out.numel(), " elements for an index of ",
                  index.numel());
-  if (index.numel() == 0) return;
-  OnDevice on(out.device());
-  on.ctx.launch_checked([&](IndexError* err) {
-    dispatch_word(a.dtype(), [&](auto tag) {
-      using W = typename decltype(tag)::type;
-      LOCKSTEP_LAUNCH("gather_kernel", gather_kernel<W>, grid_for(index.numel(), on.ctx), kThreads, on.stream(),
-                      static_cast<W*>(out.data_ptr()), static_cast<const W*>(a.data_ptr()), index.data<int64_t>(),
-                      outer, k, n, inner, err);
-    });
-  });
+  if (index.numel() > 0) launch_index<false, false>(out, a, index, outer, k, n, inner, IndexErrorKind::Gather);
 }
 
 void CudaBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
@@ -191,15 +153,7 @@ void CudaBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& sr
   check_dims("scatter_add_", outer, n, inner, out, index, k);
   LOCKSTEP_CHECK(src.numel() == index.numel(), "scatter_add_: source of ", src.numel(), " elements for an index of ",
                  index.numel());
-  if (index.numel() == 0) return;
-  OnDevice on(out.device());
-  dispatch(out.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    on.ctx.launch_checked([&](IndexError* err) {
-      LOCKSTEP_LAUNCH("scatter_add_kernel", scatter_add_kernel<T>, grid_for(index.numel(), on.ctx), kThreads,
-                      on.stream(), out.data<T>(), index.data<int64_t>(), src.data<T>(), outer, k, n, inner, err);
-    });
-  });
+  if (index.numel() > 0) launch_index<false, true>(out, src, index, outer, k, n, inner, IndexErrorKind::ScatterAdd);
 }
 
 }  // namespace lockstep::cuda::detail
