@@ -40,8 +40,12 @@ constexpr Row kTable[] = {
     // LSTM (mkldnn_rnn_layer); a CPU GRU or RNN runs in float32, input projection included.
     {AutocastOp::LSTM, Policy::Lower, Policy::Lower},
     {AutocastOp::RNN, Policy::Keep, Policy::Lower},  // GRU, RNN (tanh, relu)
+    // The cells with their states: lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell (and the fused
+    // _thnn cells) are on CUDA's lower-precision list and on no CPU list, so on the CPU only the cell's
+    // products (Linear) run in bfloat16 and its gates follow type promotion with the float32 states.
+    {AutocastOp::RNNCell, Policy::Keep, Policy::Lower},
 };
-static_assert(std::size(kTable) == static_cast<size_t>(AutocastOp::RNN) + 1, "one row per AutocastOp, in order");
+static_assert(std::size(kTable) == static_cast<size_t>(AutocastOp::RNNCell) + 1, "one row per AutocastOp, in order");
 
 Policy policy(AutocastOp op, DeviceType device) {
   const Row& row = kTable[static_cast<size_t>(op)];

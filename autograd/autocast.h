@@ -41,7 +41,7 @@ namespace autograd::amp {
 
 // The ops autocast knows, by the policy PyTorch's lists give them (autocast.cpp has the table).
 enum class AutocastOp {
-  Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod, LSTM, RNN
+  Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod, LSTM, RNN, RNNCell
 };
 
 extern thread_local bool any_enabled;  // on some device type, on this thread
