@@ -133,6 +133,8 @@ Tensor cast_when_enabled(AutocastOp op, const Tensor& t) {
   return t;
 }
 
+bool lowers(AutocastOp op, DeviceType device) { return policy(op, device) == Policy::Lower; }
+
 size_t cached_casts() { return state.cache.size(); }
 
 }  // namespace autograd::amp
