@@ -37,7 +37,8 @@ constexpr Row kTable[] = {
     {AutocastOp::Loss, Policy::Float32, Policy::Float32},   // cross_entropy, nll, mse, bce, bce_with_logits
     {AutocastOp::Prod, Policy::Float32, Policy::Float32},
     // Whole recurrent layers, states included: CUDA casts every cuDNN RNN (_cudnn_rnn), the CPU only
-    // LSTM (mkldnn_rnn_layer); a CPU GRU or RNN runs in float32, input projection included.
+    // LSTM (mkldnn_rnn_layer). On the CPU an RNN runs as PyTorch's composite (bfloat16 products and
+    // output) and a GRU in float32, input projection included (nn/rnn.cpp says why).
     {AutocastOp::LSTM, Policy::Lower, Policy::Lower},
     {AutocastOp::RNN, Policy::Keep, Policy::Lower},  // GRU, RNN (tanh, relu)
     // The cells with their states: lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell (and the fused

@@ -89,11 +89,16 @@ void RNNImplBase::reset_parameters() {
 std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const Tensor& hx, const Tensor& cx) {
   const DeviceType device = weights_[0].w_ih.device().type;
   if (!autograd::amp::any_enabled || !is_autocast_enabled(device)) return run_layers(input, hx, cx, weights_);
-  // Under autocast the layer is one op, as PyTorch's: operands and states cast where its lists lower
-  // the layer (autocast.cpp), then every op inside runs in that one dtype, autocast off (so a CPU GRU
-  // stays float32 throughout, and a CUDA LSTM keeps h and c at 16 bits, as cuDNN does).
   using autograd::amp::cast_input;
   const auto op = mode_ == RNNMode::LSTM ? autograd::amp::AutocastOp::LSTM : autograd::amp::AutocastOp::RNN;
+  // An RNN on no list (the CPU's) is PyTorch's composite: its products run in bfloat16 and the tanh or
+  // relu keeps their dtype, so output and h_n are bfloat16, as PyTorch's.
+  if (mode_ != RNNMode::LSTM && mode_ != RNNMode::GRU && !autograd::amp::lowers(op, device))
+    return run_layers(input, hx, cx, weights_);
+  // Otherwise the layer is one op, as PyTorch's: operands and states cast where its lists lower the
+  // layer (autocast.cpp), then every op inside runs in that one dtype, autocast off (so a CUDA LSTM
+  // keeps h and c at 16 bits, as cuDNN does). A CPU GRU stays float32 throughout, the dtype PyTorch's
+  // gives; PyTorch's composite GRU runs its products in bfloat16 there, lockstep's fused one does not.
   std::vector<Weights> ws;
   for (const Weights& w : weights_)
     ws.push_back({cast_input(op, w.w_ih), cast_input(op, w.w_hh), cast_input(op, w.b_ih), cast_input(op, w.b_hh)});

@@ -53,6 +53,7 @@ std::map<std::string, std::function<Tensor()>> ops(Dtype dt) {
       {"binary_cross_entropy_with_logits", [=] { return F::binary_cross_entropy_with_logits(x, x); }},
       {"lstm", [=] { return std::get<0>(module<nn::LSTM>(nn::LSTMOptions(8, 6), dt)(x.unsqueeze(1))); }},
       {"gru", [=] { return std::get<0>(module<nn::GRU>(nn::GRUOptions(8, 6), dt)(x.unsqueeze(1))); }},
+      {"rnn_tanh", [=] { return std::get<0>(module<nn::RNN>(nn::RNNOptions(8, 6), dt)(x.unsqueeze(1))); }},
       {"lstm_cell", [=] { return std::get<0>(module<nn::LSTMCell>(nn::LSTMCellOptions(8, 6), dt)(x)); }},
       {"lstm_cell_c", [=] { return std::get<1>(module<nn::LSTMCell>(nn::LSTMCellOptions(8, 6), dt)(x)); }},
       {"gru_cell", [=] { return module<nn::GRUCell>(nn::GRUCellOptions(8, 6), dt)(x); }},
@@ -80,6 +81,7 @@ TEST_CASE("under autocast(kCPU, kBFloat16) each op gives the dtype PyTorch's CPU
       {"mse_loss", {kFloat32, kFloat32}},    {"binary_cross_entropy", {kFloat32, kFloat32}},
       {"binary_cross_entropy_with_logits", {kFloat32, kFloat32}},
       {"lstm", {kBFloat16, kBFloat16}},      {"gru", {kFloat32, kBFloat16}},  // oneDNN's LSTM only
+      {"rnn_tanh", {kBFloat16, kBFloat16}},  // a composite: bf16 products, tanh keeps bf16
       // No cell is on a CPU list: their products (linear) run in bf16, and the gates follow type
       // promotion with the float32 states, so LSTMCell's and GRUCell's outputs are float32.
       {"lstm_cell", {kFloat32, kBFloat16}},  {"lstm_cell_c", {kFloat32, kBFloat16}},
