@@ -1,8 +1,8 @@
 // Recurrent layers on the GPU: a 2-layer bidirectional LSTM and GRU, forward and backward on cuda:0,
 // equal the CPU's (outputs, final states, and the gradients of the input, the initial state and every
 // parameter), and so do the fused layer ops they run (lstm_layer, gru_layer) in float64. Without a
-// visible device every case skips. In bfloat16 and float16 (the fused layer ops, and the layers under
-// autocast, which keep no float32 tensor) against the CPU in float64.
+// visible device every case skips. In bfloat16 and float16 (the fused layer ops, and the layers and
+// cells under autocast, which keep no float32 tensor) against the CPU in float64.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -183,6 +183,40 @@ TEST_CASE("LSTM and GRU under autocast on the GPU run in the autocast dtype, sta
                    dev);
       }
     }
+  }
+}
+
+TEST_CASE("the cells under autocast on the GPU run in the autocast dtype, states included, near float64") {
+  REQUIRE_DEVICE();
+  const Device dev = Device::cuda(0);
+  auto gpu32 = [&](const Tensor& t) { return internal::to_device(internal::to_dtype(t, kFloat32), dev); };
+  for (Dtype dt : kHalves) {
+    manual_seed(11);
+    nn::LSTMCell lc(4, 6), lr(4, 6);
+    nn::GRUCell gc(4, 6), gr(4, 6);
+    nn::RNNCell rc(4, 6), rr(4, 6);
+    // The references: float64 on the CPU from the parameters autocast casts to dt (CUDA's lists lower
+    // lstm_cell, gru_cell and rnn_tanh_cell with their states).
+    for (auto [m, r] : {std::pair<nn::Module*, nn::Module*>{&*lc, &*lr}, {&*gc, &*gr}, {&*rc, &*rr}}) {
+      r->to(kFloat64);
+      NoGradGuard no_grad;
+      auto pm = m->parameters(), pr = r->parameters();
+      for (size_t i = 0; i < pm.size(); ++i) internal::copy_(pr[i], internal::to_dtype(pm[i], dt));
+      m->to(dev);
+    }
+    Tensor x = half_values({3, 4}, dt), h = half_values({3, 6}, dt), c = half_values({3, 6}, dt);
+    Tensor lh, lcs, gh, rh;
+    {
+      autocast guard(kCUDA, dt);
+      std::tie(lh, lcs) = lc(gpu32(x), std::make_tuple(gpu32(h), gpu32(c)));
+      gh = gc(gpu32(x), gpu32(h));
+      rh = rc(gpu32(x), gpu32(h));
+    }
+    auto [lh_r, lc_r] = lr(x, std::make_tuple(h, c));
+    check_half(lh, lh_r, dt, 4, "LSTMCell h", dev);
+    check_half(lcs, lc_r, dt, 4, "LSTMCell c", dev);
+    check_half(gh, gr(x, h), dt, 4, "GRUCell", dev);
+    check_half(rh, rr(x, h), dt, 4, "RNNCell", dev);
   }
 }
 
