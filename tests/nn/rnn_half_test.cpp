@@ -22,6 +22,22 @@ using testing::half_values;
 using testing::kHalves;
 namespace F = lockstep::nn::functional;
 
+TEST_CASE("gemm_ in bfloat16 and float16 on the CPU, the layers' step product: out = alpha A B^T + beta out + bias") {
+  manual_seed(4);
+  for (Dtype dt : kHalves) {
+    for (double beta : {0.0, 1.0, 0.5}) {
+      INFO(dtype_name(dt), " beta ", beta);
+      Tensor a = half_values({3, 40}, dt), b = half_values({24, 40}, dt, 0.2), c = half_values({3, 24}, dt);
+      Tensor bias = half_values({24}, dt);
+      Tensor out = internal::to_dtype(c, dt);
+      internal::gemm_(out, internal::to_dtype(a, dt), false, internal::to_dtype(b, dt), true, 1.5, beta,
+                      internal::to_dtype(bias, dt));
+      // float32 accumulation; the bias joins beta * out first, one rounding more: within 2 ulps.
+      check_half(out, 1.5 * matmul(a, b.t()) + beta * c + bias, dt, 2, "gemm_");
+    }
+  }
+}
+
 TEST_CASE("the fused layer ops in bfloat16 and float16 on the CPU: 16-bit states, float32 math, near float64") {
   manual_seed(5);
   // H = 5 runs the loops' tails only; H = 272 a whole AVX-512 chunk of 256 units and a tail.
