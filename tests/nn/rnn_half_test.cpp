@@ -6,6 +6,7 @@
 // and the errors for operands of mixed dtypes.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -130,10 +131,12 @@ TEST_CASE("nn::LSTM and nn::GRU in bfloat16 and float16 on the CPU run the fused
     for (bool is_lstm : {true, false}) {
       INFO(std::string(is_lstm ? "LSTM " : "GRU "), dtype_name(dt));
       manual_seed(9);
-      nn::LSTM l16(nn::LSTMOptions(4, 6).num_layers(2)), l64(nn::LSTMOptions(4, 6).num_layers(2));
-      nn::GRU g16(nn::GRUOptions(4, 6).num_layers(2)), g64(nn::GRUOptions(4, 6).num_layers(2));
-      nn::Module& m = is_lstm ? static_cast<nn::Module&>(*l16) : *g16;
-      nn::Module& ref = is_lstm ? static_cast<nn::Module&>(*l64) : *g64;
+      auto make = [&]() -> std::shared_ptr<nn::Module> {
+        if (is_lstm) return nn::LSTM(nn::LSTMOptions(4, 6).num_layers(2)).ptr();
+        return nn::GRU(nn::GRUOptions(4, 6).num_layers(2)).ptr();
+      };
+      std::shared_ptr<nn::Module> half = make(), ref64 = make();
+      nn::Module &m = *half, &ref = *ref64;
       m.to(dt);
       ref.to(kFloat64);
       {
