@@ -37,11 +37,16 @@ constexpr Row kTable[] = {
     {AutocastOp::Loss, Policy::Float32, Policy::Float32},   // cross_entropy, nll, mse, bce, bce_with_logits
     {AutocastOp::Prod, Policy::Float32, Policy::Float32},
     // Whole recurrent layers, states included: CUDA casts every cuDNN RNN (_cudnn_rnn), the CPU only
-    // LSTM (mkldnn_rnn_layer); a CPU GRU or RNN runs in float32, input projection included.
+    // LSTM (mkldnn_rnn_layer). On the CPU an RNN runs as PyTorch's composite (bfloat16 products and
+    // output) and a GRU in float32, input projection included (nn/rnn.cpp says why).
     {AutocastOp::LSTM, Policy::Lower, Policy::Lower},
     {AutocastOp::RNN, Policy::Keep, Policy::Lower},  // GRU, RNN (tanh, relu)
+    // The cells with their states: lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell (and the fused
+    // _thnn cells) are on CUDA's lower-precision list and on no CPU list, so on the CPU only the cell's
+    // products (Linear) run in bfloat16 and its gates follow type promotion with the float32 states.
+    {AutocastOp::RNNCell, Policy::Keep, Policy::Lower},
 };
-static_assert(std::size(kTable) == static_cast<size_t>(AutocastOp::RNN) + 1, "one row per AutocastOp, in order");
+static_assert(std::size(kTable) == static_cast<size_t>(AutocastOp::RNNCell) + 1, "one row per AutocastOp, in order");
 
 Policy policy(AutocastOp op, DeviceType device) {
   const Row& row = kTable[static_cast<size_t>(op)];
@@ -128,6 +133,8 @@ Tensor cast_when_enabled(AutocastOp op, const Tensor& t) {
   }
   return t;
 }
+
+bool lowers(AutocastOp op, DeviceType device) { return policy(op, device) == Policy::Lower; }
 
 size_t cached_casts() { return state.cache.size(); }
 

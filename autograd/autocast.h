@@ -41,7 +41,7 @@ namespace autograd::amp {
 
 // The ops autocast knows, by the policy PyTorch's lists give them (autocast.cpp has the table).
 enum class AutocastOp {
-  Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod, LSTM, RNN
+  Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod, LSTM, RNN, RNNCell
 };
 
 extern thread_local bool any_enabled;  // on some device type, on this thread
@@ -56,6 +56,9 @@ std::array<Tensor, sizeof...(Ts)> cast_inputs(AutocastOp op, const Ts&... ts) {
   if (!any_enabled) return {ts...};
   return {cast_when_enabled(op, ts)...};
 }
+// Whether autocast on `device` casts op's float32 operands to the autocast dtype (PyTorch's
+// lower-precision list for that device); the table's column, readable without a device (tests).
+bool lowers(AutocastOp op, DeviceType device);
 // The number of casts held for reuse in the current region (tests).
 size_t cached_casts();
 

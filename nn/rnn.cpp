@@ -36,6 +36,19 @@ void step(RNNMode mode, const Tensor& xp, Tensor& h, Tensor& c, const Tensor& w_
   }
 }
 
+// One step of a cell (RNNCell, LSTMCell, GRUCell) on a prepared input and state, as PyTorch's autocast
+// lists the cells (autocast.cpp): where they are lowered (CUDA) the input and the states are cast, and
+// every op of the step then runs in the autocast dtype; where they are not (the CPU) nothing is, so
+// only the products (linear) run in bfloat16 and the gates follow type promotion with the float32
+// states: LSTMCell and GRUCell return float32, RNNCell bfloat16, as PyTorch's do.
+void cell_step(RNNMode mode, const RNNCellImplBase& m, const Tensor& x, Tensor& h, Tensor& c) {
+  using autograd::amp::cast_input;
+  const auto op = autograd::amp::AutocastOp::RNNCell;
+  h = cast_input(op, h);
+  c = cast_input(op, c);
+  step(mode, linear(cast_input(op, x), m.weight_ih, m.bias_ih), h, c, m.weight_hh, m.bias_hh);
+}
+
 RNNMode rnn_mode(const std::string& nonlinearity, const char* name) {
   LOCKSTEP_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", name,
                  ": nonlinearity must be \"tanh\" or \"relu\", got \"", nonlinearity, "\"");
@@ -76,11 +89,16 @@ void RNNImplBase::reset_parameters() {
 std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const Tensor& hx, const Tensor& cx) {
   const DeviceType device = weights_[0].w_ih.device().type;
   if (!autograd::amp::any_enabled || !is_autocast_enabled(device)) return run_layers(input, hx, cx, weights_);
-  // Under autocast the layer is one op, as PyTorch's: operands and states cast where its lists lower
-  // the layer (autocast.cpp), then every op inside runs in that one dtype, autocast off (so a CPU GRU
-  // stays float32 throughout, and a CUDA LSTM keeps h and c at 16 bits, as cuDNN does).
   using autograd::amp::cast_input;
   const auto op = mode_ == RNNMode::LSTM ? autograd::amp::AutocastOp::LSTM : autograd::amp::AutocastOp::RNN;
+  // An RNN on no list (the CPU's) is PyTorch's composite: its products run in bfloat16 and the tanh or
+  // relu keeps their dtype, so output and h_n are bfloat16, as PyTorch's.
+  if (mode_ != RNNMode::LSTM && mode_ != RNNMode::GRU && !autograd::amp::lowers(op, device))
+    return run_layers(input, hx, cx, weights_);
+  // Otherwise the layer is one op, as PyTorch's: operands and states cast where its lists lower the
+  // layer (autocast.cpp), then every op inside runs in that one dtype, autocast off (so a CUDA LSTM
+  // keeps h and c at 16 bits, as cuDNN does). A CPU GRU stays float32 throughout, the dtype PyTorch's
+  // gives; PyTorch's composite GRU runs its products in bfloat16 there, lockstep's fused one does not.
   std::vector<Weights> ws;
   for (const Weights& w : weights_)
     ws.push_back({cast_input(op, w.w_ih), cast_input(op, w.w_hh), cast_input(op, w.b_ih), cast_input(op, w.b_hh)});
@@ -115,10 +133,9 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run_layers(const Tensor& input, 
   };
   Tensor h0 = initial(hx, "h0"), c0 = mode_ == RNNMode::LSTM ? initial(cx, "c0") : Tensor();
 
-  // LSTM and GRU run each layer and direction as one op (autograd/rnn_layer.cpp) in float32 and
-  // float64, and on CUDA in bfloat16 and float16 too; RNN, and 16-bit on the CPU, step by step.
-  const bool fused = (mode_ == RNNMode::LSTM || mode_ == RNNMode::GRU) && T > 0 &&
-                     (w0.dtype() == kFloat32 || w0.dtype() == kFloat64 || !w0.device().is_cpu());
+  // LSTM and GRU run each layer and direction as one op (autograd/rnn_layer.cpp), in every floating
+  // dtype on every device; RNN step by step.
+  const bool fused = (mode_ == RNNMode::LSTM || mode_ == RNNMode::GRU) && T > 0;
   std::vector<Tensor> h_n, c_n;
   for (int64_t l = 0; l < num_layers; ++l) {
     std::vector<Tensor> outs;
@@ -247,8 +264,7 @@ RNNCellImpl::RNNCellImpl(const RNNCellOptions& o)
 Tensor RNNCellImpl::forward(const Tensor& input, const Tensor& hx) {
   Tensor x = input, h = hx, c;
   bool unbatched = prepare(x, h, "hx");
-  detail::step(detail::rnn_mode(options.nonlinearity(), "RNNCell"), linear(x, weight_ih, bias_ih), h, c, weight_hh,
-               bias_hh);
+  detail::cell_step(detail::rnn_mode(options.nonlinearity(), "RNNCell"), *this, x, h, c);
   return unbatched ? squeeze(h, 0) : h;
 }
 
@@ -262,7 +278,7 @@ std::tuple<Tensor, Tensor> LSTMCellImpl::forward(const Tensor& input, std::optio
   Tensor x2 = x;
   bool unbatched = prepare(x, h, "h");
   prepare(x2, c, "c");
-  detail::step(RNNMode::LSTM, linear(x, weight_ih, bias_ih), h, c, weight_hh, bias_hh);
+  detail::cell_step(RNNMode::LSTM, *this, x, h, c);
   if (unbatched) return {squeeze(h, 0), squeeze(c, 0)};
   return {h, c};
 }
@@ -273,7 +289,7 @@ GRUCellImpl::GRUCellImpl(const GRUCellOptions& o)
 Tensor GRUCellImpl::forward(const Tensor& input, const Tensor& hx) {
   Tensor x = input, h = hx, c;
   bool unbatched = prepare(x, h, "hx");
-  detail::step(RNNMode::GRU, linear(x, weight_ih, bias_ih), h, c, weight_hh, bias_hh);
+  detail::cell_step(RNNMode::GRU, *this, x, h, c);
   return unbatched ? squeeze(h, 0) : h;
 }
 

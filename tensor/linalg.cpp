@@ -130,13 +130,21 @@ void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, doub
            const Tensor& bias) {
   const Shape want = product_shape_2d(a, ta, b, tb, "gemm_");
   LOCKSTEP_CHECK(out.defined() && out.shape() == want && out.dtype() == a.dtype() && out.device() == a.device() &&
-                     out.is_contiguous() && (!is_reduced_floating_point(a.dtype()) || !a.device().is_cpu()),
+                     out.is_contiguous(),
                  "gemm_: output ", out.defined() ? out.shape() : Shape{}, " does not match the product ", want, " ",
-                 a.dtype(), " on ", a.device(), " (or is not contiguous, or bfloat16/float16 on the CPU)");
+                 a.dtype(), " on ", a.device(), " (or is not contiguous)");
   LOCKSTEP_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == want[1] && bias.dtype() == out.dtype() &&
                                      bias.device() == out.device()),
                  "gemm_: bias ", bias.shape(), " ", bias.dtype(), " on ", bias.device(), " does not match the product ",
                  want, " ", out.dtype(), " on ", out.device(), " (expected [", want[1], "] of that dtype and device)");
+  if (half_on_cpu(a)) {  // as matmul: float32 copies, the sum rounded once into out
+    Tensor out32 = beta == 0 ? Tensor(out.shape(), kFloat32, out.device()) : to_dtype(out, kFloat32);
+    gemm_(out32, to_dtype(a, kFloat32), ta, to_dtype(b, kFloat32), tb, alpha, beta,
+          bias.defined() ? to_dtype(bias, kFloat32) : bias);
+    return copy_(out, out32);
+  }
+  // bfloat16 on every device: float32 accumulation, and beta * out added in float32 before the one
+  // rounding (tensor/cpu/gemm.h on the CPU).
   if (!bias.defined()) return batched_gemm(out, a, ta, b, tb, alpha, beta);
   const Tensor b1 = contiguous(bias);
   batched_gemm(out, a, ta, b, tb, alpha, beta, &b1);

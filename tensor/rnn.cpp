@@ -2,8 +2,11 @@
 // and backward, as one product per step (h_prev W_hh^T) and the backend's fused cell kernel, into
 // buffers allocated once per layer. The backward runs the steps in reverse, keeps every step's gate
 // gradients and then takes W_hh's gradient as ONE product over all steps, as cuDNN and PyTorch's CPU
-// path do, instead of a small product per step. Every buffer is of x_gates' dtype: a 16-bit layer on
-// CUDA keeps its states, gates and gradients at 16 bits (cuDNN's under autocast), with no float32 copy.
+// path do, instead of a small product per step. Every buffer is of x_gates' dtype: a 16-bit layer keeps
+// its states (the cell state too), gates and gradients at 16 bits, with no float32 copy: cuDNN's under
+// autocast on CUDA, and on the CPU what PyTorch's mkldnn_rnn_layer returns under autocast (h and c in
+// bfloat16). The cells compute in float32; the products accumulate in float32 (the CPU's bfloat16 GEMM,
+// tensor/cpu/gemm.h; float16 on the CPU, which has no float16 GEMM, through float32 copies of a step).
 #include "tensor/ops.h"
 
 namespace lockstep::internal {
@@ -25,13 +28,10 @@ Tensor check_layer(const char* op, const Tensor& x_gates, const Tensor& h0, cons
   check_defined(x_gates, op);
   check_defined(h0, op);
   check_defined(w_hh, op);
-  // bfloat16 and float16 run on CUDA (its cells compute in float32 and keep 16-bit states); the CPU's
-  // cells are float32 and float64 only.
+  // bfloat16 and float16: the cells compute in float32 and keep 16-bit states on every device.
   const Dtype dt = x_gates.dtype();
-  const bool half = dt == kBFloat16 || dt == kFloat16;
-  LOCKSTEP_CHECK(dt == kFloat32 || dt == kFloat64 || (half && !x_gates.device().is_cpu()), op,
-                 ": expected float32 or float64 tensors (or bfloat16 or float16 on a CUDA device), got ", dt,
-                 " on ", x_gates.device());
+  LOCKSTEP_CHECK(dt == kFloat32 || dt == kFloat64 || dt == kBFloat16 || dt == kFloat16, op,
+                 ": expected float32, float64, bfloat16 or float16 tensors, got ", dt, " on ", x_gates.device());
   LOCKSTEP_CHECK(h0.dim() == 2 && x_gates.dim() == 3 && x_gates.size(0) > 0 && x_gates.size(1) == h0.size(0) &&
                      x_gates.size(2) == gates * h0.size(1) && w_hh.shape() == Shape({gates * h0.size(1), h0.size(1)}),
                  op, ": expected x_gates [T > 0, B, ", gates, "H], h0 [B, H] and w_hh [", gates, "H, H], got ",

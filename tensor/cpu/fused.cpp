@@ -26,8 +26,8 @@ void check_target(int64_t t, int64_t c, int64_t i, const char* op) {
   LOCKSTEP_CHECK(t >= 0 && t < c, op, ": target ", t, " at position ", i, " is out of range for ", c, " classes");
 }
 
-// The row kernels' dtypes: float32, float64, and bfloat16 and float16 (cpu/rows.cpp computes them in
-// float32).
+// The row kernels' dtypes: float32, float64, and bfloat16 and float16 (cpu/rows.cpp and
+// cpu/rnn_cells.cpp compute them in float32).
 template <typename Fn>
 void dispatch_rows(Dtype d, const char* op, Fn&& fn) {
   if (d == kBFloat16) return fn(type_tag<BFloat16>{});
@@ -265,7 +265,7 @@ void CpuBackend::bernoulli(Tensor& out, const Tensor& p, uint64_t seed, uint64_t
 
 void CpuBackend::lstm_cell(Tensor& gates, Tensor& h, Tensor& c, const Tensor& x_gates, const Tensor& c_prev,
                            int64_t rows, int64_t n) {
-  dispatch_floating(gates.dtype(), "lstm_cell", [&](auto tag) {
+  dispatch_rows(gates.dtype(), "lstm_cell", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(lstm_cell_rows<T>, gates.data<T>(), h.data<T>(), c.data<T>(), x_gates.data<T>(),
                           c_prev.data<T>(), rows, n);
@@ -274,7 +274,7 @@ void CpuBackend::lstm_cell(Tensor& gates, Tensor& h, Tensor& c, const Tensor& x_
 
 void CpuBackend::lstm_cell_backward(Tensor& d_gates, Tensor& d_c_prev, const Tensor& gates, const Tensor& c_prev,
                                     const Tensor& c, const Tensor& d_h, const Tensor& d_c, int64_t rows, int64_t n) {
-  dispatch_floating(gates.dtype(), "lstm_cell_backward", [&](auto tag) {
+  dispatch_rows(gates.dtype(), "lstm_cell_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(lstm_cell_backward_rows<T>, d_gates.data<T>(), d_c_prev.data<T>(), gates.data<T>(),
                           c_prev.data<T>(), c.data<T>(), d_h.data<T>(), d_c.data<T>(), rows, n);
@@ -283,7 +283,7 @@ void CpuBackend::lstm_cell_backward(Tensor& d_gates, Tensor& d_c_prev, const Ten
 
 void CpuBackend::gru_cell(Tensor& gates, Tensor& h, const Tensor& x_gates, const Tensor& h_gates, const Tensor& h_prev,
                           int64_t rows, int64_t n) {
-  dispatch_floating(gates.dtype(), "gru_cell", [&](auto tag) {
+  dispatch_rows(gates.dtype(), "gru_cell", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(gru_cell_rows<T>, gates.data<T>(), h.data<T>(), x_gates.data<T>(), h_gates.data<T>(),
                           h_prev.data<T>(), rows, n);
@@ -293,7 +293,7 @@ void CpuBackend::gru_cell(Tensor& gates, Tensor& h, const Tensor& x_gates, const
 void CpuBackend::gru_cell_backward(Tensor& d_x_gates, Tensor& d_h_gates, Tensor& d_h_prev, const Tensor& gates,
                                    const Tensor& h_gates, const Tensor& h_prev, const Tensor& d_h, int64_t rows,
                                    int64_t n) {
-  dispatch_floating(gates.dtype(), "gru_cell_backward", [&](auto tag) {
+  dispatch_rows(gates.dtype(), "gru_cell_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     LOCKSTEP_CPU_ISA_CALL(gru_cell_backward_rows<T>, d_x_gates.data<T>(), d_h_gates.data<T>(), d_h_prev.data<T>(),
                           gates.data<T>(), h_gates.data<T>(), h_prev.data<T>(), d_h.data<T>(), rows, n);

@@ -1,6 +1,6 @@
 // The CPU backend's LSTM and GRU cell loops (tensor/backend.h's lstm_cell, gru_cell and their
-// backwards) over contiguous rows of n units, float and double. Compiled for x86-64-v3 and for v4
-// (tensor/cpu/isa.h): call them through LOCKSTEP_CPU_ISA_CALL.
+// backwards) over contiguous rows of n units: float, double, and BFloat16 and Float16 (computed in
+// float32). Compiled for x86-64-v3 and for v4 (tensor/cpu/isa.h): call them through LOCKSTEP_CPU_ISA_CALL.
 #pragma once
 
 #include <cstdint>

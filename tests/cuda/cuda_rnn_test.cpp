@@ -1,8 +1,8 @@
 // Recurrent layers on the GPU: a 2-layer bidirectional LSTM and GRU, forward and backward on cuda:0,
 // equal the CPU's (outputs, final states, and the gradients of the input, the initial state and every
 // parameter), and so do the fused layer ops they run (lstm_layer, gru_layer) in float64. Without a
-// visible device every case skips. In bfloat16 and float16 (the fused layer ops, and the layers under
-// autocast, which keep no float32 tensor) against the CPU in float64.
+// visible device every case skips. In bfloat16 and float16 (the fused layer ops, and the layers and
+// cells under autocast, which keep no float32 tensor) against the CPU in float64.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/memory_stats.h"
 #include "tests/cuda/cuda_test_util.h"
-#include "tests/util/tensor_match.h"
+#include "tests/util/half_match.h"
 
 using namespace lockstep;
 
@@ -112,51 +112,9 @@ TEST_CASE("the fused layer ops in float64 on the GPU equal the CPU's, both direc
   }
 }
 
-namespace {
-
-const Dtype kHalves[] = {kBFloat16, kFloat16};
-
-// One unit in the last place at 1 of a 16-bit format.
-double ulp(Dtype dt) { return dt == kBFloat16 ? 0x1p-7 : 0x1p-10; }
-
-// Normal values scaled by `scale` and rounded to dt, in float64 on the CPU (exact in every dtype here).
-Tensor half_values(const Shape& s, Dtype dt, double scale = 1) {
-  return internal::to_dtype(internal::to_dtype(internal::mul(randn(s, kFloat64), scale), dt), kFloat64);
-}
-
-// got (16-bit, on the GPU) against want (float64, CPU) within `ulps` units of dt, relative to each
-// element and to want's largest magnitude (a sum over steps rounds at the scale of its largest terms).
-void check_half(const Tensor& got, const Tensor& want, Dtype dt, double ulps, const std::string& what) {
-  INFO(what, " ", dt);
-  REQUIRE(got.defined());
-  CHECK(got.dtype() == dt);
-  CHECK(got.device() == Device::cuda(0));
-  double scale = 0;
-  for (double v : want.to_vector<double>()) scale = std::max(scale, std::abs(v));
-  CHECK_MATCH(internal::to_dtype(internal::to_device(got, Device::cpu()), kFloat64), want, ulps * ulp(dt),
-              ulps * ulp(dt) * scale);
-}
-
-// A fused layer op (lstm_layer, gru_layer) in dt on the GPU and in float64 on the CPU from the same
-// 16-bit inputs (shapes and scales): the output and every input's gradient.
-void check_half_layer(const std::function<Tensor(const std::vector<Tensor>&)>& op, const std::vector<Shape>& shapes,
-                      const std::vector<double>& scales, Dtype dt, double ulps, const std::string& what) {
-  std::vector<Tensor> ref, gpu;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    Tensor v = half_values(shapes[i], dt, scales[i]);
-    gpu.push_back(internal::to_device(internal::to_dtype(v, dt), Device::cuda(0)).set_requires_grad());
-    ref.push_back(v.set_requires_grad());
-  }
-  Tensor out_g = op(gpu), out_c = op(ref);
-  check_half(out_g, out_c, dt, ulps, what);
-  Tensor w = half_values(out_c.shape(), dt);
-  sum(out_c * w).backward();
-  sum(out_g * internal::to_device(internal::to_dtype(w, dt), Device::cuda(0))).backward();
-  for (size_t i = 0; i < ref.size(); ++i)
-    check_half(gpu[i].grad(), ref[i].grad(), dt, ulps, what + " grad " + std::to_string(i));
-}
-
-}  // namespace
+using testing::check_half;
+using testing::half_values;
+using testing::kHalves;
 
 TEST_CASE("the fused layer ops in bfloat16 and float16 on the GPU: 16-bit states, float32 math, near float64") {
   REQUIRE_DEVICE();
@@ -165,10 +123,12 @@ TEST_CASE("the fused layer ops in bfloat16 and float16 on the GPU: 16-bit states
   for (Dtype dt : kHalves) {
     for (bool reverse : {false, true}) {
       INFO("reverse ", reverse);
-      check_half_layer([&](const auto& v) { return lstm_layer(v[0], v[1], v[2], v[3], reverse); },
-                       {{T, B, 4 * H}, {B, H}, {B, H}, {4 * H, H}}, {1, 1, 1, 0.5}, dt, 4, "lstm_layer");
-      check_half_layer([&](const auto& v) { return gru_layer(v[0], v[1], v[2], v[3], reverse); },
-                       {{T, B, 3 * H}, {B, H}, {3 * H, H}, {3 * H}}, {1, 1, 0.5, 1}, dt, 4, "gru_layer");
+      testing::check_half_op([&](const auto& v) { return lstm_layer(v[0], v[1], v[2], v[3], reverse); },
+                             {{T, B, 4 * H}, {B, H}, {B, H}, {4 * H, H}}, {1, 1, 1, 0.5}, dt, 4, "lstm_layer",
+                             Device::cuda(0));
+      testing::check_half_op([&](const auto& v) { return gru_layer(v[0], v[1], v[2], v[3], reverse); },
+                             {{T, B, 3 * H}, {B, H}, {3 * H, H}, {3 * H}}, {1, 1, 0.5, 1}, dt, 4, "gru_layer",
+                             Device::cuda(0));
     }
   }
 }
@@ -205,9 +165,9 @@ TEST_CASE("LSTM and GRU under autocast on the GPU run in the autocast dtype, sta
         std::tie(out_g, h_g, c_g) = run(lstm_gpu, gru_gpu, xg);
       }
       auto [out_r, h_r, c_r] = run(lstm_ref, gru_ref, x);
-      check_half(out_g, out_r, dt, 4, "output");
-      check_half(h_g, h_r, dt, 4, "h_n");
-      if (lstm) check_half(c_g, c_r, dt, 4, "c_n");
+      check_half(out_g, out_r, dt, 4, "output", dev);
+      check_half(h_g, h_r, dt, 4, "h_n", dev);
+      if (lstm) check_half(c_g, c_r, dt, 4, "c_n", dev);
       // Outside the region, as PyTorch recommends: the gradients reach the float32 parameters.
       Tensor w = half_values(out_r.shape(), dt);
       sum(out_r * w).backward();
@@ -219,9 +179,44 @@ TEST_CASE("LSTM and GRU under autocast on the GPU run in the autocast dtype, sta
         REQUIRE(pg[i].second.grad().defined());
         CHECK(pg[i].second.grad().dtype() == kFloat32);
         // A float32 gradient of 16-bit math: compare as dt would hold it.
-        check_half(internal::to_dtype(pg[i].second.grad(), dt), pr[i].second.grad(), dt, 8, pg[i].first + ".grad");
+        check_half(internal::to_dtype(pg[i].second.grad(), dt), pr[i].second.grad(), dt, 8, pg[i].first + ".grad",
+                   dev);
       }
     }
+  }
+}
+
+TEST_CASE("the cells under autocast on the GPU run in the autocast dtype, states included, near float64") {
+  REQUIRE_DEVICE();
+  const Device dev = Device::cuda(0);
+  auto gpu32 = [&](const Tensor& t) { return internal::to_device(internal::to_dtype(t, kFloat32), dev); };
+  for (Dtype dt : kHalves) {
+    manual_seed(11);
+    nn::LSTMCell lc(4, 6), lr(4, 6);
+    nn::GRUCell gc(4, 6), gr(4, 6);
+    nn::RNNCell rc(4, 6), rr(4, 6);
+    // The references: float64 on the CPU from the parameters autocast casts to dt (CUDA's lists lower
+    // lstm_cell, gru_cell and rnn_tanh_cell with their states).
+    for (auto [m, r] : {std::pair<nn::Module*, nn::Module*>{&*lc, &*lr}, {&*gc, &*gr}, {&*rc, &*rr}}) {
+      r->to(kFloat64);
+      NoGradGuard no_grad;
+      auto pm = m->parameters(), pr = r->parameters();
+      for (size_t i = 0; i < pm.size(); ++i) internal::copy_(pr[i], internal::to_dtype(pm[i], dt));
+      m->to(dev);
+    }
+    Tensor x = half_values({3, 4}, dt), h = half_values({3, 6}, dt), c = half_values({3, 6}, dt);
+    Tensor lh, lcs, gh, rh;
+    {
+      autocast guard(kCUDA, dt);
+      std::tie(lh, lcs) = lc(gpu32(x), std::make_tuple(gpu32(h), gpu32(c)));
+      gh = gc(gpu32(x), gpu32(h));
+      rh = rc(gpu32(x), gpu32(h));
+    }
+    auto [lh_r, lc_r] = lr(x, std::make_tuple(h, c));
+    check_half(lh, lh_r, dt, 4, "LSTMCell h", dev);
+    check_half(lcs, lc_r, dt, 4, "LSTMCell c", dev);
+    check_half(gh, gr(x, h), dt, 4, "GRUCell", dev);
+    check_half(rh, rr(x, h), dt, 4, "RNNCell", dev);
   }
 }
 

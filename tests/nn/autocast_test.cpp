@@ -53,6 +53,13 @@ std::map<std::string, std::function<Tensor()>> ops(Dtype dt) {
       {"binary_cross_entropy_with_logits", [=] { return F::binary_cross_entropy_with_logits(x, x); }},
       {"lstm", [=] { return std::get<0>(module<nn::LSTM>(nn::LSTMOptions(8, 6), dt)(x.unsqueeze(1))); }},
       {"gru", [=] { return std::get<0>(module<nn::GRU>(nn::GRUOptions(8, 6), dt)(x.unsqueeze(1))); }},
+      {"rnn_tanh", [=] { return std::get<0>(module<nn::RNN>(nn::RNNOptions(8, 6), dt)(x.unsqueeze(1))); }},
+      {"lstm_cell", [=] { return std::get<0>(module<nn::LSTMCell>(nn::LSTMCellOptions(8, 6), dt)(x)); }},
+      {"lstm_cell_c", [=] { return std::get<1>(module<nn::LSTMCell>(nn::LSTMCellOptions(8, 6), dt)(x)); }},
+      {"gru_cell", [=] { return module<nn::GRUCell>(nn::GRUCellOptions(8, 6), dt)(x); }},
+      {"rnn_tanh_cell", [=] { return module<nn::RNNCell>(nn::RNNCellOptions(8, 6), dt)(x); }},
+      {"rnn_relu_cell",
+       [=] { return module<nn::RNNCell>(nn::RNNCellOptions(8, 6).nonlinearity("relu"), dt)(x); }},
   };
 }
 
@@ -74,6 +81,12 @@ TEST_CASE("under autocast(kCPU, kBFloat16) each op gives the dtype PyTorch's CPU
       {"mse_loss", {kFloat32, kFloat32}},    {"binary_cross_entropy", {kFloat32, kFloat32}},
       {"binary_cross_entropy_with_logits", {kFloat32, kFloat32}},
       {"lstm", {kBFloat16, kBFloat16}},      {"gru", {kFloat32, kBFloat16}},  // oneDNN's LSTM only
+      {"rnn_tanh", {kBFloat16, kBFloat16}},  // a composite: bf16 products, tanh keeps bf16
+      // No cell is on a CPU list: their products (linear) run in bf16, and the gates follow type
+      // promotion with the float32 states, so LSTMCell's and GRUCell's outputs are float32.
+      {"lstm_cell", {kFloat32, kBFloat16}},  {"lstm_cell_c", {kFloat32, kBFloat16}},
+      {"gru_cell", {kFloat32, kBFloat16}},   {"rnn_tanh_cell", {kBFloat16, kBFloat16}},
+      {"rnn_relu_cell", {kBFloat16, kBFloat16}},
   };
   for (Dtype dt : {kFloat32, kBFloat16}) {
     auto table = ops(dt);
@@ -93,6 +106,21 @@ TEST_CASE("under autocast(kCPU, kBFloat16) each op gives the dtype PyTorch's CPU
   for (auto& [name, f] : ops(kFloat32)) CHECK(f().dtype() == kFloat32);
   autocast guard(kCPU, kBFloat16);
   for (auto& [name, f] : ops(kFloat64)) CHECK(f().dtype() == kFloat64);
+}
+
+TEST_CASE("the recurrent ops are lowered where PyTorch's autocast lists them, on each device") {
+  // tools/fixtures/autocast_policy.py's "listed" rows, PyTorch 2.x: AutocastCUDA kernels for
+  // lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell, the _thnn fused cells and _cudnn_rnn (every
+  // layer); AutocastCPU for mkldnn_rnn_layer (the LSTM layer) only.
+  using autograd::amp::AutocastOp;
+  using autograd::amp::lowers;
+  CHECK(lowers(AutocastOp::LSTM, kCPU));
+  CHECK_FALSE(lowers(AutocastOp::RNN, kCPU));      // GRU, RNN
+  CHECK_FALSE(lowers(AutocastOp::RNNCell, kCPU));  // LSTMCell, GRUCell, RNNCell
+  CHECK(lowers(AutocastOp::LSTM, kCUDA));
+  CHECK(lowers(AutocastOp::RNN, kCUDA));
+  CHECK(lowers(AutocastOp::RNNCell, kCUDA));
+  CHECK(lowers(AutocastOp::Linear, kCPU));  // what the CPU cells' products run under
 }
 
 TEST_CASE("autocast: bf16 products with float32 gradients for float32 parameters") {

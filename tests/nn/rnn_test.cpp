@@ -251,13 +251,17 @@ TEST_CASE("the fused layers: dropout between layers in training, errors naming t
   CHECK(msg.find("[6]") != std::string::npos);
   msg = error_of([] { gru_layer(zeros({3, 2, 9}, kFloat64), zeros({2, 3}), zeros({9, 3}), Tensor()); });
   CHECK(msg.find("float64") != std::string::npos);
-  // 16-bit layer ops run on CUDA only; nn::LSTM in bfloat16 on the CPU runs step by step instead.
+  // Every floating dtype runs (16-bit ones in tests/nn/rnn_half_test.cpp), one dtype for all operands.
   msg = error_of([] {
-    lstm_layer(zeros({3, 2, 12}, kBFloat16), zeros({2, 3}, kBFloat16), zeros({2, 3}, kBFloat16),
-               zeros({12, 3}, kBFloat16));
+    lstm_layer(zeros({3, 2, 12}, kBFloat16), zeros({2, 3}), zeros({2, 3}), zeros({12, 3}, kBFloat16));
   });
-  CHECK(msg.find("lstm_layer: expected float32 or float64 tensors (or bfloat16 or float16 on a CUDA device), "
-                 "got bfloat16 on cpu") != std::string::npos);
+  CHECK(msg.find("lstm_layer: dtypes differ: bfloat16 and float32") != std::string::npos);
+  msg = error_of([] { gru_layer(zeros({3, 2, 9}, kFloat16), zeros({2, 3}, kFloat16), zeros({9, 3}), Tensor()); });
+  CHECK(msg.find("gru_layer: dtypes differ: float16 and float32") != std::string::npos);
+  msg = error_of([] {
+    lstm_layer(zeros({3, 2, 12}, kInt64), zeros({2, 3}, kInt64), zeros({2, 3}, kInt64), zeros({12, 3}, kInt64));
+  });
+  CHECK(msg.find("lstm_layer: expected float32, float64, bfloat16 or float16 tensors, got int64") != std::string::npos);
 }
 
 TEST_CASE("parameters: PyTorch's names, shapes and initialisation bound") {
