@@ -72,6 +72,16 @@ struct MaxPool2dArgs {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
 };
 
+// Average pooling windows over contiguous planes [planes, H, W] with implicit zero padding ph, pw:
+// output [planes, OH, OW], window (oh, ow) covering rows [oh * sh - ph, + kh) and columns [ow * sw - pw,
+// + kw), clipped to the input; each divided by its count of input cells, or with count_include_pad by
+// its cells inside the input and its padding (not beyond: ceil_mode's extra cells), as PyTorch.
+struct AvgPool2dArgs {
+  int64_t planes = 0, H = 0, W = 0, OH = 0, OW = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool count_include_pad = true;
+};
+
 // Fused kernels: each could be composed from the core kernels below, but a device runs it in one pass
 // for speed (softmax, LayerNorm, BatchNorm, max pooling, the NLL loss, the optimizer steps, the LSTM and
 // GRU cells) or to draw on the device (uniform, normal). Each family's rule is shared by both devices: the
