@@ -13,7 +13,7 @@ namespace lockstep::nn::init {
 
 namespace {
 
-// Overwrites t's values with src (drawn on the host in float64 or float32) without recording.
+// Overwrites t's values with src (drawn in float64 or float32, or on t's device) without recording.
 Tensor& assign(Tensor& t, const Tensor& src) {
   NoGradGuard no_grad;
   internal::copy_(t, internal::to_device(internal::to_dtype(src, t.dtype()), t.device()));

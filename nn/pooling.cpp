@@ -120,10 +120,10 @@ Tensor avg_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
       });
     return batched ? out : squeeze(out, 0);
   }
-  // Other dtypes and devices: a bfloat16 or float16 input is padded into float32 (the padded copy the window views need, made in
-  // float32 instead of 16 bits): each window is summed and divided in float32 and the average rounded
-  // once, as PyTorch's CPU kernel accumulates in float. (Summing 16-bit views into a float32 total
-  // instead took twice as long: strided mixed-dtype adds.)
+  // Other dtypes and devices: a bfloat16 or float16 input (on a GPU) is padded into float32 (the padded
+  // copy the window views need, made in float32 instead of 16 bits): each window is summed and divided
+  // in float32 and the average rounded once, as PyTorch's CPU kernel accumulates in float. (Summing
+  // 16-bit views into a float32 total instead took twice as long: strided mixed-dtype adds.)
   const Dtype acc = is_reduced_floating_point(x.dtype()) ? kFloat32 : x.dtype();
   // Nothing here requires a gradient: unrecorded.
   Tensor xp = in::contiguous(pad(in::to_dtype(x.detach(), acc), g, 0));

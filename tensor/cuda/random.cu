@@ -1,8 +1,8 @@
 // Random fills on a CUDA device: each thread draws its own element by Philox from (seed, counter + i)
-// (tensor/philox.h), so a random or normal tensor, dropout mask or bernoulli sample is made where it is
-// used, with no host draws and no copy. A bfloat16 or float16 element is the float32 one computed the same way and rounded once
-// (PyTorch draws its 16-bit fills in float too), so a 16-bit fill equals the float32 fill rounded (but
-// for uniform's upper bound, below).
+// (tensor/philox.h), so a uniform or normal tensor, dropout mask or bernoulli sample is made where it is
+// used, with no host draws and no copy. A bfloat16 or float16 element is the float32 one computed the
+// same way and rounded once (PyTorch draws its 16-bit fills in float too), so a 16-bit fill equals the
+// float32 fill rounded (but for uniform's upper bound, below).
 #include <type_traits>
 
 #include "tensor/cuda/cuda_backend.h"
