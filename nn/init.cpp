@@ -1,4 +1,5 @@
-// nn::init: draws on the host, copies into the tensor.
+// nn::init: draws on the host and copies into the tensor, except normal_ and trunc_normal_ on a device
+// tensor, which draw there (randn's Philox stream, tensor/factory.h).
 #include "nn/init.h"
 
 #include <cmath>
@@ -12,7 +13,7 @@ namespace lockstep::nn::init {
 
 namespace {
 
-// Overwrites t's values with src (drawn on the host in float64 or float32) without recording.
+// Overwrites t's values with src (drawn in float64 or float32, or on t's device) without recording.
 Tensor& assign(Tensor& t, const Tensor& src) {
   NoGradGuard no_grad;
   internal::copy_(t, internal::to_device(internal::to_dtype(src, t.dtype()), t.device()));
@@ -65,6 +66,7 @@ Tensor& uniform_(Tensor& t, double a, double b) {
 
 Tensor& normal_(Tensor& t, double mean, double std) {
   check_float(t, "normal_");
+  if (!t.device().is_cpu()) return assign(t, normal(mean, std, t.shape(), {t.dtype(), t.device()}));
   return assign(t, internal::add(internal::mul(randn(t.shape(), draw_dtype(t)), std), mean));
 }
 
@@ -72,6 +74,21 @@ Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b) {
   check_float(t, "trunc_normal_");
   LOCKSTEP_CHECK(a < b && std > 0, "nn::init::trunc_normal_: need a < b and std > 0, got a = ", a, ", b = ", b,
                  ", std = ", std);
+  if (!t.device().is_cpu()) {
+    // On the device, in float32 (float64 for a float64 t): every value outside [a, b] is replaced by a
+    // fresh draw until none is left, the host's rejection rule without a host draw or copy.
+    const TensorOptions o{draw_dtype(t), t.device()};
+    Tensor x = normal(mean, std, t.shape(), o);
+    for (int tries = 0;; ++tries) {
+      const Tensor outside = internal::binary(BinaryOp::LogicalOr, internal::binary_scalar(BinaryOp::Lt, x, a),
+                                              internal::binary_scalar(BinaryOp::Gt, x, b));
+      if (internal::sum(internal::to_dtype(outside, kFloat64)).item<double>() == 0) break;
+      LOCKSTEP_CHECK(tries < 1000, "nn::init::trunc_normal_: [", a, ", ", b, "] is too far in the tail of N(", mean,
+                     ", ", std, "^2)");
+      x = internal::where(outside, normal(mean, std, t.shape(), o), x);
+    }
+    return assign(t, x);
+  }
   std::vector<double> v(t.numel());
   size_t filled = 0;
   for (int tries = 0; filled < v.size(); ++tries) {

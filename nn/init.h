@@ -21,6 +21,8 @@ std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t);
 double fan_in_bound(const Tensor& weight);
 
 Tensor& uniform_(Tensor& t, double a = 0, double b = 1);
+// normal_ and trunc_normal_ on a device tensor draw there (randn's device stream, tensor/factory.h): the
+// same seed gives other values than for a CPU tensor, as torch.cuda's generator does.
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1);
 // Normal(mean, std) redrawn until inside [a, b].
 Tensor& trunc_normal_(Tensor& t, double mean = 0, double std = 1, double a = -2, double b = 2);

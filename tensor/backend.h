@@ -72,9 +72,19 @@ struct MaxPool2dArgs {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
 };
 
+// Average pooling windows over contiguous planes [planes, H, W] with implicit zero padding ph, pw:
+// output [planes, OH, OW], window (oh, ow) covering rows [oh * sh - ph, + kh) and columns [ow * sw - pw,
+// + kw), clipped to the input; each divided by its count of input cells, or with count_include_pad by
+// its cells inside the input and its padding (not beyond: ceil_mode's extra cells), as PyTorch.
+struct AvgPool2dArgs {
+  int64_t planes = 0, H = 0, W = 0, OH = 0, OW = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool count_include_pad = true;
+};
+
 // Fused kernels: each could be composed from the core kernels below, but a device runs it in one pass
 // for speed (softmax, LayerNorm, BatchNorm, max pooling, the NLL loss, the optimizer steps, the LSTM and
-// GRU cells) or to draw on the device (uniform). Each family's rule is shared by both devices: the
+// GRU cells) or to draw on the device (uniform, normal). Each family's rule is shared by both devices: the
 // optimizer steps' in tensor/optim_step.h, the recurrent cells' in tensor/rnn_cell_ops.h, max pooling's
 // NaN rule is argmax's (tensor/reduce_ops.h). Contiguous tensors.
 class FusedKernels {
@@ -136,6 +146,9 @@ class FusedKernels {
   // low + (high - low) * u, element i's u drawn by Philox from (seed, counter + i) (tensor/philox.h):
   // rand() on a device, which draws there instead of copying host draws over.
   virtual void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) = 0;
+  // out (as uniform's) = mean + std * z, element i's z drawn by Box-Muller from Philox (seed, counter + i)
+  // (tensor/philox.h's philox_normal, in the compute dtype): randn() and normal() on a device.
+  virtual void normal(Tensor& out, double mean, double std, uint64_t seed, uint64_t counter) = 0;
   // dropout's mask on a device, as uniform draws u: out = 1 / (1 - p) where u >= p, else 0 (u in the
   // compute dtype), so a 16-bit input needs no float32 draws beside it.
   virtual void dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t counter) = 0;

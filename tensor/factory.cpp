@@ -1,7 +1,9 @@
 // Tensor factories. Values are produced on the host and copied once to the target device, except
-// uniform draws (rand, uniform, and so dropout and bernoulli) for a device, which are made there.
+// uniform and normal draws (rand, uniform, randn, normal, and so dropout, bernoulli and nn::init's
+// normal_ on a device tensor) for a device, which are made there.
 #include "tensor/factory.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "tensor/backend.h"
@@ -99,10 +101,24 @@ Tensor uniform(const Shape& shape, double low, double high, TensorOptions o) {
   return generate(shape, o, [&](int64_t) { return low + (high - low) * g.uniform_double(); });
 }
 
-Tensor randn(const Shape& shape, TensorOptions o) {
-  LOCKSTEP_CHECK(is_floating_point(o.dtype), "randn: expected a floating-point dtype, got ", dtype_name(o.dtype));
+// On a device, drawn there (tensor/philox.h's Box-Muller): no host draws, no copy; a 16-bit tensor gets
+// the float32 draws rounded once, as PyTorch's. On the host, the Mersenne Twister's stream as before.
+static Tensor draw_normal(const char* op, const Shape& shape, double mean, double std, TensorOptions o) {
+  LOCKSTEP_CHECK(is_floating_point(o.dtype), op, ": expected a floating-point dtype, got ", dtype_name(o.dtype));
+  LOCKSTEP_CHECK(std >= 0 && std::isfinite(std), op, ": std must be finite and non-negative, got ", std);
   Generator& g = default_generator();
-  return generate(shape, o, [&](int64_t) { return g.normal(); });
+  if (!o.device.is_cpu()) {
+    Tensor out(shape, o.dtype, o.device);
+    backend_for(o.device).normal(out, mean, std, g.seed(), g.reserve_philox(static_cast<uint64_t>(out.numel())));
+    return out;
+  }
+  return generate(shape, o, [&](int64_t) { return mean + std * g.normal(); });
+}
+
+Tensor randn(const Shape& shape, TensorOptions o) { return draw_normal("randn", shape, 0.0, 1.0, o); }
+
+Tensor normal(double mean, double std, const Shape& shape, TensorOptions o) {
+  return draw_normal("normal", shape, mean, std, o);
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o) {

@@ -1,7 +1,8 @@
 // Tensor factories, as torch.zeros / torch.tensor / torch.randn. Random draws come from the default
 // generator (tensor/generator.h), seeded by manual_seed. They are drawn on the host, except
-// rand/uniform for a device, which are drawn there by Philox (tensor/philox.h), as torch.cuda draws:
-// a seed then gives the same values run after run, but not the same values on the CPU and a GPU.
+// rand/uniform/randn/normal for a device, which are drawn there by Philox (tensor/philox.h), as
+// torch.cuda draws: a seed then gives the same values run after run, but not the same values on the
+// CPU and a GPU.
 #pragma once
 
 #include <initializer_list>
@@ -56,6 +57,8 @@ Tensor scalar_tensor(double value, TensorOptions opts = {});
 
 Tensor rand(const Shape& shape, TensorOptions opts = {});   // uniform [0, 1)
 Tensor randn(const Shape& shape, TensorOptions opts = {});  // standard normal
+// mean + std * randn, as torch.normal(mean, std, size) (std >= 0).
+Tensor normal(double mean, double std, const Shape& shape, TensorOptions opts = {});
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts = {});
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = TensorOptions(kInt64));
 Tensor randperm(int64_t n, TensorOptions opts = TensorOptions(kInt64));

@@ -104,7 +104,7 @@ std::vector<int64_t> reduction_dims(const std::vector<int64_t>& dims, int64_t nd
 // a's shape with the reduced dims set to 1 (for broadcasting a reduction back).
 Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims);
 
-// --- fused kernels' ops: softmax.cpp, layer_norm.cpp, max_pool2d.cpp, nll_loss.cpp ---
+// --- fused kernels' ops: softmax.cpp, layer_norm.cpp, max_pool2d.cpp, avg_pool2d.cpp, nll_loss.cpp ---
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log);
 Tensor log_softmax(const Tensor& a, int64_t dim);
@@ -127,6 +127,13 @@ struct MaxPoolResult {
   Tensor out, indices;
 };
 MaxPoolResult max_pool2d(const Tensor& x, const MaxPool2dArgs& args);
+// Average pooling of bfloat16 or float16 planes on the CPU (tensor/backend.h's AvgPool2dArgs; x is
+// [..., H, W], not padded), read and written at 16 bits with float32 sums (avg_pool2d.cpp); other
+// dtypes and devices compose it from strided adds (nn/pooling.cpp). avg_pool2d_half_applies says which.
+bool avg_pool2d_half_applies(const Tensor& x);
+Tensor avg_pool2d_half(const Tensor& x, const AvgPool2dArgs& args);
+// Its input gradient [..., H, W] from grad_out [..., OH, OW] (each window's share, summed in float32).
+Tensor avg_pool2d_half_backward(const Tensor& grad_out, const AvgPool2dArgs& args);
 // Mean (or sum) over the batch of -logp[i, target[i]]; logp [N, C] floating, target int64 [N].
 Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean = true);
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean = true);

@@ -66,6 +66,7 @@ class CpuBackend final : public Backend {
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
   void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
+  void normal(Tensor& out, double mean, double std, uint64_t seed, uint64_t counter) override;
   void dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t counter) override;
   void bernoulli(Tensor& out, const Tensor& p, uint64_t seed, uint64_t counter) override;
   void attention_forward(Tensor& out, Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,

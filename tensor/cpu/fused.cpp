@@ -1,8 +1,8 @@
 // The CPU backend's fused kernels (tensor/backend.h's FusedKernels): softmax along a middle
 // dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), BatchNorm (cpu/batch_norm.cpp), max
-// pooling, the NLL loss, the optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules), uniform draws
-// the LSTM and GRU cells (cpu/rnn_cells.cpp, by tensor/rnn_cell_ops.h's rules) and fused attention
-// (cpu/attention.cpp, by tensor/attention_ops.h's).
+// pooling, the NLL loss, the optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules), uniform
+// and normal draws (Philox: the reference for the device's), the LSTM and GRU cells (cpu/rnn_cells.cpp,
+// by tensor/rnn_cell_ops.h's rules) and fused attention (cpu/attention.cpp, by tensor/attention_ops.h's).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -240,6 +240,16 @@ void CpuBackend::uniform(Tensor& out, double low, double high, uint64_t seed, ui
     const T lo = static_cast<T>(low), w = static_cast<T>(high - low);
     for (int64_t i = 0, n = out.numel(); i < n; ++i)
       p[i] = lo + w * detail::philox_uniform<T>(seed, counter + static_cast<uint64_t>(i));
+  });
+}
+
+void CpuBackend::normal(Tensor& out, double mean, double std, uint64_t seed, uint64_t counter) {
+  dispatch_floating(out.dtype(), "normal", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = out.data<T>();
+    const T m = static_cast<T>(mean), s = static_cast<T>(std);
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      p[i] = m + s * detail::philox_normal<T>(seed, counter + static_cast<uint64_t>(i));
   });
 }
 

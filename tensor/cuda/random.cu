@@ -1,8 +1,8 @@
 // Random fills on a CUDA device: each thread draws its own element by Philox from (seed, counter + i)
-// (tensor/philox.h), so a random tensor, dropout mask or bernoulli sample is made where it is used, with
-// no host draws and no copy. A bfloat16 or float16 element is the float32 one computed the same way and rounded once
-// (PyTorch draws its 16-bit fills in float too), so a 16-bit fill equals the float32 fill rounded (but
-// for uniform's upper bound, below).
+// (tensor/philox.h), so a uniform or normal tensor, dropout mask or bernoulli sample is made where it is
+// used, with no host draws and no copy. A bfloat16 or float16 element is the float32 one computed the
+// same way and rounded once (PyTorch draws its 16-bit fills in float too), so a 16-bit fill equals the
+// float32 fill rounded (but for uniform's upper bound, below).
 #include <type_traits>
 
 #include "tensor/cuda/cuda_backend.h"
@@ -28,6 +28,14 @@ __global__ void uniform_kernel(T* out, int64_t n, C low, C width, C high, uint64
       out[i] = v;
     else
       out[i] = static_cast<C>(v) == high ? static_cast<T>(low) : v;
+  }
+}
+
+// mean + std * z in the compute dtype, rounded once to T (so a 16-bit randn is the float32 one rounded).
+template <typename T, typename C = compute_t<T>>
+__global__ void normal_kernel(T* out, int64_t n, C mean, C std, uint64_t seed, uint64_t counter) {
+  LOCKSTEP_GRID_STRIDE(i, n) {
+    out[i] = static_cast<T>(mean + std * lockstep::detail::philox_normal<C>(seed, counter + static_cast<uint64_t>(i)));
   }
 }
 
@@ -59,6 +67,15 @@ void CudaBackend::uniform(Tensor& out, double low, double high, uint64_t seed, u
     using C = compute_t<T>;
     LOCKSTEP_LAUNCH("uniform_kernel", uniform_kernel<T>, grid_for(n, on.ctx), kThreads, on.stream(), out.data<T>(), n,
                     static_cast<C>(low), static_cast<C>(high - low), static_cast<C>(high), seed, counter);
+  });
+}
+
+void CudaBackend::normal(Tensor& out, double mean, double std, uint64_t seed, uint64_t counter) {
+  launch_random(out, "normal", [&](auto tag, OnDevice& on, int64_t n) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    LOCKSTEP_LAUNCH("normal_kernel", normal_kernel<T>, grid_for(n, on.ctx), kThreads, on.stream(), out.data<T>(), n,
+                    static_cast<C>(mean), static_cast<C>(std), seed, counter);
   });
 }
 
