@@ -1,8 +1,8 @@
 // Pooling. Max pooling is one kernel (internal::max_pool2d) that also says where each maximum is;
 // its gradient goes there through one index_add, as PyTorch's index-based backward. Average pooling
 // adds up the kH * kW offsets of the windows, each a strided view [N, C, H_out, W_out] of the padded
-// input; its backward is strided adds into the padded gradient (16-bit tensors on the CPU: one fused
-// kernel each way, internal::avg_pool2d_half). Backward is written beside each.
+// input; its backward is strided adds into the padded gradient (float32 and 16-bit tensors on the CPU:
+// one fused kernel each way, internal::avg_pool2d_fused). Backward is written beside each.
 // Adaptive average pooling is separable: P_h x P_w^T with constant averaging matrices.
 #include <cmath>
 #include <limits>
@@ -106,21 +106,21 @@ Tensor avg_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
   const bool batched = input.dim() == 4;
   Tensor x = batched ? input : unsqueeze(input, 0);
   const int64_t H = x.size(2), W = x.size(3);
-  if (in::avg_pool2d_half_applies(x)) {
-    // 16 bits on the CPU: one fused kernel each way, reading and writing 16 bits with float32 sums
-    // (tensor/cpu/avg_pool2d.h), instead of the float32 copy below.
+  if (in::avg_pool2d_fused_applies(x)) {
+    // float32 and 16 bits on the CPU: one fused kernel each way, reading and writing x's dtype with
+    // float32 sums (tensor/cpu/avg_pool2d.h), instead of the padded copy and strided adds below.
     AvgPool2dArgs a;
     a.planes = x.size(0) * x.size(1), a.H = H, a.W = W, a.OH = g.out[0], a.OW = g.out[1];
     a.kh = g.k[0], a.kw = g.k[1], a.sh = g.s[0], a.sw = g.s[1], a.ph = g.p[0], a.pw = g.p[1];
     a.count_include_pad = count_include_pad;
-    Tensor out = in::avg_pool2d_half(x.detach(), a);
+    Tensor out = in::avg_pool2d_fused(x.detach(), a);
     if (autograd::needs_grad({x}))
       out = autograd::record("avg_pool2d", out, {x}, [a, dt = x.dtype()](const Tensor& grad) {
-        return std::vector<Tensor>{in::avg_pool2d_half_backward(in::to_dtype(grad, dt), a)};
+        return std::vector<Tensor>{in::avg_pool2d_fused_backward(in::to_dtype(grad, dt), a)};
       });
     return batched ? out : squeeze(out, 0);
   }
-  // Other dtypes and devices: a bfloat16 or float16 input (on a GPU) is padded into float32 (the padded
+  // float64, and other devices: a bfloat16 or float16 input (on a GPU) is padded into float32 (the padded
   // copy the window views need, made in float32 instead of 16 bits): each window is summed and divided
   // in float32 and the average rounded once, as PyTorch's CPU kernel accumulates in float. (Summing
   // 16-bit views into a float32 total instead took twice as long: strided mixed-dtype adds.)

@@ -1,7 +1,7 @@
-// 2-D average pooling of bfloat16 and float16 tensors on the CPU in the ops layer: checks the windows
-// and the operands, then runs the CPU's fused kernels (tensor/cpu/avg_pool2d.h), which read and write
-// 16 bits with float32 sums instead of pooling a padded float32 copy. Other dtypes and devices are
-// composed from strided adds in nn/pooling.cpp.
+// 2-D average pooling of float32, bfloat16 and float16 tensors on the CPU in the ops layer: checks the
+// windows and the operands, then runs the CPU's fused kernels (tensor/cpu/avg_pool2d.h), which read and
+// write the tensor's dtype with float32 sums instead of summing strided views of a padded (float32)
+// copy. float64 and other devices are composed from strided adds in nn/pooling.cpp.
 #include <type_traits>
 
 #include "tensor/cpu/avg_pool2d.h"
@@ -27,7 +27,7 @@ void check_windows(const AvgPool2dArgs& a, const char* op) {
 
 void check_planes(const Tensor& t, int64_t planes, int64_t h, int64_t w, const char* op, const char* what) {
   check_defined(t, op);
-  LOCKSTEP_CHECK(avg_pool2d_half_applies(t), op, ": expected a bfloat16 or float16 CPU tensor, got ",
+  LOCKSTEP_CHECK(avg_pool2d_fused_applies(t), op, ": expected a float32, bfloat16 or float16 CPU tensor, got ",
                  dtype_name(t.dtype()), " on ", t.device());
   LOCKSTEP_CHECK(t.dim() >= 2 && t.size(-2) == h && t.size(-1) == w && planes * h * w == t.numel(), op, ": ", what,
                  " ", t.shape(), " is not ", planes, " planes of ", h, "x", w);
@@ -35,8 +35,8 @@ void check_planes(const Tensor& t, int64_t planes, int64_t h, int64_t w, const c
 
 }  // namespace
 
-bool avg_pool2d_half_applies(const Tensor& x) {
-  return x.defined() && x.device().is_cpu() && is_reduced_floating_point(x.dtype());
+bool avg_pool2d_fused_applies(const Tensor& x) {
+  return x.defined() && x.device().is_cpu() && (x.dtype() == kFloat32 || is_reduced_floating_point(x.dtype()));
 }
 
 namespace {
@@ -54,21 +54,22 @@ Tensor pool_planes(const Tensor& t_in, const AvgPool2dArgs& a, int64_t h, int64_
   s[s.size() - 1] = out_w;
   Tensor out(s, t.dtype(), t.device());
   if (out.numel() == 0) return out;
-  if (t.dtype() == kBFloat16) kernel(t.data<BFloat16>(), out.data<BFloat16>());
+  if (t.dtype() == kFloat32) kernel(t.data<float>(), out.data<float>());
+  else if (t.dtype() == kBFloat16) kernel(t.data<BFloat16>(), out.data<BFloat16>());
   else kernel(t.data<Float16>(), out.data<Float16>());
   return out;
 }
 
 }  // namespace
 
-Tensor avg_pool2d_half(const Tensor& x, const AvgPool2dArgs& a) {
+Tensor avg_pool2d_fused(const Tensor& x, const AvgPool2dArgs& a) {
   return pool_planes(x, a, a.H, a.W, a.OH, a.OW, "avg_pool2d", "input", [&](const auto* in, auto* out) {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(out)>>;
     LOCKSTEP_CPU_ISA_CALL(avg_pool2d_planes<T>, in, out, a);
   });
 }
 
-Tensor avg_pool2d_half_backward(const Tensor& grad_out, const AvgPool2dArgs& a) {
+Tensor avg_pool2d_fused_backward(const Tensor& grad_out, const AvgPool2dArgs& a) {
   return pool_planes(grad_out, a, a.OH, a.OW, a.H, a.W, "avg_pool2d_backward", "grad_output",
                      [&](const auto* in, auto* out) {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(out)>>;

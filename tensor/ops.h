@@ -127,13 +127,14 @@ struct MaxPoolResult {
   Tensor out, indices;
 };
 MaxPoolResult max_pool2d(const Tensor& x, const MaxPool2dArgs& args);
-// Average pooling of bfloat16 or float16 planes on the CPU (tensor/backend.h's AvgPool2dArgs; x is
-// [..., H, W], not padded), read and written at 16 bits with float32 sums (avg_pool2d.cpp); other
-// dtypes and devices compose it from strided adds (nn/pooling.cpp). avg_pool2d_half_applies says which.
-bool avg_pool2d_half_applies(const Tensor& x);
-Tensor avg_pool2d_half(const Tensor& x, const AvgPool2dArgs& args);
+// Average pooling of float32, bfloat16 or float16 planes on the CPU (tensor/backend.h's AvgPool2dArgs;
+// x is [..., H, W], not padded), read and written in x's dtype with float32 sums (avg_pool2d.cpp);
+// float64 and other devices compose it from strided adds (nn/pooling.cpp). avg_pool2d_fused_applies
+// says which.
+bool avg_pool2d_fused_applies(const Tensor& x);
+Tensor avg_pool2d_fused(const Tensor& x, const AvgPool2dArgs& args);
 // Its input gradient [..., H, W] from grad_out [..., OH, OW] (each window's share, summed in float32).
-Tensor avg_pool2d_half_backward(const Tensor& grad_out, const AvgPool2dArgs& args);
+Tensor avg_pool2d_fused_backward(const Tensor& grad_out, const AvgPool2dArgs& args);
 // Mean (or sum) over the batch of -logp[i, target[i]]; logp [N, C] floating, target int64 [N].
 Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean = true);
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean = true);

@@ -1,4 +1,4 @@
-// Average pooling of bfloat16 and float16 planes on the CPU (tensor/cpu/avg_pool2d.h). Forward, per
+// Average pooling of float32, bfloat16 and float16 planes on the CPU (tensor/cpu/avg_pool2d.h). Forward, per
 // output row: the window's input rows are converted and added into one float32 row (vector converts and
 // adds), then each window's columns of that row are added, one column offset at a time over every
 // output column, divided by the window's count and rounded to 16 bits once. Backward runs the windows
@@ -116,8 +116,10 @@ void avg_pool2d_backward_planes(const T* gy, T* gx, const AvgPool2dArgs& a) {
   });
 }
 
+template void avg_pool2d_planes<float>(const float*, float*, const AvgPool2dArgs&);
 template void avg_pool2d_planes<BFloat16>(const BFloat16*, BFloat16*, const AvgPool2dArgs&);
 template void avg_pool2d_planes<Float16>(const Float16*, Float16*, const AvgPool2dArgs&);
+template void avg_pool2d_backward_planes<float>(const float*, float*, const AvgPool2dArgs&);
 template void avg_pool2d_backward_planes<BFloat16>(const BFloat16*, BFloat16*, const AvgPool2dArgs&);
 template void avg_pool2d_backward_planes<Float16>(const Float16*, Float16*, const AvgPool2dArgs&);
 

@@ -210,7 +210,7 @@ TEST_CASE("avg_pool2d on 16-bit input: each window summed in float32, the averag
   }
 }
 
-TEST_CASE("avg_pool2d on 16-bit input: every window geometry of the float32 tests, against float64") {
+TEST_CASE("avg_pool2d's fused CPU kernel (float32, 16-bit): every window geometry, against float64") {
   struct Case {
     const char* what;
     Shape x;
@@ -229,21 +229,23 @@ TEST_CASE("avg_pool2d on 16-bit input: every window geometry of the float32 test
       {"1x1 stride 3", {1, 2, 10, 10}, {1, 1}, {3, 3}, {0, 0}, true, true},
       {"3-D input", {3, 12, 19}, {3, 3}, {2, 2}, {1, 1}, false, true},
   };
-  for (Dtype dt : kHalves)
+  for (Dtype dt : {kBFloat16, kFloat16, kFloat32})
     for (const Case& c : cases) {
       INFO(dtype_name(dt), " ", c.what);
+      // 16 bits: summed in float32, divided and rounded once, so within half a unit (plus float32's part).
+      // float32: up to 15 float32 adds and a division, each within half a float32 unit of its result.
+      const double ulps = dt == kFloat32 ? 16.0 : 0.5 + 1e-3;
       Tensor x = draw(c.x, dt, 2.0, 1.0, 21).requires_grad_();
       Tensor xd = x.detach().to(kFloat64).requires_grad_();
       Tensor y = F::avg_pool2d(x, {c.k[0], c.k[1]}, {c.s[0], c.s[1]}, {c.p[0], c.p[1]}, c.ceil_mode, c.include_pad);
       Tensor yd = F::avg_pool2d(xd, {c.k[0], c.k[1]}, {c.s[0], c.s[1]}, {c.p[0], c.p[1]}, c.ceil_mode, c.include_pad);
       CHECK(y.dtype() == dt);
-      // Summed in float32, divided and rounded once: within half a unit (plus float32's part).
-      check_near(y, yd, 0.5 + 1e-3, "forward", 0.25);
+      check_near(y, yd, ulps, "forward", 0.25);
       Tensor g = draw(y.shape(), dt, 1.0, 0.0, 22);
       y.backward(g);
       yd.backward(g.to(kFloat64));
       REQUIRE(x.grad().dtype() == dt);
-      check_near(x.grad(), xd.grad(), 0.5 + 1e-3, "backward", 0.25);
+      check_near(x.grad(), xd.grad(), ulps, "backward", 0.25);
     }
   // By hand: [[1, 2, 3], [4, 5, 6]], 2x2 windows, stride 1, padding (0, 1): the four windows cover
   // columns {0}, {0, 1}, {1, 2}, {2} of both rows (with count_include_pad, 4 cells each).
@@ -259,22 +261,22 @@ TEST_CASE("avg_pool2d on 16-bit input: every window geometry of the float32 test
   }
 }
 
-TEST_CASE("avg_pool2d's 16-bit CPU kernel rejects what it cannot pool, naming the op") {
+TEST_CASE("avg_pool2d's fused CPU kernel rejects what it cannot pool, naming the op") {
   AvgPool2dArgs a;
   a.planes = 2, a.H = 4, a.W = 4, a.OH = 2, a.OW = 2, a.kh = a.kw = 2, a.sh = a.sw = 2;
-  expect_error("float32", [&] { internal::avg_pool2d_half(zeros({2, 4, 4}), a); },
-               {"avg_pool2d", "bfloat16 or float16", "float32"});
-  expect_error("shape", [&] { internal::avg_pool2d_half(zeros({2, 4, 5}, kBFloat16), a); },
+  expect_error("float64", [&] { internal::avg_pool2d_fused(zeros({2, 4, 4}, kFloat64), a); },
+               {"avg_pool2d", "float32, bfloat16 or float16", "float64"});
+  expect_error("shape", [&] { internal::avg_pool2d_fused(zeros({2, 4, 5}, kBFloat16), a); },
                {"avg_pool2d", "[2, 4, 5]", "2 planes of 4x4"});
   AvgPool2dArgs too_big = a;
   too_big.OW = 3;
-  expect_error("windows", [&] { internal::avg_pool2d_half(zeros({2, 4, 4}, kFloat16), too_big); },
+  expect_error("windows", [&] { internal::avg_pool2d_fused(zeros({2, 4, 4}, kFloat16), too_big); },
                {"avg_pool2d", "2x3 output", "4x4 input"});
   AvgPool2dArgs wide_pad = a;
   wide_pad.pw = 2;
-  expect_error("padding", [&] { internal::avg_pool2d_half(zeros({2, 4, 4}, kFloat16), wide_pad); },
+  expect_error("padding", [&] { internal::avg_pool2d_fused(zeros({2, 4, 4}, kFloat16), wide_pad); },
                {"avg_pool2d", "padding 0x2"});
-  expect_error("grad shape", [&] { internal::avg_pool2d_half_backward(zeros({2, 3, 2}, kBFloat16), a); },
+  expect_error("grad shape", [&] { internal::avg_pool2d_fused_backward(zeros({2, 3, 2}, kBFloat16), a); },
                {"avg_pool2d_backward", "grad_output", "[2, 3, 2]"});
 }
 
