@@ -20,6 +20,7 @@
 #include "tensor/api.h"
 #include "tensor/batch_norm.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/util/half_match.h"
 #include "tests/util/tensor_match.h"
 #include "tests/util/test_util.h"
 
@@ -30,8 +31,10 @@ namespace {
 using lockstep::testing::contains;
 using lockstep::testing::error_of;
 
+using lockstep::testing::kHalves;
+using lockstep::testing::ulp;
+
 const Device kGpu = Device::cuda(0);
-const Dtype kHalves[] = {kBFloat16, kFloat16};
 Backend& cpu_backend() { return backend_for(DeviceType::CPU); }
 Backend& gpu_backend() { return backend_for(DeviceType::CUDA); }
 
@@ -44,11 +47,8 @@ Tensor random(const Shape& s, Dtype dt, double lo = -3, double hi = 3) {
   return internal::to_dtype(uniform(s, lo, hi, kFloat64), dt);
 }
 
-// One unit in the last place at 1: a 16-bit result computed in float32 in another order may round to
-// the neighbouring 16-bit value.
-double ulp(Dtype dt) { return dt == kBFloat16 ? 0x1p-7 : 0x1p-10; }
-
-// "" when `got` (any device) matches `want` within `ulps` units of want's format (as ulp gives them;
+// "" when `got` (any device) matches `want` within `ulps` units of want's format (tests/util/half_match.h's
+// ulp for 16 bits, where float32 arithmetic in another order may round to the neighbouring value;
 // 1e-6 a unit for float32; exact for the rest) of its magnitude plus atol; else the mismatch.
 std::string ulps_mismatch(const Tensor& got, const Tensor& want, double ulps = 1, double atol = 0) {
   const double rtol = want.dtype() == kFloat32 ? 1e-6 * ulps

@@ -13,6 +13,7 @@
 #include "nn/functional.h"
 #include "tensor/api.h"
 #include "tensor/optim_step.h"
+#include "tests/util/half_match.h"
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
@@ -21,11 +22,8 @@ namespace F = lockstep::nn::functional;
 namespace {
 
 using lockstep::testing::expect_error;
-
-const Dtype kHalves[] = {kBFloat16, kFloat16};
-
-// One unit in the last place at 1 for dt.
-double unit(Dtype dt) { return dt == kBFloat16 ? 0x1p-7 : dt == kFloat16 ? 0x1p-10 : 0x1p-23; }
+using lockstep::testing::kHalves;
+using lockstep::testing::ulp;
 
 // Normal values scaled by `scale`, shifted by `shift`, rounded to dt (so float64 copies hold them exactly).
 Tensor draw(const Shape& shape, Dtype dt, double scale = 1.0, double shift = 0.0, uint64_t seed = 3) {
@@ -38,7 +36,7 @@ void check_near(const Tensor& a, const Tensor& b, double ulps, const std::string
   INFO(what);
   REQUIRE(a.shape() == b.shape());
   const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  const double u = unit(a.dtype());
+  const double u = ulp(a.dtype());
   int bad = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     const double err = std::abs(x[i] - y[i]) / (u * std::max(std::abs(y[i]), floor));

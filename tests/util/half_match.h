@@ -19,8 +19,8 @@ namespace lockstep::testing {
 
 inline constexpr Dtype kHalves[] = {kBFloat16, kFloat16};
 
-// One unit in the last place at 1 of a 16-bit format.
-inline double ulp(Dtype dt) { return dt == kBFloat16 ? 0x1p-7 : 0x1p-10; }
+// One unit in the last place at 1 of bfloat16, float16 or float32 (the float32 kernels' tests use it too).
+inline double ulp(Dtype dt) { return dt == kBFloat16 ? 0x1p-7 : dt == kFloat16 ? 0x1p-10 : 0x1p-23; }
 
 // Normal values scaled by `scale` and rounded to dt, in float64 on the CPU (exact in every dtype here).
 inline Tensor half_values(const Shape& s, Dtype dt, double scale = 1) {
