@@ -31,7 +31,7 @@ root=()
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "commit: $(git rev-parse --short HEAD)"
-  echo "mpi: $(mpirun --version 2>/dev/null | head -n1)"
+  echo "mpi: $(mpirun --version 2>/dev/null | sed -n 1p)"
   echo "ranks: $RANKS, reps: $REPS"
 } | tee "$OUT/machine.txt"
 

@@ -194,8 +194,10 @@ sed -e "s|@PREFIX@|$prefix|g" \
 
 # A prefix the dynamic linker searches (/usr/local/lib on Debian): refresh its cache, so that programs built
 # without an rpath (pkg-config) find liblockstep.so.MAJOR.
-if [ "$(id -u)" = 0 ] && command -v ldconfig >/dev/null && ldconfig -v 2>/dev/null | grep -q "^$prefix/lib:"; then
-  ldconfig
+# (ldconfig -v's listing is captured whole: piped into `grep -q` under pipefail it would die of SIGPIPE.)
+if [ "$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then
+  searched=$(ldconfig -v 2>/dev/null || true)
+  if grep -q "^$prefix/lib:" <<<"$searched"; then ldconfig; fi
 fi
 
 echo "install: ${#installed[@]} headers, lib/liblockstep.so.$version, bin/lockstep-run," \

@@ -85,7 +85,7 @@ timeout 120 "${mpi[@]}" -np 3 "$ranks" --kill-rank > "$dir/kill.log" 2>&1 || sta
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat "$dir/kill.log"; echo "FAIL: mpirun exited $status after a rank was killed"; exit 1; }
 grep -Eq "rank 2 .*exited on signal 9|exited on signal 9 \(Killed\)|returned a non-zero exit code" "$dir/kill.log" \
   || { cat "$dir/kill.log"; echo "FAIL: mpirun did not say that a rank died"; exit 1; }
-grep -E "signal 9|non-zero exit" "$dir/kill.log" | head -2
+grep -m 2 -E "signal 9|non-zero exit" "$dir/kill.log"
 echo "killed rank: mpirun exited with status $status"
 
 # A rank whose wait timed out leaves with the group alive: MPI_Abort at exit ends the job (no hang in

@@ -167,7 +167,7 @@ LOCKSTEP_JOB_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n') \
 if ((${#nodes[@]} == 2)); then
   # A step's node list is compressed and sorted by Slurm; the master is its first host (scontrol
   # expands the list independently of lockstep's parser).
-  first=$(scontrol show hostnames "$(timeout 5 sinfo -h -o %N)" | head -n1)
+  first=$(scontrol show hostnames "$(timeout 5 sinfo -h -o %N)" | sed -n 1p)
   # Block distribution: ranks 0-1 on the first node, 2-3 on the second, so local_rank = rank % 2.
   srun_case 2x2 4 "$first" 2 --nodes=2 --ntasks-per-node=2 --distribution=block
   echo "PASS: srun -n 2, -n 3 (one node) and 2 nodes x 2 tasks find their ranks in Slurm's variables and train as the launcher does"

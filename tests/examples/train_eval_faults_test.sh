@@ -50,7 +50,7 @@ fi
 # why.
 run nan --inject-nan-at-step 3
 [ "$status" -eq 1 ] || fail "nan: the launcher exited with $status, expected 1"
-named=$(sed -nE 's/^launch: rank ([01]) \(pid [0-9]+\) exited with status 1$/\1/p' "$dir/nan.err" | head -n 1)
+named=$(sed -nE 's/^launch: rank ([01]) \(pid [0-9]+\) exited with status 1$/\1/p' "$dir/nan.err" | sed -n 1p)
 [ -n "$named" ] || fail "nan: the launcher did not name a rank"
 grep -qx "train_eval: loss is nan at epoch 0 step 3 on rank $named (stopping; pass --no-stop-on-nan to continue)" \
   "$dir/nan.err" || fail "nan: the exact NaN message of rank $named is missing"

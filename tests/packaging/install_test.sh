@@ -41,8 +41,14 @@ soname=$(objdump -p "$prefix/lib/$real" | awk '$1 == "SONAME" { print $2 }')
 [ -x "$prefix/bin/lockstep-run" ] || fail "bin/lockstep-run is missing"
 
 # Under --config=asan or tsan the library needs its sanitizer's runtime loaded before everything else,
-# which a program built outside Bazel does not do: the rest is for ordinary builds.
-if objdump -p "$prefix/lib/$real" | grep -qE 'NEEDED +lib(a|t|ub)san'; then
+# which a program built outside Bazel does not do: the rest is for ordinary builds. The dynamic section is
+# read whole into a variable first: objdump piped into a grep that quits at its first match dies of SIGPIPE
+# when it writes again, and under pipefail that reads as "no match" (one run in three here). A library
+# whose NEEDED list cannot be read (no libc in it) fails rather than guessing either way.
+dynamic=$(objdump -p "$prefix/lib/$real") || fail "objdump -p lib/$real failed"
+grep -qE '^ +NEEDED +libc\.so\.' <<<"$dynamic" ||
+  fail "cannot tell how lib/$real was built: objdump -p lists no NEEDED libc.so (output: $(wc -l <<<"$dynamic") lines)"
+if grep -qE '^ +NEEDED +lib(a|t|ub)san' <<<"$dynamic"; then
   echo "SKIPPED: liblockstep.so is built with a sanitizer; programs built outside Bazel cannot load it as is"
   exit 0
 fi

@@ -55,7 +55,7 @@ if [ -f "$src" ]; then
   else  # Python's tarfile reads xz without the xz program
     "$python" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$src" "$dest"
   fi || { echo "gpu_check: cannot unpack $src into $dest" >&2; exit 2; }
-  bundle="$(find "$dest" -mindepth 2 -maxdepth 2 -name MANIFEST -printf '%h\n' | head -1)"
+  bundle="$(find "$dest" -mindepth 2 -maxdepth 2 -name MANIFEST -printf '%h\n' | sed -n 1p)"
   unpack_msg="unpacked $src ($(du -h "$src" | cut -f1)) into $bundle in $(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s"
 else
   bundle="$src"
@@ -102,19 +102,19 @@ for so in "${want[@]}"; do
   d="$(dirname "${found[$so]}")"
   case ":$libpath:" in *":$d:"*) ;; *) libpath="$libpath:$d" ;; esac
 done
-driver_lib="$( (ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 / {print $NF; exit}') )"
+driver_lib="$( (ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 / && !found {print $NF; found = 1}') )"
 
 # Run through the bundled glibc where this machine's is older than the build machine's.
 built_glibc="$(awk '/^glibc/ {print $2}' "$bundle/BUILD_INFO" 2>/dev/null)"
 host_glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
 use_bundled_glibc=${LOCKSTEP_GPU_CHECK_BUNDLED_GLIBC:-0}  # 1 forces it (to test this path anywhere)
-if [ -n "$built_glibc" ] && [ "$(printf '%s\n%s\n' "$built_glibc" "${host_glibc:-0}" | sort -V | head -1)" != "$built_glibc" ]; then
+if [ -n "$built_glibc" ] && [ "$(printf '%s\n%s\n' "$built_glibc" "${host_glibc:-0}" | sort -V | sed -n 1p)" != "$built_glibc" ]; then
   use_bundled_glibc=1
 fi
 
 gpu_name=""
 if command -v nvidia-smi >/dev/null; then
-  gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sed -n 1p)"
 fi
 has_gpu=0
 [ -n "$gpu_name" ] && has_gpu=1
@@ -290,7 +290,7 @@ sanitize_runs=(
   "racecheck cuda_attention_test *"
 )
 echo
-sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
+sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | sed -n 1p)"
 echo "== 5. compute-sanitizer (${sanitizer:-not found}) ($(elapsed) s)"
 for entry in "${sanitize_runs[@]}"; do
   read -r tool name filter <<<"$entry"
