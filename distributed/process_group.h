@@ -82,8 +82,9 @@ class ProcessGroup {
 
   // The backend's own tensor requirement (device); `op` names the collective in the error.
   virtual void check_tensor(const Tensor& t, const char* op) const = 0;
-  // Called with checked arguments. With `async_op` false the caller waits for the returned Work right
-  // away, so a backend may run the collective before returning.
+  // Called with checked arguments, never with zero elements or in a group of one (the public calls finish
+  // those themselves, the same way for every backend). With `async_op` false the caller waits for the
+  // returned Work right away, so a backend may run the collective before returning.
   virtual std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) = 0;
   virtual std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root, bool async_op) = 0;
   virtual std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool async_op) = 0;

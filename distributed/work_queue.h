@@ -48,6 +48,23 @@ struct CollectiveInfo {
   std::string str() const;
 };
 
+// A buffer the queue's collectives reuse, one at a time (the one executing): grows, never shrinks.
+class Scratch {
+ public:
+  void* get(size_t nbytes) {
+    if (nbytes > bytes_) {
+      buffer_.reset();
+      buffer_.reset(new char[nbytes]);
+      bytes_ = nbytes;
+    }
+    return buffer_.get();
+  }
+
+ private:
+  std::unique_ptr<char[]> buffer_;
+  size_t bytes_ = 0;
+};
+
 class WorkQueue {
  public:
   struct Options {

@@ -32,17 +32,9 @@ void MeshTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) 
     using T = typename decltype(t)::type;
     T* data = static_cast<T*>(tensor.data_ptr());
     const size_t n = static_cast<size_t>(tensor.numel());
-    const int W = mesh_.size();
     const auto reduce = detail::reduce_fn<T>(op);  // AVG: SUM, divided below
-    // kAuto: the exchange while a rank sends at most exchange_max_bytes in all, else the ring.
-    const bool exchange = algorithm_ == AllReduceAlgorithm::kExchange ||
-                          (algorithm_ == AllReduceAlgorithm::kAuto && n * sizeof(T) * (W - 1) <= exchange_max_bytes_);
-    if (exchange) {
-      detail::exchange_all_reduce<T>(mesh_, data, n, reduce, tag, static_cast<T*>(scratch_.get(n * sizeof(T) * (W - 1))));
-    } else {
-      detail::ring_all_reduce<T>(mesh_, data, n, reduce, tag, static_cast<T*>(scratch_.get((n / W + 1) * sizeof(T))));
-    }
-    if (op == ReduceOp::AVG) detail::divide(data, n, W);
+    mesh_all_reduce<T>(mesh_, data, n, reduce, tag, algorithm_, exchange_max_bytes_, scratch_);
+    if (op == ReduceOp::AVG) detail::divide(data, n, mesh_.size());
   });
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 
 #include "common/env.h"
 #include "distributed/debug.h"
@@ -157,7 +156,8 @@ void ProcessGroupGloo::setup_shared_memory(Store& store, const std::string& mesh
   }
   transport_ = std::make_unique<TwoLevelTransport>(rank(), size(), shm_.get(), leaders_.get(), std::move(layout.host_of),
                                                    std::move(layout.ranks_on), *gloo_,
-                                                   options_.allreduce_exchange_max_bytes, scratch_);
+                                                   options_.allreduce_algorithm, options_.allreduce_exchange_max_bytes,
+                                                   scratch_);
 }
 
 void ProcessGroupGloo::check_tensor(const Tensor& t, const char* op) const {
@@ -166,53 +166,42 @@ void ProcessGroupGloo::check_tensor(const Tensor& t, const char* op) const {
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
-  // One rank: every op leaves the tensor as it is (AVG divides by 1).
-  if (tensor.numel() == 0 || size() == 1) return completed_work("all_reduce");
   return queue_->submit({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)},
                         [this, tensor, op](uint32_t tag) { transport_->all_reduce(tensor, op, tag); }, async_op);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::do_broadcast(Tensor& tensor, int root, bool async_op) {
-  if (tensor.numel() == 0 || size() == 1) return completed_work("broadcast");
   return queue_->submit({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root},
                         [this, tensor, root](uint32_t tag) { transport_->broadcast(tensor, root, tag); }, async_op);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::do_all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                                       bool async_op) {
-  if (input.numel() == 0) return completed_work("all_gather");
-  return queue_->submit({"all_gather", input.dtype(), input.numel()}, [this, outputs, input](uint32_t tag) {
-    if (size() > 1) return transport_->all_gather(outputs, input, tag);
-    if (outputs[0].data_ptr() != input.data_ptr()) std::memcpy(outputs[0].data_ptr(), input.data_ptr(), input.nbytes());
-  }, async_op);
+  return queue_->submit({"all_gather", input.dtype(), input.numel()},
+                        [this, outputs, input](uint32_t tag) { transport_->all_gather(outputs, input, tag); },
+                        async_op);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                                           ReduceOp op, bool async_op) {
-  if (output.numel() == 0) return completed_work("reduce_scatter");
   return queue_->submit({"reduce_scatter", output.dtype(), output.numel(), reduce_op_name(op)},
                         [this, output, inputs, op](uint32_t tag) {
-    if (size() > 1) return transport_->reduce_scatter(output, inputs, op, tag);
-    if (output.data_ptr() != inputs[0].data_ptr()) std::memcpy(output.data_ptr(), inputs[0].data_ptr(), output.nbytes());
+    transport_->reduce_scatter(output, inputs, op, tag);
   }, async_op);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::do_all_gather_into_tensor(Tensor& output, const Tensor& input,
                                                                   bool async_op) {
-  if (input.numel() == 0) return completed_work("all_gather_into_tensor");
   return queue_->submit({"all_gather_into_tensor", input.dtype(), input.numel()}, [this, output, input](uint32_t tag) {
-    if (size() > 1) return transport_->all_gather_into_tensor(output, input, tag);
-    if (output.data_ptr() != input.data_ptr()) std::memcpy(output.data_ptr(), input.data_ptr(), input.nbytes());
+    transport_->all_gather_into_tensor(output, input, tag);
   }, async_op);
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
                                                                  bool async_op) {
-  if (output.numel() == 0) return completed_work("reduce_scatter_tensor");
   return queue_->submit({"reduce_scatter_tensor", output.dtype(), output.numel(), reduce_op_name(op)},
                         [this, output, input, op](uint32_t tag) {
-    if (size() > 1) return transport_->reduce_scatter_tensor(output, input, op, tag);
-    if (output.data_ptr() != input.data_ptr()) std::memcpy(output.data_ptr(), input.data_ptr(), output.nbytes());
+    transport_->reduce_scatter_tensor(output, input, op, tag);
   }, async_op);
 }
 

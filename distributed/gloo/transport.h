@@ -27,9 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "distributed/gloo/algorithms.h"
 #include "distributed/gloo/peer_sockets.h"
 #include "distributed/store/store.h"
 #include "distributed/work.h"
+#include "distributed/work_queue.h"
 #include "tensor/tensor.h"
 
 namespace gloo {
@@ -49,22 +51,23 @@ class ShmGroup;
 // How all_reduce moves the data over TCP (GlooOptions::Algorithm).
 enum class AllReduceAlgorithm { kAuto, kExchange, kRing, kGlooRing, kGlooBcube };
 
-// A buffer reused across collectives, for the one executing: grows, never shrinks.
-class Scratch {
- public:
-  void* get(size_t nbytes) {
-    if (nbytes > bytes_) {
-      buffer_.reset();
-      buffer_.reset(new char[nbytes]);
-      bytes_ = nbytes;
-    }
-    return buffer_.get();
+// All-reduce of n elements over a DirectMesh, the one place the algorithm is chosen (for "tcp"'s mesh
+// and "shm+tcp"'s leaders): the exchange where asked for, or under kAuto while a rank sends at most
+// exchange_max_bytes in all; else the ring. gloo's own algorithms need gloo's pairs, which a caller with
+// them (MeshTransport) runs instead; here they count as kAuto.
+template <typename T>
+void mesh_all_reduce(DirectMesh& mesh, T* data, size_t n, detail::ReduceFn reduce, uint32_t tag,
+                     AllReduceAlgorithm algorithm, size_t exchange_max_bytes, Scratch& scratch) {
+  const int W = mesh.size();
+  const size_t sent = n * sizeof(T) * static_cast<size_t>(W - 1);
+  const bool exchange = algorithm == AllReduceAlgorithm::kExchange ||
+                        (algorithm != AllReduceAlgorithm::kRing && sent <= exchange_max_bytes);
+  if (exchange) {
+    detail::exchange_all_reduce<T>(mesh, data, n, reduce, tag, static_cast<T*>(scratch.get(sent)));
+  } else {
+    detail::ring_all_reduce<T>(mesh, data, n, reduce, tag, static_cast<T*>(scratch.get((n / W + 1) * sizeof(T))));
   }
-
- private:
-  std::unique_ptr<char[]> buffer_;
-  size_t bytes_ = 0;
-};
+}
 
 class Transport {
  public:
@@ -178,8 +181,8 @@ class TwoLevelTransport : public Transport {
   // `shm`: this host's ranks, null when this rank is alone on its host; `leaders`: the hosts' leaders'
   // mesh, null on ranks that lead no host. host_of[rank] and ranks_on[host] as in shm::HostLayout.
   TwoLevelTransport(int rank, int size, shm::ShmGroup* shm, DirectMesh* leaders, std::vector<int> host_of,
-                    std::vector<std::vector<int>> ranks_on, GlooTransport& gloo, size_t exchange_max_bytes,
-                    Scratch& scratch);
+                    std::vector<std::vector<int>> ranks_on, GlooTransport& gloo, AllReduceAlgorithm algorithm,
+                    size_t exchange_max_bytes, Scratch& scratch);
 
   const char* name() const override { return "shm+tcp"; }
   std::string summary() const override;
@@ -203,6 +206,7 @@ class TwoLevelTransport : public Transport {
   const std::vector<int> host_of_;
   const std::vector<std::vector<int>> ranks_on_;
   GlooTransport& gloo_;
+  const AllReduceAlgorithm algorithm_;  // between the leaders (mesh_all_reduce)
   const size_t exchange_max_bytes_;
   Scratch& scratch_;
 };

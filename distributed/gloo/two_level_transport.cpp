@@ -15,7 +15,8 @@ using lockstep::detail::str_cat;
 
 TwoLevelTransport::TwoLevelTransport(int rank, int size, shm::ShmGroup* shm, DirectMesh* leaders,
                                      std::vector<int> host_of, std::vector<std::vector<int>> ranks_on,
-                                     GlooTransport& gloo, size_t exchange_max_bytes, Scratch& scratch)
+                                     GlooTransport& gloo, AllReduceAlgorithm algorithm, size_t exchange_max_bytes,
+                                     Scratch& scratch)
     : rank_(rank),
       size_(size),
       shm_(shm),
@@ -23,6 +24,7 @@ TwoLevelTransport::TwoLevelTransport(int rank, int size, shm::ShmGroup* shm, Dir
       host_of_(std::move(host_of)),
       ranks_on_(std::move(ranks_on)),
       gloo_(gloo),
+      algorithm_(algorithm),
       exchange_max_bytes_(exchange_max_bytes),
       scratch_(scratch) {}
 
@@ -60,15 +62,8 @@ void TwoLevelTransport::all_reduce(T* data, size_t n, ReduceOp op, uint32_t tag)
   const auto reduce = detail::reduce_fn<T>(partial);
   if (shm_) shm_->all_reduce(data, n, dtype_of<T>::value, partial, 1);
   if (leaders_) {
-    between_leaders([&] {
-      const size_t bytes = n * sizeof(T);
-      const int H = leaders_->size();
-      if (bytes * (H - 1) <= exchange_max_bytes_) {
-        detail::exchange_all_reduce<T>(*leaders_, data, n, reduce, tag, static_cast<T*>(scratch_.get(bytes * (H - 1))));
-      } else {
-        detail::ring_all_reduce<T>(*leaders_, data, n, reduce, tag, static_cast<T*>(scratch_.get((n / H + 1) * sizeof(T))));
-      }
-    });
+    between_leaders(
+        [&] { mesh_all_reduce<T>(*leaders_, data, n, reduce, tag, algorithm_, exchange_max_bytes_, scratch_); });
   }
   if (shm_) shm_->broadcast(data, n * sizeof(T), 0);
   if (op == ReduceOp::AVG) detail::divide(data, n, size_);

@@ -299,17 +299,7 @@ std::shared_ptr<Work> ProcessGroupMPI::enqueue(const CollectiveInfo& what, WorkQ
   return queue_->submit(what, std::move(run), async_op);
 }
 
-void* ProcessGroupMPI::scratch(size_t nbytes) {
-  if (nbytes > scratch_bytes_) {
-    scratch_.reset();
-    scratch_.reset(new char[nbytes]);
-    scratch_bytes_ = nbytes;
-  }
-  return scratch_.get();
-}
-
 std::shared_ptr<Work> ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
-  if (tensor.numel() == 0) return completed_work("all_reduce");
   const MPI_Datatype type = mpi_type(tensor.dtype(), "all_reduce");
   const int count = mpi_count(tensor.numel(), "all_reduce");
   return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op, type, count](uint32_t) {
@@ -320,7 +310,6 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp op
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::do_broadcast(Tensor& tensor, int root, bool async_op) {
-  if (tensor.numel() == 0) return completed_work("broadcast");
   const MPI_Datatype type = mpi_type(tensor.dtype(), "broadcast");
   const int count = mpi_count(tensor.numel(), "broadcast");
   return enqueue({"broadcast", tensor.dtype(), tensor.numel(), nullptr, root}, [this, tensor, root, type, count](uint32_t) {
@@ -330,7 +319,6 @@ std::shared_ptr<Work> ProcessGroupMPI::do_broadcast(Tensor& tensor, int root, bo
 
 std::shared_ptr<Work> ProcessGroupMPI::do_all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                                      bool async_op) {
-  if (input.numel() == 0) return completed_work("all_gather");
   for (const Tensor& t : outputs) check_contiguous(t, "all_gather", "an output");
   const MPI_Datatype type = mpi_type(input.dtype(), "all_gather");
   const int count = mpi_count(input.numel(), "all_gather");
@@ -356,7 +344,6 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_gather(std::vector<Tensor>& output
 
 std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                                          ReduceOp op, bool async_op) {
-  if (output.numel() == 0) return completed_work("reduce_scatter");
   for (const Tensor& t : inputs) check_contiguous(t, "reduce_scatter", "an input");
   const MPI_Datatype type = mpi_type(output.dtype(), "reduce_scatter");
   const int count = mpi_count(output.numel(), "reduce_scatter");
@@ -380,7 +367,6 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const s
 // The flat forms: MPI_Allgather and MPI_Reduce_scatter_block on the caller's buffers, MPI_IN_PLACE where the
 // input is chunk rank() of the output (all_gather) or the output chunk rank() of the input (reduce_scatter).
 std::shared_ptr<Work> ProcessGroupMPI::do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) {
-  if (input.numel() == 0) return completed_work("all_gather_into_tensor");
   const MPI_Datatype type = mpi_type(input.dtype(), "all_gather_into_tensor");
   const int count = mpi_count(input.numel(), "all_gather_into_tensor");
   mpi_count(output.numel(), "all_gather_into_tensor");
@@ -396,7 +382,6 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_gather_into_tensor(Tensor& output,
 
 std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
                                                                 bool async_op) {
-  if (output.numel() == 0) return completed_work("reduce_scatter_tensor");
   const MPI_Datatype type = mpi_type(output.dtype(), "reduce_scatter_tensor");
   const int count = mpi_count(output.numel(), "reduce_scatter_tensor");
   mpi_count(input.numel(), "reduce_scatter_tensor");

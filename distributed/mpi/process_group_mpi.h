@@ -90,13 +90,11 @@ class ProcessGroupMPI : public ProcessGroup {
   // Runs `run` through the queue (work_queue.h); `what` describes the collective in errors.
   std::shared_ptr<Work> enqueue(const CollectiveInfo& what, WorkQueue::Run run, bool async_op);
   // A buffer of at least `nbytes` for the executing collective, reused across collectives.
-  void* scratch(size_t nbytes);
+  void* scratch(size_t nbytes) { return scratch_.get(nbytes); }
 
   Options options_;
   std::unique_ptr<detail::MpiComm> comm_;
-  // Used only by the thread executing a collective: one at a time.
-  std::unique_ptr<char[]> scratch_;
-  size_t scratch_bytes_ = 0;
+  Scratch scratch_;  // used only by the thread executing a collective: one at a time
 
   std::unique_ptr<WorkQueue> queue_;  // last: its worker runs collectives on everything above
 };

@@ -356,7 +356,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::collective(const char* op, int device, s
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
-  if (tensor.numel() == 0) return completed_work("all_reduce");
   return collective("all_reduce", tensor.device().index, {tensor}, false, [&](ncclComm_t comm, cudaStream_t stream) {
     LOCKSTEP_NCCL_OK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_dtype(tensor.dtype()),
                                    nccl_op(op), comm, stream),
@@ -365,7 +364,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp o
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::do_broadcast(Tensor& tensor, int root, bool async_op) {
-  if (tensor.numel() == 0) return completed_work("broadcast");
   return collective("broadcast", tensor.device().index, {tensor}, false, [&](ncclComm_t comm, cudaStream_t stream) {
     LOCKSTEP_NCCL_OK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), nccl_dtype(tensor.dtype()),
                                    root, comm, stream),
@@ -375,7 +373,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_broadcast(Tensor& tensor, int root, b
 
 std::shared_ptr<Work> ProcessGroupNCCL::do_all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                                       bool async_op) {
-  if (input.numel() == 0) return completed_work("all_gather");
   std::vector<Tensor> keep(outputs);
   keep.push_back(input);
   return collective("all_gather", input.device().index, std::move(keep), false,
@@ -398,7 +395,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_all_gather(std::vector<Tensor>& outpu
 
 std::shared_ptr<Work> ProcessGroupNCCL::do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                                           ReduceOp op, bool async_op) {
-  if (output.numel() == 0) return completed_work("reduce_scatter");
   std::vector<Tensor> keep(inputs);
   keep.push_back(output);
   return collective("reduce_scatter", output.device().index, std::move(keep), false,
@@ -424,7 +420,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_reduce_scatter(Tensor& output, const 
 // output, or the output chunk rank() of the input, as NCCL defines it).
 std::shared_ptr<Work> ProcessGroupNCCL::do_all_gather_into_tensor(Tensor& output, const Tensor& input,
                                                                   bool async_op) {
-  if (input.numel() == 0) return completed_work("all_gather_into_tensor");
   return collective("all_gather_into_tensor", input.device().index, {output, input}, false,
                     [&](ncclComm_t comm, cudaStream_t stream) {
     LOCKSTEP_NCCL_OK(ncclAllGather(input.data_ptr(), output.data_ptr(), static_cast<size_t>(input.numel()),
@@ -435,7 +430,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::do_all_gather_into_tensor(Tensor& output
 
 std::shared_ptr<Work> ProcessGroupNCCL::do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
                                                                  bool async_op) {
-  if (output.numel() == 0) return completed_work("reduce_scatter_tensor");
   return collective("reduce_scatter_tensor", output.device().index, {output, input}, false,
                     [&](ncclComm_t comm, cudaStream_t stream) {
     LOCKSTEP_NCCL_OK(ncclReduceScatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
