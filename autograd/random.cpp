@@ -16,7 +16,7 @@ namespace in = internal;
 Tensor bernoulli(const Tensor& p) {
   LOCKSTEP_CHECK(p.defined() && p.is_floating_point(), "bernoulli: expected a floating-point tensor of probabilities",
                  p.defined() ? std::string(", got ") + dtype_name(p.dtype()) : std::string());
-  if (!p.device().is_cpu()) {
+  if (supports(p.device(), Capability::kPhiloxRandom, p.dtype())) {
     // Drawn on the device in p's dtype from the draws rand() would make there (the same samples).
     Tensor out(p.shape(), p.dtype(), p.device());
     Generator& g = default_generator();
@@ -34,7 +34,7 @@ Tensor dropout(const Tensor& a, double p, bool train) {
   if (!train || p == 0) return a;
   if (p == 1) return mul(a, 0.0);
   // keep ~ Bernoulli(1 - p), scaled by 1 / (1 - p) so the expectation is unchanged.
-  if (!a.device().is_cpu() && a.is_floating_point()) {
+  if (supports(a.device(), Capability::kPhiloxRandom, a.dtype())) {
     // The mask made on the device in a's dtype from the draws rand() would make there (the same mask).
     Tensor mask(a.shape(), a.dtype(), a.device());
     Generator& g = default_generator();

@@ -9,6 +9,7 @@
 #include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "nn/functional.h"
+#include "tensor/backend.h"
 #include "tensor/attention.h"
 #include "tensor/factory.h"
 #include "tensor/generator.h"
@@ -73,15 +74,16 @@ std::pair<uint64_t, uint64_t> draw_dropout(int64_t n) {
 
 // Whether the fused kernels take these operands: one batch and heads dimension each (3-D: one head),
 // q's heads a multiple of k's (equal without enable_gqa), and a mask without a gradient (the kernels
-// do not produce one). bfloat16 and float16 are read and written as such (computed in float32). CUDA
-// holds a row in registers: heads up to 128 wide.
+// do not produce one). bfloat16 and float16 are read and written as such (computed in float32). Heads
+// no wider than the backend's limit (BackendLimits::attention_head_dim: CUDA holds a row in registers).
 bool fused_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool enable_gqa) {
   if (!is_floating_point(q.dtype())) return false;
   if (mask.defined() && mask.requires_grad()) return false;
   if (!(q.dim() == k.dim() && q.dim() == v.dim() && (q.dim() == 3 || q.dim() == 4))) return false;
   if (k.size(0) != q.size(0) || v.size(0) != q.size(0)) return false;
   if (q.dim() == 4 && !(q.size(1) == k.size(1) || (enable_gqa && q.size(1) % k.size(1) == 0))) return false;
-  if (q.device().is_cuda() && (q.size(-1) > 128 || v.size(-1) > 128)) return false;
+  const int64_t widest = backend_for(q.device()).limits().attention_head_dim;
+  if (widest > 0 && (q.size(-1) > widest || v.size(-1) > widest)) return false;
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "tensor/backend.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -66,7 +67,9 @@ Tensor& uniform_(Tensor& t, double a, double b) {
 
 Tensor& normal_(Tensor& t, double mean, double std) {
   check_float(t, "normal_");
-  if (!t.device().is_cpu()) return assign(t, normal(mean, std, t.shape(), {t.dtype(), t.device()}));
+  // Drawn where the backend draws (in t's dtype on a device); else the host stream in float32 or float64.
+  if (supports(t.device(), Capability::kPhiloxRandom, t.dtype()))
+    return assign(t, normal(mean, std, t.shape(), {t.dtype(), t.device()}));
   return assign(t, internal::add(internal::mul(randn(t.shape(), draw_dtype(t)), std), mean));
 }
 
@@ -74,7 +77,7 @@ Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b) {
   check_float(t, "trunc_normal_");
   LOCKSTEP_CHECK(a < b && std > 0, "nn::init::trunc_normal_: need a < b and std > 0, got a = ", a, ", b = ", b,
                  ", std = ", std);
-  if (!t.device().is_cpu()) {
+  if (supports(t.device(), Capability::kPhiloxRandom, t.dtype())) {
     // On the device, in float32 (float64 for a float64 t): every value outside [a, b] is replaced by a
     // fresh draw until none is left, the host's rejection rule without a host draw or copy.
     const TensorOptions o{draw_dtype(t), t.device()};

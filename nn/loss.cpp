@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "nn/functional.h"
+#include "tensor/backend.h"
 #include "tensor/factory.h"
 
 namespace lockstep::nn::functional {
@@ -60,7 +61,7 @@ Tensor nll(const char* fn, const Tensor& logp, const Tensor& target, const Tenso
   Tensor t = reshape(target, {-1});     // [M]
   Tensor valid = ne(t, scalar_tensor(static_cast<double>(ignore_index), {kInt64, t.device()}));
   Tensor safe = mul(t, to(valid, kInt64));  // ignored targets read class 0, then weigh 0
-  if (!safe.is_cuda()) {
+  if (supports(safe.device(), Capability::kHostReadable, safe.dtype())) {  // a device's kernels check instead
     std::vector<int64_t> v = safe.to_vector<int64_t>();
     for (size_t i = 0; i < v.size(); ++i)
       LOCKSTEP_CHECK(v[i] >= 0 && v[i] < C, fn, ": target ", v[i], " at position ", i, " is out of range for ", C,
@@ -171,7 +172,8 @@ static Tensor binary_cross_entropy_no_autocast(const Tensor& x, const Tensor& y,
                  " and ", y.dtype());
   LOCKSTEP_CHECK(x.device() == y.device(), "binary_cross_entropy: devices differ: input on ", x.device(),
                  ", target on ", y.device());
-  if (!x.is_cuda() && x.numel() > 0) {  // two reductions (NaN fails both), the elements copied only to name one
+  // Where values are host-readable: two reductions (NaN fails both), the elements copied only to name one.
+  if (supports(x.device(), Capability::kHostReadable, x.dtype()) && x.numel() > 0) {
     NoGradGuard no_grad;
     const double lo = min(x.detach()).item<double>(), hi = max(x.detach()).item<double>();
     if (!(lo >= 0 && hi <= 1)) {

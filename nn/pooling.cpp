@@ -107,8 +107,8 @@ Tensor avg_pool2d(const Tensor& input, ExpandingArray<2> k, ExpandingArray<2> s,
   Tensor x = batched ? input : unsqueeze(input, 0);
   const int64_t H = x.size(2), W = x.size(3);
   if (in::avg_pool2d_fused_applies(x)) {
-    // float32 and 16 bits on the CPU: one fused kernel each way, reading and writing x's dtype with
-    // float32 sums (tensor/cpu/avg_pool2d.h), instead of the padded copy and strided adds below.
+    // The backend's fused kernel each way (float32 and 16 bits on the CPU), reading and writing x's
+    // dtype with float32 sums, instead of the padded copy and strided adds below.
     AvgPool2dArgs a;
     a.planes = x.size(0) * x.size(1), a.H = H, a.W = W, a.OH = g.out[0], a.OW = g.out[1];
     a.kh = g.k[0], a.kw = g.k[1], a.sh = g.s[0], a.sw = g.s[1], a.ph = g.p[0], a.pw = g.p[1];

@@ -1,11 +1,9 @@
-// 2-D average pooling of float32, bfloat16 and float16 tensors on the CPU in the ops layer: checks the
-// windows and the operands, then runs the CPU's fused kernels (tensor/cpu/avg_pool2d.h), which read and
-// write the tensor's dtype with float32 sums instead of summing strided views of a padded (float32)
-// copy. float64 and other devices are composed from strided adds in nn/pooling.cpp.
-#include <type_traits>
-
-#include "tensor/cpu/avg_pool2d.h"
-#include "tensor/cpu/isa.h"
+// 2-D average pooling through the backend's fused kernels (Backend::avg_pool2d, where it supports
+// Capability::kAvgPool2d: on the CPU float32, bfloat16 and float16, read and written in their dtype
+// with float32 sums instead of summing strided views of a padded float32 copy). The ops layer checks the
+// windows and the operands here; the other dtypes and devices are composed from strided adds in
+// nn/pooling.cpp.
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 
 namespace lockstep::internal {
@@ -27,8 +25,8 @@ void check_windows(const AvgPool2dArgs& a, const char* op) {
 
 void check_planes(const Tensor& t, int64_t planes, int64_t h, int64_t w, const char* op, const char* what) {
   check_defined(t, op);
-  LOCKSTEP_CHECK(avg_pool2d_fused_applies(t), op, ": expected a float32, bfloat16 or float16 CPU tensor, got ",
-                 dtype_name(t.dtype()), " on ", t.device());
+  LOCKSTEP_CHECK(avg_pool2d_fused_applies(t), op, ": the ", t.device(), " backend has no kernel for ",
+                 dtype_name(t.dtype()), " (the CPU's pools float32, bfloat16 or float16; the others are composed)");
   LOCKSTEP_CHECK(t.dim() >= 2 && t.size(-2) == h && t.size(-1) == w && planes * h * w == t.numel(), op, ": ", what,
                  " ", t.shape(), " is not ", planes, " planes of ", h, "x", w);
 }
@@ -36,45 +34,36 @@ void check_planes(const Tensor& t, int64_t planes, int64_t h, int64_t w, const c
 }  // namespace
 
 bool avg_pool2d_fused_applies(const Tensor& x) {
-  return x.defined() && x.device().is_cpu() && (x.dtype() == kFloat32 || is_reduced_floating_point(x.dtype()));
+  return x.defined() && supports(x.device(), Capability::kAvgPool2d, x.dtype());
 }
 
 namespace {
 
-// Checks t as [..., h, w] planes, then returns kernel(in, out) on contiguous t and a new tensor whose
-// last two sizes are out_h, out_w, run by the kernel of t's dtype.
-template <typename Kernel>
-Tensor pool_planes(const Tensor& t_in, const AvgPool2dArgs& a, int64_t h, int64_t w, int64_t out_h, int64_t out_w,
-                   const char* op, const char* what, Kernel&& kernel) {
+// Checks t as [..., h, w] planes and the windows; returns contiguous t and a new tensor for the result,
+// whose last two sizes are out_h, out_w.
+std::pair<Tensor, Tensor> planes_and_result(const Tensor& t_in, const AvgPool2dArgs& a, int64_t h, int64_t w,
+                                            int64_t out_h, int64_t out_w, const char* op, const char* what) {
   check_planes(t_in, a.planes, h, w, op, what);
   check_windows(a, op);
-  const Tensor t = contiguous(t_in);
+  Tensor t = contiguous(t_in);
   Shape s = t.shape();
   s[s.size() - 2] = out_h;
   s[s.size() - 1] = out_w;
-  Tensor out(s, t.dtype(), t.device());
-  if (out.numel() == 0) return out;
-  if (t.dtype() == kFloat32) kernel(t.data<float>(), out.data<float>());
-  else if (t.dtype() == kBFloat16) kernel(t.data<BFloat16>(), out.data<BFloat16>());
-  else kernel(t.data<Float16>(), out.data<Float16>());
-  return out;
+  return {t, Tensor(s, t.dtype(), t.device())};
 }
 
 }  // namespace
 
-Tensor avg_pool2d_fused(const Tensor& x, const AvgPool2dArgs& a) {
-  return pool_planes(x, a, a.H, a.W, a.OH, a.OW, "avg_pool2d", "input", [&](const auto* in, auto* out) {
-    using T = std::remove_cv_t<std::remove_pointer_t<decltype(out)>>;
-    LOCKSTEP_CPU_ISA_CALL(avg_pool2d_planes<T>, in, out, a);
-  });
+Tensor avg_pool2d_fused(const Tensor& x_in, const AvgPool2dArgs& a) {
+  auto [x, y] = planes_and_result(x_in, a, a.H, a.W, a.OH, a.OW, "avg_pool2d", "input");
+  if (y.numel()) backend_for(x.device()).avg_pool2d(y, x, a);
+  return y;
 }
 
 Tensor avg_pool2d_fused_backward(const Tensor& grad_out, const AvgPool2dArgs& a) {
-  return pool_planes(grad_out, a, a.OH, a.OW, a.H, a.W, "avg_pool2d_backward", "grad_output",
-                     [&](const auto* in, auto* out) {
-    using T = std::remove_cv_t<std::remove_pointer_t<decltype(out)>>;
-    LOCKSTEP_CPU_ISA_CALL(avg_pool2d_backward_planes<T>, in, out, a);
-  });
+  auto [gy, gx] = planes_and_result(grad_out, a, a.OH, a.OW, a.H, a.W, "avg_pool2d_backward", "grad_output");
+  if (gx.numel()) backend_for(gy.device()).avg_pool2d_backward(gx, gy, a);
+  return gx;
 }
 
 }  // namespace lockstep::internal

@@ -12,6 +12,25 @@ static Backend*& slot(DeviceType t) {
 }
 
 void register_backend(DeviceType type, Backend* backend) { slot(type) = backend; }
+
+// The optional kernels' defaults: reached only by a caller that did not ask supports() first.
+namespace {
+[[noreturn]] void no_kernel(const char* op) {
+  fail("Backend::", op, ": this backend has no such kernel (ask supports() first; the ops layer composes it)");
+}
+}  // namespace
+
+void FusedKernels::avg_pool2d(Tensor&, const Tensor&, const AvgPool2dArgs&) { no_kernel("avg_pool2d"); }
+void FusedKernels::avg_pool2d_backward(Tensor&, const Tensor&, const AvgPool2dArgs&) {
+  no_kernel("avg_pool2d_backward");
+}
+void FusedKernels::conv2d(Tensor&, const Tensor&, const Tensor&, const Tensor&, const internal::Conv2dParams&) {
+  no_kernel("conv2d");
+}
+void FusedKernels::conv2d_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                   const internal::Conv2dParams&) {
+  no_kernel("conv2d_backward");
+}
 bool has_backend(DeviceType type) { return slot(type) != nullptr; }
 
 Backend& backend_for(DeviceType type) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tensor/attention_ops.h"
+#include "tensor/conv_params.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/elementwise_ops.h"
@@ -82,6 +83,29 @@ struct AvgPool2dArgs {
   bool count_include_pad = true;
 };
 
+// What a backend computes itself, asked by the ops and layers above (supports(), below) instead of
+// testing the device, so that a new device answers here and nowhere else. Where the answer is no, the op
+// is composed from the core kernels, runs on float32 copies, or leaves a check to the kernel.
+enum class Capability : uint8_t {
+  kGemm,              // gemm takes operands of this dtype (no: float32 copies, the result rounded once)
+  kMixedWithFloat32,  // binary kernels read this 16-bit dtype beside float32 (no: a float32 copy first)
+  kSoftmaxAnyDim,     // softmax of this dtype along any dimension (no: only along the last one; others
+                      // on a float32 copy)
+  kAvgPool2d,         // avg_pool2d and its backward, below (no: strided adds over a padded copy)
+  kConv2d,            // conv2d and its backward, below (no: im2col and gemm, tensor/conv2d.cpp)
+  kPhiloxRandom,      // uniform, normal, dropout_mask and bernoulli draw this dtype (no: the host
+                      // generator's sequential stream, which the CPU keeps so seeds reproduce)
+  kHostReadable,      // the device's values are read without a synchronization (any dtype): the ops
+                      // check inputs on the host (integer divisors, class targets, probabilities);
+                      // a device checks them in its kernels instead
+};
+
+// A backend's sizes that the layers above plan with.
+struct BackendLimits {
+  int64_t attention_head_dim = 0;   // the widest head fused attention takes (0: any)
+  int64_t im2col_chunk_elements = 0;  // how many column elements composed convolution builds at once
+};
+
 // Fused kernels: each could be composed from the core kernels below, but a device runs it in one pass
 // for speed (softmax, LayerNorm, BatchNorm, max pooling, the NLL loss, the optimizer steps, the LSTM and
 // GRU cells) or to draw on the device (uniform, normal). Each family's rule is shared by both devices: the
@@ -90,6 +114,25 @@ struct AvgPool2dArgs {
 class FusedKernels {
  public:
   virtual ~FusedKernels() = default;
+
+  // Whether this backend computes `c` for `dtype` itself (Capability), and the sizes it plans with.
+  virtual bool supports(Capability c, Dtype dtype) const = 0;
+  virtual BackendLimits limits() const = 0;
+
+  // --- optional kernels: called only where supports() says yes (the defaults throw) ---
+  // Average pooling (AvgPool2dArgs) of x [planes, H, W] into y [planes, OH, OW]; its backward spreads
+  // grad_y back into grad_x [planes, H, W]. kAvgPool2d's dtypes, computed with float32 sums.
+  virtual void avg_pool2d(Tensor& y, const Tensor& x, const AvgPool2dArgs& args);
+  virtual void avg_pool2d_backward(Tensor& grad_x, const Tensor& grad_y, const AvgPool2dArgs& args);
+  // Direct 2-D convolution (tensor/conv2d.h states the shapes), kConv2d's dtypes, non-empty operands of
+  // one dtype: y = conv(x, weight) + bias (bias may be undefined).
+  virtual void conv2d(Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const internal::Conv2dParams& p);
+  // Its gradients from grad_y, each computed where defined (allocated by the caller): grad_x (needs
+  // weight; x may be undefined when grad_weight is), grad_weight (needs x) and grad_bias (only beside
+  // grad_weight).
+  virtual void conv2d_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
+                               const Tensor& x, const Tensor& weight, const internal::Conv2dParams& p);
 
   // (log_)softmax along the middle dimension of [outer, n, inner].
   virtual void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) = 0;
@@ -200,6 +243,9 @@ class Backend : public FusedKernels {
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
   // Waits for every queued kernel on `device`.
   virtual void synchronize(Device device) = 0;
+  // Hands every block the device's allocator keeps for reuse back to the system (the CPU's block cache,
+  // CUDA's caching allocator), as torch.cuda.empty_cache.
+  virtual void empty_cache(Device device) = 0;
 
   // --- elementwise, any strides (plan operands: out, inputs...) ---
   virtual void fill(const StridedPlan& p, Tensor& out, double value) = 0;
@@ -247,5 +293,12 @@ Backend& backend_for(DeviceType type);
 inline Backend& backend_for(Device d) { return backend_for(d.type); }
 void register_backend(DeviceType type, Backend* backend);
 bool has_backend(DeviceType type);
+
+// Backend::supports for `device`'s backend: the question the ops and layers ask instead of testing the device.
+inline bool supports(Device device, Capability c, Dtype dtype) { return backend_for(device).supports(c, dtype); }
+
+// The cached blocks of `device`'s allocator handed back (Backend::empty_cache): worth calling after a
+// one-off change of sizes, such as fully_shard freeing the full parameters.
+inline void empty_cache(Device device) { backend_for(device).empty_cache(device); }
 
 }  // namespace lockstep

@@ -1,5 +1,5 @@
-// The convolution family's entry points (tensor/conv2d.h): the choice between oneDNN and im2col, and
-// the im2col implementation, on any device and floating dtype.
+// The convolution family's entry points (tensor/conv2d.h): the choice between the backend's direct
+// kernels and im2col, and the im2col implementation, on any device and floating dtype.
 //
 // im2col goes through views, a chunk of images at a time: for each kernel offset, the padded images
 // seen through as_strided as [n, C, OH, OW] are copied into columns [C, kh, kw, n, OH, OW], and one
@@ -9,16 +9,11 @@
 
 #include <algorithm>
 
-#include "tensor/cpu/conv2d_onednn.h"
+#include "tensor/backend.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
 namespace lockstep::internal {
-
-std::array<int64_t, 2> Conv2dParams::output_size(int64_t H, int64_t W, int64_t kh, int64_t kw) const {
-  return {(H + 2 * padding[0] - dilation[0] * (kh - 1) - 1) / stride[0] + 1,
-          (W + 2 * padding[1] - dilation[1] * (kw - 1) - 1) / stride[1] + 1};
-}
 
 namespace {
 
@@ -26,18 +21,18 @@ namespace {
 struct Geometry {
   int64_t N, C, H, W, O, kh, kw, OH, OW, Hp, Wp, G, Cg, Og, K, L, chunk;
 
-  Geometry(const Shape& x, const Shape& w, const Conv2dParams& p, bool cuda)
+  Geometry(const Shape& x, const Shape& w, const Conv2dParams& p, Device device)
       : N(x[0]), C(x[1]), H(x[2]), W(x[3]), O(w[0]), kh(w[2]), kw(w[3]) {
     const auto out = p.output_size(H, W, kh, kw);
     OH = out[0], OW = out[1];
     Hp = H + 2 * p.padding[0], Wp = W + 2 * p.padding[1];
     G = p.groups, Cg = C / G, Og = O / G, K = Cg * kh * kw, L = OH * OW;
-    // On the CPU a chunk's columns ([G * K, n * L]) are kept near 1 MiB, so they stay in the cache
-    // between im2col and the GEMM: over the whole batch at once they were tens of MB, written and
-    // read back through memory. On CUDA the whole batch is one chunk: there, kernel launches cost
-    // more than memory traffic.
+    // A chunk's columns ([G * K, n * L]) are as many elements as the backend plans for
+    // (BackendLimits::im2col_chunk_elements): on the CPU ~1 MiB, which stays in the cache between
+    // im2col and the GEMM; on a GPU the whole batch, where launches cost more than memory traffic.
     const int64_t per_image = std::max<int64_t>(C * kh * kw * L, 1);
-    chunk = cuda ? std::max<int64_t>(N, 1) : std::clamp<int64_t>((int64_t(1) << 18) / per_image, 1, std::max<int64_t>(N, 1));
+    const int64_t budget = backend_for(device).limits().im2col_chunk_elements;
+    chunk = std::clamp<int64_t>(budget / per_image, 1, std::max<int64_t>(N, 1));
   }
 };
 
@@ -89,7 +84,7 @@ Tensor chunk_as_rows(const Tensor& g, const Geometry& q, int64_t n0, int64_t n, 
 }
 
 Tensor im2col_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
-  const Geometry q(x.shape(), weight.shape(), p, x.device().is_cuda());
+  const Geometry q(x.shape(), weight.shape(), p, x.device());
   const TensorOptions opts(x.dtype(), x.device());
   Tensor xp = pad(x, q, p);
   Tensor w = reshape(weight, {q.O, q.K});
@@ -114,7 +109,7 @@ Tensor im2col_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
 }
 
 Tensor im2col_backward_data(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape, const Conv2dParams& p) {
-  const Geometry q(input_shape, weight.shape(), p, grad_y.device().is_cuda());
+  const Geometry q(input_shape, weight.shape(), p, grad_y.device());
   const TensorOptions go(grad_y.dtype(), grad_y.device());
   Tensor g = contiguous(grad_y);
   Tensor w = reshape(weight, {q.O, q.K});
@@ -143,7 +138,7 @@ Tensor im2col_backward_data(const Tensor& grad_y, const Tensor& weight, const Sh
 
 Conv2dWeightGrads im2col_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
                                          bool want_bias, const Conv2dParams& p) {
-  const Geometry q(x.shape(), weight_shape, p, x.device().is_cuda());
+  const Geometry q(x.shape(), weight_shape, p, x.device());
   const TensorOptions go(grad_y.dtype(), grad_y.device());
   Tensor g = contiguous(grad_y);
   Tensor xp = pad(x, q, p);
@@ -170,20 +165,38 @@ void check_args(const char* op, const Shape& x, const Shape& w, const Conv2dPara
   LOCKSTEP_CHECK(out[0] > 0 && out[1] > 0, op, ": input ", x, " is smaller than the kernel ", w);
 }
 
-// Whether oneDNN computes this call: `ts` are its operands (x or grad_y first; with no output channels
-// the weight is empty too), all of one dtype. Conv2dAlgo::OneDNN insists (an error where it cannot).
-bool use_onednn(const Conv2dParams& p, std::initializer_list<Tensor> ts) {
+// Whether the backend's direct kernel computes this call (Capability::kConv2d): `ts` are its operands
+// (x or grad_y first; with no output channels the weight is empty too), all of one dtype and none empty.
+// Conv2dAlgo::OneDNN insists (an error where it cannot).
+bool use_direct(const Conv2dParams& p, std::initializer_list<Tensor> ts) {
   const Tensor& t = *ts.begin();
-  bool applies = true;
-  for (const Tensor& u : ts) applies = applies && (!u.defined() || (cpu::onednn_conv2d_applies(u) && u.dtype() == t.dtype()));
+  bool applies = supports(t.device(), Capability::kConv2d, t.dtype());
+  for (const Tensor& u : ts) applies = applies && (!u.defined() || (u.numel() > 0 && u.dtype() == t.dtype()));
   if (p.algo == Conv2dAlgo::OneDNN)
     LOCKSTEP_CHECK(applies, "conv2d: oneDNN takes non-empty tensors of one dtype on the CPU, float32 or (with "
                    "AVX512-BF16) bfloat16, got ", t.dtype(), " ", t.shape(), " on ", t.device());
   return applies && p.algo != Conv2dAlgo::Im2col;
 }
 
-// bfloat16 operands (autocast's conv2d) go to oneDNN's bf16 kernels where the processor has
-// AVX512-BF16 (use_onednn); elsewhere (CUDA, no AVX512-BF16, Conv2dAlgo::Im2col, mixed dtypes) they
+// The direct kernels' outputs, allocated here as the Backend contract asks; operands made contiguous.
+Tensor like(const Shape& shape, const Tensor& t) { return Tensor(shape, t.dtype(), t.device()); }
+
+Conv2dGrads direct_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, const Shape& input_shape,
+                            const Shape& weight_shape, bool want_input, bool want_weight, bool want_bias,
+                            const Conv2dParams& p) {
+  Conv2dGrads g;
+  if (want_input) g.input = like(input_shape, grad_y);
+  if (want_weight) g.weight = like(weight_shape, grad_y);
+  if (want_weight && want_bias) g.bias = like({weight_shape[0]}, grad_y);
+  if (want_input || want_weight)
+    backend_for(grad_y.device()).conv2d_backward(g.input, g.weight, g.bias, contiguous(grad_y),
+                                                 x.defined() ? contiguous(x) : x,
+                                                 weight.defined() ? contiguous(weight) : weight, p);
+  if (want_bias && !want_weight) g.bias = sum(grad_y, {0, 2, 3});
+  return g;
+}
+
+// bfloat16 operands without a direct kernel (CUDA, no AVX512-BF16, Conv2dAlgo::Im2col, mixed dtypes)
 // are computed in float32 and rounded once, as lockstep's other ops on bf16 storage are.
 bool bf16(const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; }
 Tensor f32(const Tensor& t) { return bf16(t) ? to_dtype(t, kFloat32) : t; }
@@ -193,7 +206,12 @@ Tensor to_bf16(const Tensor& t) { return t.defined() ? to_dtype(t, kBFloat16) : 
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   check_args("conv2d_forward", x.shape(), weight.shape(), p);
-  if (use_onednn(p, {x, weight, bias})) return cpu::onednn_conv2d_forward(x, weight, bias, p);
+  if (use_direct(p, {x, weight, bias})) {
+    const auto out = p.output_size(x.size(2), x.size(3), weight.size(2), weight.size(3));
+    Tensor y = like({x.size(0), weight.size(0), out[0], out[1]}, x);
+    backend_for(x.device()).conv2d(y, contiguous(x), contiguous(weight), bias.defined() ? contiguous(bias) : bias, p);
+    return y;
+  }
   if (bf16(x) || bf16(weight)) return to_bf16(conv2d_forward(f32(x), f32(weight), f32(bias), p));
   return im2col_forward(x, weight, bias, p);
 }
@@ -201,7 +219,8 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape,
                             const Conv2dParams& p) {
   check_args("conv2d_backward_data", input_shape, weight.shape(), p);
-  if (use_onednn(p, {grad_y, weight})) return cpu::onednn_conv2d_backward_data(grad_y, weight, input_shape, p);
+  if (use_direct(p, {grad_y, weight}))
+    return direct_backward(grad_y, Tensor(), weight, input_shape, weight.shape(), true, false, false, p).input;
   if (bf16(grad_y) || bf16(weight)) return to_bf16(conv2d_backward_data(f32(grad_y), f32(weight), input_shape, p));
   return im2col_backward_data(grad_y, weight, input_shape, p);
 }
@@ -209,7 +228,10 @@ Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& weight, const Sh
 Conv2dWeightGrads conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
                                          bool want_bias, const Conv2dParams& p) {
   check_args("conv2d_backward_weight", x.shape(), weight_shape, p);
-  if (use_onednn(p, {x, grad_y})) return cpu::onednn_conv2d_backward_weight(grad_y, x, weight_shape, want_bias, p);
+  if (use_direct(p, {x, grad_y})) {
+    Conv2dGrads g = direct_backward(grad_y, x, Tensor(), x.shape(), weight_shape, false, true, want_bias, p);
+    return {g.weight, g.bias};
+  }
   if (bf16(grad_y) || bf16(x)) {
     Conv2dWeightGrads g = conv2d_backward_weight(f32(grad_y), f32(x), weight_shape, want_bias, p);
     return {to_bf16(g.weight), to_bf16(g.bias)};
@@ -220,8 +242,8 @@ Conv2dWeightGrads conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, 
 Conv2dGrads conv2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight, bool want_input,
                             bool want_weight, bool want_bias, const Conv2dParams& p) {
   check_args("conv2d_backward", x.shape(), weight.shape(), p);
-  if (use_onednn(p, {x, weight, grad_y}))
-    return cpu::onednn_conv2d_backward(grad_y, x, weight, want_input, want_weight, want_bias, p);
+  if (use_direct(p, {x, weight, grad_y}))
+    return direct_backward(grad_y, x, weight, x.shape(), weight.shape(), want_input, want_weight, want_bias, p);
   if (bf16(x) || bf16(weight) || bf16(grad_y)) {
     Conv2dGrads g = conv2d_backward(f32(grad_y), f32(x), f32(weight), want_input, want_weight, want_bias, p);
     return {to_bf16(g.input), to_bf16(g.weight), to_bf16(g.bias)};

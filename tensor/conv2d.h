@@ -1,39 +1,19 @@
 // The 2-D convolution kernels (NCHW, weight [O, C / groups, kH, kW]): forward, backward-data and
 // backward-weight (+bias), for lockstep's own layers (nn/conv.cpp checks the user's input and records
-// the graph). Two implementations behind one parameter struct:
-// - oneDNN's direct convolutions (tensor/cpu/conv2d_onednn.cpp) for float32 on the CPU: forward +
-//   backward 1.2-2x faster than im2col on ResNet-20's and cnn_fashion's layers (bench/op_bench's
-//   conv2d_*_im2col and _onednn rows), except the small 1x1 stride-2 projections, where the two are
-//   within noise of each other; and for bfloat16 (autocast's conv2d) where the processor has
-//   AVX512-BF16: bf16 operands and results, float32 accumulation, forward + backward faster than
-//   computing them on float32 copies on every one of those layers (0.44-0.91x the best time; op_bench's
-//   _bf16_onednn and _bf16_via_f32 rows, Zen 4, BENCHMARKS.md);
-// - im2col through views plus GEMMs (tensor/conv2d.cpp) for CUDA, float64, empty batches, and as the
-//   reference the oneDNN path is tested against. bfloat16 elsewhere is computed in float32 (oneDNN or
-//   im2col) and rounded once.
+// the graph). Two implementations behind one parameter struct (tensor/conv_params.h):
+// - the backend's direct kernels (Backend::conv2d, where supports(Capability::kConv2d, dtype)): on the
+//   CPU oneDNN's (tensor/cpu/conv2d_onednn.cpp) for float32, and for bfloat16 where the processor has
+//   AVX512-BF16 (BENCHMARKS.md, op_bench's conv2d rows: faster than im2col on every ResNet-20 and
+//   cnn_fashion layer but the 1x1 projections, where they tie);
+// - im2col through views plus GEMMs (tensor/conv2d.cpp) for every other device and dtype, empty
+//   batches, and as the reference the direct kernels are tested against. bfloat16 without a direct
+//   kernel is computed in float32 and rounded once.
 #pragma once
 
-#include <array>
-#include <cstdint>
-
+#include "tensor/conv_params.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::internal {
-
-enum class Conv2dAlgo {
-  Auto,    // oneDNN where it applies (float32 on the CPU, non-empty), else im2col
-  Im2col,  // always im2col (the reference)
-  OneDNN,  // oneDNN; an error where it does not apply
-};
-
-struct Conv2dParams {
-  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
-  int64_t groups = 1;
-  Conv2dAlgo algo = Conv2dAlgo::Auto;
-
-  // The output's spatial size for an H x W input and a kh x kw kernel (the input must be large enough).
-  std::array<int64_t, 2> output_size(int64_t H, int64_t W, int64_t kh, int64_t kw) const;
-};
 
 // The kernels take 4-D tensors of one dtype and device with channels that match (nn::functional::conv2d
 // checks that, naming the user's shapes); any layout, they make operands contiguous. Results are new

@@ -82,6 +82,19 @@ inline const char* dtype_name(Dtype d) {
   return "?";
 }
 inline std::ostream& operator<<(std::ostream& os, Dtype d) { return os << dtype_name(d); }
+// The constant a program names the dtype by, for errors' hints: "kFloat32", "kBFloat16", ...
+inline const char* dtype_constant(Dtype d) {
+  switch (d) {
+    case Dtype::Float32: return "kFloat32";
+    case Dtype::Float64: return "kFloat64";
+    case Dtype::Int64: return "kInt64";
+    case Dtype::Bool: return "kBool";
+    case Dtype::UInt8: return "kUInt8";
+    case Dtype::BFloat16: return "kBFloat16";
+    case Dtype::Float16: return "kFloat16";
+  }
+  return "?";
+}
 
 // The dtype two operands are computed in, by PyTorch's promotion order for tensors:
 // bool < uint8 < int64 < bfloat16, float16 < float32 < float64; bfloat16 with float16 is float32 (neither

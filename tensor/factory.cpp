@@ -87,7 +87,7 @@ Tensor uniform(const Shape& shape, double low, double high, TensorOptions o) {
   LOCKSTEP_CHECK(is_floating_point(o.dtype), "uniform: expected a floating-point dtype, got ", dtype_name(o.dtype));
   LOCKSTEP_CHECK(low <= high, "uniform: low ", low, " is above high ", high);
   Generator& g = default_generator();
-  if (!o.device.is_cpu()) {
+  if (supports(o.device, Capability::kPhiloxRandom, o.dtype)) {
     // Drawn on the device, element by element (tensor/philox.h): no host draws, no copy; a 16-bit
     // tensor gets the float32 draws rounded.
     Tensor out(shape, o.dtype, o.device);
@@ -107,7 +107,7 @@ static Tensor draw_normal(const char* op, const Shape& shape, double mean, doubl
   LOCKSTEP_CHECK(is_floating_point(o.dtype), op, ": expected a floating-point dtype, got ", dtype_name(o.dtype));
   LOCKSTEP_CHECK(std >= 0 && std::isfinite(std), op, ": std must be finite and non-negative, got ", std);
   Generator& g = default_generator();
-  if (!o.device.is_cpu()) {
+  if (supports(o.device, Capability::kPhiloxRandom, o.dtype)) {
     Tensor out(shape, o.dtype, o.device);
     backend_for(o.device).normal(out, mean, std, g.seed(), g.reserve_philox(static_cast<uint64_t>(out.numel())));
     return out;

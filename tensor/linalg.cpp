@@ -101,8 +101,11 @@ void batched_gemm(Tensor& out, Tensor a, bool ta, Tensor b, bool tb, double alph
   if (out.numel()) backend_for(out.device()).gemm(out, a, b, g);
 }
 
-// float16 operands on the CPU, whose GEMM has no float16 kernel: float32, the result rounded back.
-bool half_on_cpu(const Tensor& a) { return a.dtype() == kFloat16 && a.device().is_cpu(); }
+// Operands whose backend's GEMM does not take their dtype (float16 on the CPU): float32, the result
+// rounded back.
+bool gemm_via_float32(const Tensor& a) {
+  return is_reduced_floating_point(a.dtype()) && !supports(a.device(), Capability::kGemm, a.dtype());
+}
 
 // The shape of op(a) @ op(b) for 2-D a and b, after checking them.
 Shape product_shape_2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const char* op) {
@@ -118,7 +121,8 @@ Shape product_shape_2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const Shape shape = product_shape_2d(a, ta, b, tb, "matmul");
-  if (half_on_cpu(a)) return to_dtype(matmul(to_dtype(a, kFloat32), to_dtype(b, kFloat32), ta, tb), kFloat16);
+  if (gemm_via_float32(a))
+    return to_dtype(matmul(to_dtype(a, kFloat32), to_dtype(b, kFloat32), ta, tb), a.dtype());
   // bfloat16 operands go to the GEMM as they are on every device: float32 accumulation and a bfloat16
   // result (tensor/cpu/gemm.h's kernel on the CPU, cublasGemmEx on CUDA).
   Tensor out(shape, a.dtype(), a.device());
@@ -137,7 +141,7 @@ void gemm_(Tensor& out, const Tensor& a, bool ta, const Tensor& b, bool tb, doub
                                      bias.device() == out.device()),
                  "gemm_: bias ", bias.shape(), " ", bias.dtype(), " on ", bias.device(), " does not match the product ",
                  want, " ", out.dtype(), " on ", out.device(), " (expected [", want[1], "] of that dtype and device)");
-  if (half_on_cpu(a)) {  // as matmul: float32 copies, the sum rounded once into out
+  if (gemm_via_float32(a)) {  // as matmul: float32 copies, the sum rounded once into out
     Tensor out32 = beta == 0 ? Tensor(out.shape(), kFloat32, out.device()) : to_dtype(out, kFloat32);
     gemm_(out32, to_dtype(a, kFloat32), ta, to_dtype(b, kFloat32), tb, alpha, beta,
           bias.defined() ? to_dtype(bias, kFloat32) : bias);
@@ -156,7 +160,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   check_operands(a0, b0, "matmul");
   LOCKSTEP_CHECK(a0.dim() >= 1 && b0.dim() >= 1, "matmul: both operands need at least one dimension, got ",
                  a0.shape(), " and ", b0.shape());
-  if (half_on_cpu(a0)) return to_dtype(matmul(to_dtype(a0, kFloat32), to_dtype(b0, kFloat32)), kFloat16);
+  if (gemm_via_float32(a0)) return to_dtype(matmul(to_dtype(a0, kFloat32), to_dtype(b0, kFloat32)), a0.dtype());
   Tensor a = a0.dim() == 1 ? unsqueeze(a0, 0) : a0;
   Tensor b = b0.dim() == 1 ? unsqueeze(b0, 1) : b0;
   const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];

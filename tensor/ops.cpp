@@ -27,20 +27,24 @@ void check_dtype(OpDtypes kinds, Dtype d, const char* op) {
 }
 
 // Integer division by zero traps the CPU (SIGFPE); PyTorch raises instead, and so does lockstep. Checked
-// here for host tensors only: reading a GPU divisor back would cost a sync per op. The CUDA backend
-// checks its divisors on the device instead (tensor/cuda/elementwise.cu, device_error.h): the division
-// is skipped and this same message is raised at the next synchronization.
+// here where the values are host-readable (Capability::kHostReadable): reading a GPU divisor back would
+// cost a sync per op. The CUDA backend checks its divisors on the device instead
+// (tensor/cuda/elementwise.cu, device_error.h): the division is skipped and this same message is raised
+// at the next synchronization.
 void check_integer_divisor(const Tensor& divisor) {
-  if (is_floating_point(divisor.dtype()) || !divisor.device().is_cpu()) return;
+  if (is_floating_point(divisor.dtype()) || !supports(divisor.device(), Capability::kHostReadable, divisor.dtype()))
+    return;
   for (int64_t v : divisor.to_vector<int64_t>()) LOCKSTEP_CHECK(v != 0, detail::kIntegerDivisionByZero);
 }
 
-// A 16-bit operand beside a float32 one: the CPU's kernels read it as it is (the residual stream under
-// autocast adds bfloat16 outputs into float32), so only other devices and other pairs get a copy in the
-// common dtype.
+// A 16-bit operand beside a float32 one: a backend with Capability::kMixedWithFloat32 (the CPU) reads it
+// as it is (the residual stream under autocast adds bfloat16 outputs into float32), so only the others
+// and other pairs get a copy in the common dtype.
 bool mixes_16bit_with_float32(const Tensor& a, const Tensor& b) {
-  return a.device().is_cpu() && ((is_reduced_floating_point(a.dtype()) && b.dtype() == kFloat32) ||
-                                 (is_reduced_floating_point(b.dtype()) && a.dtype() == kFloat32));
+  const Tensor& half = is_reduced_floating_point(a.dtype()) ? a : b;
+  const Tensor& other = &half == &a ? b : a;
+  return is_reduced_floating_point(half.dtype()) && other.dtype() == kFloat32 &&
+         supports(half.device(), Capability::kMixedWithFloat32, half.dtype());
 }
 
 }  // namespace

@@ -127,10 +127,10 @@ struct MaxPoolResult {
   Tensor out, indices;
 };
 MaxPoolResult max_pool2d(const Tensor& x, const MaxPool2dArgs& args);
-// Average pooling of float32, bfloat16 or float16 planes on the CPU (tensor/backend.h's AvgPool2dArgs;
-// x is [..., H, W], not padded), read and written in x's dtype with float32 sums (avg_pool2d.cpp);
-// float64 and other devices compose it from strided adds (nn/pooling.cpp). avg_pool2d_fused_applies
-// says which.
+// Average pooling of planes by the backend's fused kernel (tensor/backend.h's AvgPool2dArgs; x is
+// [..., H, W], not padded), read and written in x's dtype with float32 sums (avg_pool2d.cpp) where the
+// backend supports Capability::kAvgPool2d for x's dtype, which avg_pool2d_fused_applies says; the rest
+// is composed from strided adds (nn/pooling.cpp).
 bool avg_pool2d_fused_applies(const Tensor& x);
 Tensor avg_pool2d_fused(const Tensor& x, const AvgPool2dArgs& args);
 // Its input gradient [..., H, W] from grad_out [..., OH, OW] (each window's share, summed in float32).

@@ -10,8 +10,11 @@
 namespace lockstep::internal {
 
 namespace {
-// Whether a 16-bit tensor has a kernel: CUDA's, or the CPU's row kernels (the softmax dimension last).
-bool rows_kernel(const Tensor& t, int64_t inner) { return !t.device().is_cpu() || inner == 1; }
+// Whether the backend's kernel takes t along this dimension: every backend along the last one (inner 1),
+// along the others where it supports Capability::kSoftmaxAnyDim for t's dtype.
+bool rows_kernel(const Tensor& t, int64_t inner) {
+  return inner == 1 || supports(t.device(), Capability::kSoftmaxAnyDim, t.dtype());
+}
 }  // namespace
 
 Tensor softmax(const Tensor& a_in, int64_t dim, bool log) {

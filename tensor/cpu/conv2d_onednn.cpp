@@ -3,10 +3,9 @@
 // and results, float32 accumulation inside oneDNN: its avx512_core_bf16 kernels, vdpbf16ps).
 //
 // Layouts: lockstep's tensors stay NCHW / OIHW; oneDNN chooses its own (format_tag::any: nChw16c
-// activations, blocked weights), and each call reorders into and out of it. On plain NCHW memory
-// oneDNN 2.6 falls back to im2col + its GEMM ("gemm:jit"): forward + backward 1.2-3.6x slower than
-// the blocked direct kernels, reorders counted, on every ResNet-20 and cnn_fashion layer but the
-// 32->64 1x1 projection (about even there; 2026-12-05, one thread, Zen 4).
+// activations, blocked weights), and each call reorders into and out of it: on plain NCHW memory
+// oneDNN 2.6 falls back to im2col + its GEMM ("gemm:jit"), slower than the blocked direct kernels with
+// the reorders counted (BENCHMARKS.md, the conv2d rows).
 //
 // Each convolution shape's primitive is built once and kept (building one JITs code); the work
 // buffers (blocked copies, scratchpad) are lockstep tensors, so the CPU allocator's block cache
@@ -19,12 +18,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
 #include "tensor/cpu/isa.h"
 #include "tensor/factory.h"
-#include "tensor/ops.h"
 #include "tensor/parallel.h"
 
 namespace lockstep::cpu {
@@ -179,97 +178,55 @@ class Call {
 
 }  // namespace
 
-bool onednn_conv2d_applies(const Tensor& t) {
+bool onednn_conv2d_supports(Dtype dtype) {
   // bfloat16 without AVX512-BF16 would run oneDNN's emulation or reference kernels.
-  const bool dtype_ok = t.dtype() == kFloat32 || (t.dtype() == kBFloat16 && use_avx512_bf16());
-  return dtype_ok && t.device().is_cpu() && t.numel() > 0;
+  return dtype == kFloat32 || (dtype == kBFloat16 && use_avx512_bf16());
 }
 
-Tensor onednn_conv2d_forward(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
-                             const Conv2dParams& p) {
-  const Tensor x = internal::contiguous(x_in), weight = internal::contiguous(weight_in);
+void onednn_conv2d(Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   const Plain plain(x.shape(), weight.shape(), p, x.dtype());
-  const Plan& plan = plan_for(Kind::Forward, x.shape(), weight.shape(), bias_in.defined(), p, x.dtype());
-  Tensor y = empty(Shape(plain.y.dims()), x.dtype());
+  const Plan& plan = plan_for(Kind::Forward, x.shape(), weight.shape(), bias.defined(), p, x.dtype());
   Call call(plan);
   call.input(DNNL_ARG_SRC, plan.x, plain.x, x);
   call.input(DNNL_ARG_WEIGHTS, plan.w, plain.w, weight);
-  if (bias_in.defined()) call.input(DNNL_ARG_BIAS, plain.bias, plain.bias, internal::contiguous(bias_in));
+  if (bias.defined()) call.input(DNNL_ARG_BIAS, plain.bias, plain.bias, bias);
   call.output(DNNL_ARG_DST, plan.y, plain.y, y);
   call.run();
-  return y;
 }
 
-Tensor onednn_conv2d_backward_data(const Tensor& grad_y_in, const Tensor& weight_in, const Shape& input_shape,
-                                   const Conv2dParams& p) {
-  const Tensor grad_y = internal::contiguous(grad_y_in), weight = internal::contiguous(weight_in);
-  const Plain plain(input_shape, weight.shape(), p, grad_y.dtype());
-  const Plan& plan = plan_for(Kind::BackwardData, input_shape, weight.shape(), false, p, grad_y.dtype());
-  Tensor grad_x = empty(input_shape, grad_y.dtype());
-  Call call(plan);
-  call.input(DNNL_ARG_DIFF_DST, plan.y, plain.y, grad_y);
-  call.input(DNNL_ARG_WEIGHTS, plan.w, plain.w, weight);
-  call.output(DNNL_ARG_DIFF_SRC, plan.x, plain.x, grad_x);
-  call.run();
-  return grad_x;
-}
-
-internal::Conv2dWeightGrads onednn_conv2d_backward_weight(const Tensor& grad_y_in, const Tensor& x_in,
-                                                          const Shape& weight_shape, bool want_bias,
-                                                          const Conv2dParams& p) {
-  const Tensor grad_y = internal::contiguous(grad_y_in), x = internal::contiguous(x_in);
-  const Plain plain(x.shape(), weight_shape, p, x.dtype());
-  const Plan& plan = plan_for(Kind::BackwardWeight, x.shape(), weight_shape, want_bias, p, x.dtype());
-  const Dtype dt = x.dtype();
-  internal::Conv2dWeightGrads grads{empty(weight_shape, dt), want_bias ? empty({weight_shape[0]}, dt) : Tensor()};
-  Call call(plan);
-  call.input(DNNL_ARG_SRC, plan.x, plain.x, x);
-  call.input(DNNL_ARG_DIFF_DST, plan.y, plain.y, grad_y);
-  call.output(DNNL_ARG_DIFF_WEIGHTS, plan.w, plain.w, grads.weight);
-  if (want_bias) call.output(DNNL_ARG_DIFF_BIAS, plain.bias, plain.bias, grads.bias);
-  call.run();
-  return grads;
-}
-
-internal::Conv2dGrads onednn_conv2d_backward(const Tensor& grad_y_in, const Tensor& x_in, const Tensor& weight_in,
-                                             bool want_input, bool want_weight, bool want_bias,
-                                             const Conv2dParams& p) {
-  internal::Conv2dGrads g;
-  if (!want_input || !want_weight) {
-    if (want_input) g.input = onednn_conv2d_backward_data(grad_y_in, weight_in, x_in.shape(), p);
-    if (want_weight) {
-      auto w = onednn_conv2d_backward_weight(grad_y_in, x_in, weight_in.shape(), want_bias, p);
-      g.weight = w.weight, g.bias = w.bias;
+void onednn_conv2d_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
+                            const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+  const Dtype dt = grad_y.dtype();
+  const Shape& xs = grad_x.defined() ? grad_x.shape() : x.shape();
+  const Shape& ws = grad_weight.defined() ? grad_weight.shape() : weight.shape();
+  const Plain plain(xs, ws, p, dt);
+  const bool want_bias = grad_bias.defined();
+  // The weight kernel's call outlives the data kernel's: `gy`, grad_y in its layout, lives in its buffers
+  // and is reused by the data kernel when that wants the same layout.
+  std::optional<Call> wc;
+  memory gy;
+  const Plan* wgt = nullptr;
+  if (grad_weight.defined()) {
+    wgt = &plan_for(Kind::BackwardWeight, xs, ws, want_bias, p, dt);
+    wc.emplace(*wgt);
+    gy = wc->input(DNNL_ARG_DIFF_DST, wgt->y, plain.y, grad_y);
+    wc->input(DNNL_ARG_SRC, wgt->x, plain.x, x);
+    wc->output(DNNL_ARG_DIFF_WEIGHTS, wgt->w, plain.w, grad_weight);
+    if (want_bias) wc->output(DNNL_ARG_DIFF_BIAS, plain.bias, plain.bias, grad_bias);
+    wc->run();
+  }
+  if (grad_x.defined()) {
+    const Plan& data = plan_for(Kind::BackwardData, xs, ws, false, p, dt);
+    Call dc(data);
+    if (wgt && data.y == wgt->y) {  // both want nChw16c: grad_y is reordered once
+      dc.input(DNNL_ARG_DIFF_DST, gy);
+    } else {
+      dc.input(DNNL_ARG_DIFF_DST, data.y, plain.y, grad_y);
     }
-    if (want_bias && !want_weight) g.bias = internal::sum(grad_y_in, {0, 2, 3});
-    return g;
+    dc.input(DNNL_ARG_WEIGHTS, data.w, plain.w, weight);
+    dc.output(DNNL_ARG_DIFF_SRC, data.x, plain.x, grad_x);
+    dc.run();
   }
-  // Both kernels: grad_y is reordered once when they want it in the same layout (they do, nChw16c).
-  const Tensor grad_y = internal::contiguous(grad_y_in), x = internal::contiguous(x_in),
-               weight = internal::contiguous(weight_in);
-  const Dtype dt = x.dtype();
-  const Plain plain(x.shape(), weight.shape(), p, dt);
-  const Plan& data = plan_for(Kind::BackwardData, x.shape(), weight.shape(), false, p, dt);
-  const Plan& wgt = plan_for(Kind::BackwardWeight, x.shape(), weight.shape(), want_bias, p, dt);
-  g.input = empty(x.shape(), dt);
-  g.weight = empty(weight.shape(), dt);
-  if (want_bias) g.bias = empty({weight.size(0)}, dt);
-  Call wc(wgt);
-  const memory gy = wc.input(DNNL_ARG_DIFF_DST, wgt.y, plain.y, grad_y);
-  wc.input(DNNL_ARG_SRC, wgt.x, plain.x, x);
-  wc.output(DNNL_ARG_DIFF_WEIGHTS, wgt.w, plain.w, g.weight);
-  if (want_bias) wc.output(DNNL_ARG_DIFF_BIAS, plain.bias, plain.bias, g.bias);
-  wc.run();
-  Call dc(data);
-  if (data.y == wgt.y) {
-    dc.input(DNNL_ARG_DIFF_DST, gy);
-  } else {
-    dc.input(DNNL_ARG_DIFF_DST, data.y, plain.y, grad_y);
-  }
-  dc.input(DNNL_ARG_WEIGHTS, data.w, plain.w, weight);
-  dc.output(DNNL_ARG_DIFF_SRC, data.x, plain.x, g.input);
-  dc.run();
-  return g;
 }
 
 }  // namespace lockstep::cpu

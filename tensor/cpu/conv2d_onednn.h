@@ -1,24 +1,21 @@
-// The convolution family's oneDNN implementation (tensor/conv2d.h): float32 on the CPU, and bfloat16
-// where the processor has AVX512-BF16. Every operand of a call has one dtype.
+// The CPU backend's direct 2-D convolutions (Backend::conv2d, tensor/conv2d.h's shapes) through oneDNN:
+// float32, and bfloat16 where the processor has AVX512-BF16. Contiguous operands of one dtype, none
+// empty; outputs allocated by the caller.
 #pragma once
 
-#include "tensor/conv2d.h"
+#include "tensor/conv_params.h"
+#include "tensor/tensor.h"
 
 namespace lockstep::cpu {
 
-// Whether oneDNN takes this operand: float32 (or bfloat16 with AVX512-BF16) on the CPU, no empty dimension.
-bool onednn_conv2d_applies(const Tensor& t);
+// Whether oneDNN's kernels take this dtype here (Capability::kConv2d on the CPU).
+bool onednn_conv2d_supports(Dtype dtype);
 
-Tensor onednn_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                             const internal::Conv2dParams& p);
-Tensor onednn_conv2d_backward_data(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape,
-                                   const internal::Conv2dParams& p);
-internal::Conv2dWeightGrads onednn_conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
-                                                          const Shape& weight_shape, bool want_bias,
-                                                          const internal::Conv2dParams& p);
-
-internal::Conv2dGrads onednn_conv2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& weight,
-                                             bool want_input, bool want_weight, bool want_bias,
-                                             const internal::Conv2dParams& p);
+void onednn_conv2d(Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const internal::Conv2dParams& p);
+// Each gradient where defined (Backend::conv2d_backward's contract); with both, grad_y is reordered into
+// oneDNN's layout once.
+void onednn_conv2d_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
+                            const Tensor& x, const Tensor& weight, const internal::Conv2dParams& p);
 
 }  // namespace lockstep::cpu

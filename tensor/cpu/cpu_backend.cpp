@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/env.h"
+#include "tensor/cpu/conv2d_onednn.h"
 #include "tensor/cpu/cpu.h"
 #include "tensor/cpu/elementwise.h"
 #include "tensor/cpu/gemm.h"
@@ -128,4 +129,25 @@ void empty_cache() {
   instance().cache().release();
   if (memory_stats::enabled()) memory_stats::set_cached_bytes(0);
 }
+
+void CpuBackend::empty_cache(Device) { cpu::empty_cache(); }
+
+bool CpuBackend::supports(Capability c, Dtype dtype) const {
+  const bool half = is_reduced_floating_point(dtype);
+  switch (c) {
+    case Capability::kGemm: return dtype != kFloat16;  // float16 goes through float32 copies
+    case Capability::kMixedWithFloat32: return half;
+    case Capability::kSoftmaxAnyDim: return !half;     // 16-bit rows along the last dimension only
+    case Capability::kAvgPool2d: return dtype == kFloat32 || half;
+    case Capability::kConv2d: return onednn_conv2d_supports(dtype);
+    case Capability::kPhiloxRandom: return false;     // the host generator's stream, as seeds always gave
+    case Capability::kHostReadable: return true;
+  }
+  return false;
+}
+
+// Composed convolution keeps a chunk's columns near 1 MiB of float32, in the cache between im2col and
+// the GEMM (the whole batch's were tens of MB, written and read back through memory); attention's
+// kernels tile any head width.
+BackendLimits CpuBackend::limits() const { return {.attention_head_dim = 0, .im2col_chunk_elements = 1 << 18}; }
 }  // namespace lockstep::cpu

@@ -21,6 +21,9 @@ class CpuBackend final : public Backend {
   void* allocate(size_t nbytes, Device) override;
   void deallocate(void* p, size_t nbytes, Device) override;
   void synchronize(Device) override {}
+  void empty_cache(Device) override;
+  bool supports(Capability c, Dtype dtype) const override;
+  BackendLimits limits() const override;
   void copy(Tensor& dst, const Tensor& src) override;
   void fill(const StridedPlan& p, Tensor& out, double v) override;
   void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override;
@@ -43,6 +46,12 @@ class CpuBackend final : public Backend {
   void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) override;
 
   // --- fused kernels (cpu/fused.cpp) ---
+  void avg_pool2d(Tensor& y, const Tensor& x, const AvgPool2dArgs& a) override;  // cpu/avg_pool2d.cpp's
+  void avg_pool2d_backward(Tensor& gx, const Tensor& gy, const AvgPool2dArgs& a) override;
+  void conv2d(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+              const internal::Conv2dParams& p) override;  // oneDNN's (cpu/conv2d_onednn.cpp)
+  void conv2d_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x, const Tensor& w,
+                       const internal::Conv2dParams& p) override;
   void layer_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
                   int64_t rows, int64_t n, double eps) override;
   void layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x, const Tensor& mean,

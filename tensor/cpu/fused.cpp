@@ -1,15 +1,18 @@
 // The CPU backend's fused kernels (tensor/backend.h's FusedKernels): softmax along a middle
 // dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), BatchNorm (cpu/batch_norm.cpp), max
-// pooling, the NLL loss, the optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules), uniform
-// and normal draws (Philox: the reference for the device's), the LSTM and GRU cells (cpu/rnn_cells.cpp,
-// by tensor/rnn_cell_ops.h's rules) and fused attention (cpu/attention.cpp, by tensor/attention_ops.h's).
+// pooling, average pooling (cpu/avg_pool2d.cpp), convolutions (oneDNN, cpu/conv2d_onednn.cpp), the NLL
+// loss, the optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules), uniform and normal draws
+// (Philox: the reference for the device's), the LSTM and GRU cells (cpu/rnn_cells.cpp, by
+// tensor/rnn_cell_ops.h's rules) and fused attention (cpu/attention.cpp, by tensor/attention_ops.h's).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "tensor/cpu/attention.h"
+#include "tensor/cpu/avg_pool2d.h"
 #include "tensor/cpu/batch_norm.h"
+#include "tensor/cpu/conv2d_onednn.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/optim.h"
@@ -339,6 +342,33 @@ void CpuBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Te
                           lse.data<attention_acc_t<T>>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(),
                           dv.data<T>());
   });
+}
+
+// Average pooling: one kernel per dtype (float32 sums), compiled per ISA (cpu/avg_pool2d.h).
+void CpuBackend::avg_pool2d(Tensor& y, const Tensor& x, const AvgPool2dArgs& a) {
+  dispatch_rows(x.dtype(), "avg_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>) fail("avg_pool2d: no float64 kernel on the CPU");
+    else LOCKSTEP_CPU_ISA_CALL(avg_pool2d_planes<T>, x.data<T>(), y.data<T>(), a);
+  });
+}
+
+void CpuBackend::avg_pool2d_backward(Tensor& gx, const Tensor& gy, const AvgPool2dArgs& a) {
+  dispatch_rows(gy.dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>) fail("avg_pool2d_backward: no float64 kernel on the CPU");
+    else LOCKSTEP_CPU_ISA_CALL(avg_pool2d_backward_planes<T>, gy.data<T>(), gx.data<T>(), a);
+  });
+}
+
+void CpuBackend::conv2d(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const internal::Conv2dParams& p) {
+  onednn_conv2d(y, x, w, b, p);
+}
+
+void CpuBackend::conv2d_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x,
+                                 const Tensor& w, const internal::Conv2dParams& p) {
+  onednn_conv2d_backward(gx, gw, gb, gy, x, w, p);
 }
 
 }  // namespace lockstep::cpu

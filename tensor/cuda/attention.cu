@@ -21,7 +21,7 @@
 namespace lockstep::cuda::detail {
 namespace {
 
-constexpr int kMaxHead = 128;
+constexpr int kMaxHead = kAttentionMaxHead;  // cuda_backend.h: limits() tells nn
 
 template <typename T, typename A = attention_acc_t<T>>
 __device__ A dot(const T* a, const T* b, int64_t n) {

@@ -1,6 +1,8 @@
 // CudaBackend's memory, copies and synchronization, and its registration as the CUDA backend.
 #include "tensor/cuda/cuda_backend.h"
 
+#include <limits>
+
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/context.h"
 #include "tensor/cuda/cuda_check.h"
@@ -58,6 +60,29 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
 }
 
 void CudaBackend::synchronize(Device device) { context(device).synchronize(/*whole_device=*/true); }
+void CudaBackend::empty_cache(Device) { CachingAllocator::instance().empty_cache(); }
+
+// Every kernel takes 16-bit tensors as they are and draws on the device; there is no direct convolution
+// or average pooling kernel (im2col over cuBLAS and strided adds compose them), and reading a value back
+// costs a synchronization, so the kernels check their inputs themselves.
+bool CudaBackend::supports(Capability c, Dtype dtype) const {
+  switch (c) {
+    case Capability::kGemm: return is_floating_point(dtype);
+    case Capability::kSoftmaxAnyDim: return true;
+    case Capability::kPhiloxRandom: return is_floating_point(dtype);
+    case Capability::kMixedWithFloat32:
+    case Capability::kAvgPool2d:
+    case Capability::kConv2d:
+    case Capability::kHostReadable: return false;
+  }
+  return false;
+}
+
+// Attention holds a row in registers: heads up to kAttentionMaxHead wide (attention.cu). Composed convolution takes
+// the whole batch in one chunk: launches cost more than memory traffic.
+BackendLimits CudaBackend::limits() const {
+  return {.attention_head_dim = kAttentionMaxHead, .im2col_chunk_elements = std::numeric_limits<int64_t>::max()};
+}
 
 namespace {
 

@@ -6,7 +6,7 @@
 // makes no float32 copy for CUDA.
 //
 //   allocate, deallocate                      cuda_backend.cpp (through allocator.h)
-//   copy, synchronize                         cuda_backend.cpp
+//   copy, synchronize, supports, limits       cuda_backend.cpp
 //   fill, copy_, unary, binary,               elementwise.cu (any strides, through a StridedPlan)
 //   binary_scalar, where, sgd_step
 //   gemm                                      gemm.cpp (cuBLAS, strided batched); small ones in
@@ -29,12 +29,18 @@
 
 namespace lockstep::cuda::detail {
 
+// The widest head the attention kernels take (attention.cu keeps a row in registers); limits() reports it.
+inline constexpr int kAttentionMaxHead = 128;
+
 class CudaBackend final : public Backend {
  public:
   void* allocate(size_t nbytes, Device device) override;
   void deallocate(void* ptr, size_t nbytes, Device device) override;
   void copy(Tensor& dst, const Tensor& src) override;
   void synchronize(Device device) override;
+  void empty_cache(Device) override;
+  bool supports(Capability c, Dtype dtype) const override;
+  BackendLimits limits() const override;
 
   void fill(const StridedPlan& p, Tensor& out, double value) override;
   void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override;

@@ -62,6 +62,27 @@ TEST_CASE("without a device: cuda tensors are a clear error and device_count() i
   CHECK_FALSE(error_of([] { cuda::set_device(0); }).empty());
 }
 
+// The questions the ops and layers ask instead of testing the device (tensor/backend.h's Capability).
+TEST_CASE("the CUDA backend's capabilities and limits; its missing optional kernels are a clear error") {
+  REQUIRE_DEVICE();
+  const Device d = Device::cuda(0);
+  CHECK(supports(d, Capability::kGemm, kFloat16));
+  CHECK(supports(d, Capability::kSoftmaxAnyDim, kBFloat16));
+  CHECK(supports(d, Capability::kPhiloxRandom, kBFloat16));
+  CHECK_FALSE(supports(d, Capability::kPhiloxRandom, kInt64));
+  CHECK_FALSE(supports(d, Capability::kConv2d, kFloat32));
+  CHECK_FALSE(supports(d, Capability::kAvgPool2d, kFloat32));
+  CHECK_FALSE(supports(d, Capability::kMixedWithFloat32, kBFloat16));
+  CHECK_FALSE(supports(d, Capability::kHostReadable, kFloat32));
+  CHECK(backend_for(d).limits().attention_head_dim == 128);
+  Tensor y = zeros({1, 2, 2}, TensorOptions(kFloat32, d)), x = zeros({1, 4, 4}, TensorOptions(kFloat32, d));
+  AvgPool2dArgs a;
+  a.planes = 1, a.H = a.W = 4, a.OH = a.OW = 2, a.kh = a.kw = a.sh = a.sw = 2;
+  CHECK(error_of([&] { backend_for(d).avg_pool2d(y, x, a); }) ==
+        "Backend::avg_pool2d: this backend has no such kernel (ask supports() first; the ops layer composes it)");
+  CHECK_FALSE(internal::avg_pool2d_fused_applies(x));  // nn's pooling composes it from strided adds instead
+}
+
 // --- devices and copies ----------------------------------------------------------------------------
 
 TEST_CASE("device queries") {

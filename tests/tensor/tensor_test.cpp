@@ -40,6 +40,26 @@ TEST_CASE("factories give the requested shape, dtype and values") {
   CHECK(empty({0, 5}).numel() == 0);
 }
 
+// The questions the ops and layers ask instead of testing the device (tensor/backend.h's Capability).
+TEST_CASE("the CPU backend's capabilities and limits") {
+  const Device cpu = Device::cpu();
+  CHECK(supports(cpu, Capability::kGemm, kBFloat16));
+  CHECK_FALSE(supports(cpu, Capability::kGemm, kFloat16));  // float16 products go through float32 copies
+  CHECK(supports(cpu, Capability::kMixedWithFloat32, kBFloat16));
+  CHECK_FALSE(supports(cpu, Capability::kMixedWithFloat32, kFloat32));
+  CHECK(supports(cpu, Capability::kSoftmaxAnyDim, kFloat32));
+  CHECK_FALSE(supports(cpu, Capability::kSoftmaxAnyDim, kFloat16));
+  CHECK(supports(cpu, Capability::kAvgPool2d, kFloat32));
+  CHECK(supports(cpu, Capability::kAvgPool2d, kFloat16));
+  CHECK_FALSE(supports(cpu, Capability::kAvgPool2d, kFloat64));
+  CHECK(supports(cpu, Capability::kConv2d, kFloat32));
+  CHECK_FALSE(supports(cpu, Capability::kConv2d, kFloat64));
+  CHECK_FALSE(supports(cpu, Capability::kPhiloxRandom, kFloat32));  // the host generator's stream
+  CHECK(supports(cpu, Capability::kHostReadable, kInt64));
+  CHECK(backend_for(cpu).limits().attention_head_dim == 0);
+  CHECK(backend_for(cpu).limits().im2col_chunk_elements > 0);
+}
+
 TEST_CASE("manual_seed makes random draws reproducible") {
   manual_seed(42);
   auto a = randn({100}).to_vector<float>();
