@@ -7,6 +7,7 @@
 
 #include "autograd/grad_mode.h"
 #include "distributed/init.h"
+#include "optim/state_keys.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -164,16 +165,6 @@ optim::StateDict broadcast_named(ProcessGroup& pg, const optim::StateDict& mine,
   return out;
 }
 
-// "state.<i>.<name>" -> i and name; false for other keys.
-bool parse_state_key(const std::string& key, size_t& i, std::string& name) {
-  if (key.rfind("state.", 0) != 0) return false;
-  const size_t dot = key.find('.', 6);
-  if (dot == std::string::npos) return false;
-  i = std::stoul(key.substr(6, dot - 6));
-  name = key.substr(dot + 1);
-  return true;
-}
-
 }  // namespace
 
 void ZeroRedundancyOptimizer::check_groups(const char* op) const {
@@ -214,13 +205,12 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
     optim::StateDict mine;
     if (r == pg_->rank())  // a group's local indices are rewritten below (and an empty share has none to send)
       for (auto& [k, t] : local_->state_dict())
-        if (!(k.rfind("param_groups.", 0) == 0 && k.ends_with(".params"))) mine.emplace_back(k, t);
+        if (!(optim::is_group_key(k) && k.ends_with(".params"))) mine.emplace_back(k, t);
     optim::StateDict local = broadcast_named(*pg_, mine, r);
     if (pg_->rank() != to) continue;
     for (auto& [k, t] : local) {
-      size_t j = 0;
-      std::string name;
-      if (parse_state_key(k, j, name)) per_param[global[r][j]].emplace_back(name, t);
+      const optim::StateKey key = optim::parse_state_key(k, "ZeroRedundancyOptimizer::consolidate_state_dict");
+      if (key.kind == optim::StateKey::Kind::kState) per_param[global[r][key.index]].emplace_back(key.name, t);
       else if (r == owner_[0]) options.emplace_back(k, t);
     }
   }
@@ -230,15 +220,13 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
   }
   optim::StateDict out;
   for (auto& [i, entries] : per_param)
-    for (auto& [name, t] : entries) out.emplace_back("state." + std::to_string(i) + "." + name, t);
-  int64_t first = 0;
+    for (auto& [name, t] : entries) out.emplace_back(optim::state_key(i, name), t);
+  optim::StateDict ids = optim::group_params_entries(group_size_);
   for (size_t g = 0; g < group_size_.size(); ++g) {
-    const std::string prefix = "param_groups." + std::to_string(g) + ".";
+    const std::string prefix = optim::group_key(g, "");
     for (auto& [k, t] : options)
-      if (k.rfind(prefix, 0) == 0) out.emplace_back(k, t);
-    const int64_t n = static_cast<int64_t>(group_size_[g]);
-    out.emplace_back(prefix + "params", arange(first, first + n));
-    first += n;
+      if (k.starts_with(prefix)) out.emplace_back(k, t);
+    out.push_back(std::move(ids[g]));
   }
   consolidated_ = std::move(out);
 }
@@ -256,26 +244,17 @@ void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
   std::vector<bool> found(groups, false);
   optim::StateDict local;
   for (const auto& [k, t] : state) {
-    size_t i = 0;
-    std::string name;
-    if (parse_state_key(k, i, name)) {
+    const optim::StateKey key = optim::parse_state_key(k, "ZeroRedundancyOptimizer::load_state_dict");
+    const size_t i = key.index, g = key.index;
+    if (key.kind == optim::StateKey::Kind::kState) {
       LOCKSTEP_CHECK(i < params_.size(), "ZeroRedundancyOptimizer::load_state_dict: key '", k, "' is for parameter ",
                      i, ", but this optimizer has ", params_.size());
-      if (owner_[i] == pg_->rank()) local.emplace_back("state." + std::to_string(local_index_[i]) + "." + name, t);
+      if (owner_[i] == pg_->rank()) local.emplace_back(optim::state_key(local_index_[i], key.name), t);
       continue;
-    }
-    // param_groups.<g>.<option>
-    size_t g = groups, dot = std::string::npos;
-    if (k.rfind("param_groups.", 0) == 0 && (dot = k.find('.', 13)) != std::string::npos) {
-      try {
-        g = std::stoul(k.substr(13, dot - 13));
-      } catch (const std::exception&) {
-        g = groups;
-      }
     }
     LOCKSTEP_CHECK(g < groups, "ZeroRedundancyOptimizer::load_state_dict: unexpected key '", k, "' (this optimizer has ",
                    groups, " param group(s))");
-    if (k.substr(dot + 1) == "params") {
+    if (key.name == "params") {
       LOCKSTEP_CHECK(t.numel() == static_cast<int64_t>(group_size_[g]), "ZeroRedundancyOptimizer::load_state_dict: ",
                      "param group ", g, " has ", t.numel(), " parameters in the state_dict, ", group_size_[g],
                      " in this optimizer");
@@ -288,12 +267,9 @@ void ZeroRedundancyOptimizer::load_state_dict(const optim::StateDict& state) {
     LOCKSTEP_CHECK(found[g], "ZeroRedundancyOptimizer::load_state_dict: no param_groups.", g, ".params entry (this ",
                    "optimizer has ", groups, " param group(s))");
   if (!local_) return;
-  int64_t first = 0;
-  for (size_t g = 0; g < groups; ++g) {
-    const int64_t n = static_cast<int64_t>(local_->params(g).size());
-    local.emplace_back("param_groups." + std::to_string(g) + ".params", arange(first, first + n));
-    first += n;
-  }
+  std::vector<size_t> mine;
+  for (size_t g = 0; g < groups; ++g) mine.push_back(local_->params(g).size());
+  for (auto& entry : optim::group_params_entries(mine)) local.push_back(std::move(entry));
   local_->load_state_dict(local);
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "optim/state_keys.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -72,16 +73,14 @@ void Optimizer::zero_grad(bool set_to_none) {
 StateDict Optimizer::state_dict() const {
   StateDict out;
   for (size_t i = 0; i < state_.size(); ++i)
-    for (const auto& [key, t] : state_[i]) out.emplace_back("state." + std::to_string(i) + "." + key, t);
-  size_t first = 0;
+    for (const auto& [key, t] : state_[i]) out.emplace_back(state_key(i, key), t);
+  std::vector<size_t> sizes;
+  for (const auto& group : group_params_) sizes.push_back(group.size());
+  StateDict ids = group_params_entries(sizes);
   for (size_t g = 0; g < group_params_.size(); ++g) {
-    const std::string prefix = "param_groups." + std::to_string(g) + ".";
-    save_options(g, prefix, out);
-    if (initial_lr_[g]) out.emplace_back(prefix + "initial_lr", detail::option_tensor(*initial_lr_[g]));
-    std::vector<int64_t> ids(group_params_[g].size());
-    for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(first + k);
-    out.emplace_back(prefix + "params", tensor(ids, {static_cast<int64_t>(ids.size())}));
-    first += ids.size();
+    save_options(g, group_key(g, ""), out);
+    if (initial_lr_[g]) out.emplace_back(group_key(g, "initial_lr"), detail::option_tensor(*initial_lr_[g]));
+    out.push_back(std::move(ids[g]));
   }
   return out;
 }
@@ -94,12 +93,11 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   }
   // Groups: as many as this optimizer has, each of the same size.
   size_t groups = 0;
-  while (entries.count("param_groups." + std::to_string(groups) + ".params")) ++groups;
+  while (entries.count(group_key(groups, "params"))) ++groups;
   LOCKSTEP_CHECK(groups == group_params_.size(), name_, ".load_state_dict: the state_dict has ", groups,
                  " param groups, this optimizer ", group_params_.size());
   for (size_t g = 0; g < groups; ++g) {
-    const std::string prefix = "param_groups." + std::to_string(g) + ".";
-    const Tensor& ids = entries.at(prefix + "params");
+    const Tensor& ids = entries.at(group_key(g, "params"));
     LOCKSTEP_CHECK(ids.dim() == 1 && ids.numel() == static_cast<int64_t>(group_params_[g].size()), name_,
                    ".load_state_dict: param group ", g, " has ", ids.numel(), " parameters in the state_dict and ",
                    group_params_[g].size(), " in this optimizer");
@@ -109,19 +107,10 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   const std::vector<Tensor> all = params();
   std::vector<std::map<std::string, Tensor>> state(all.size());
   for (const auto& [key, t] : entries) {
-    if (key.rfind("param_groups.", 0) == 0) continue;
-    LOCKSTEP_CHECK(key.rfind("state.", 0) == 0, name_, ".load_state_dict: unexpected key '", key, "'");
-    const size_t dot = key.find('.', 6);
-    LOCKSTEP_CHECK(dot != std::string::npos, name_, ".load_state_dict: malformed key '", key, "'");
-    size_t i = 0;
-    try {
-      size_t used_chars = 0;
-      i = std::stoul(key.substr(6, dot - 6), &used_chars);
-      LOCKSTEP_CHECK(used_chars == dot - 6, "");
-    } catch (const std::exception&) {
-      LOCKSTEP_CHECK(false, name_, ".load_state_dict: malformed key '", key, "'");
-    }
-    const std::string what = key.substr(dot + 1);
+    const StateKey parsed = parse_state_key(key, name_ + ".load_state_dict");
+    if (parsed.kind == StateKey::Kind::kGroup) continue;
+    const size_t i = parsed.index;
+    const std::string& what = parsed.name;
     LOCKSTEP_CHECK(i < all.size(), name_, ".load_state_dict: key '", key, "' is for parameter ", i,
                    ", but this optimizer has ", all.size());
     LOCKSTEP_CHECK(std::find(names.begin(), names.end(), what) != names.end(), name_,
@@ -140,14 +129,14 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   // Options last, so that a failure above leaves the optimizer as it was (load_options checks).
   std::vector<std::optional<double>> initial(groups);
   for (size_t g = 0; g < groups; ++g) {
-    const std::string key = "param_groups." + std::to_string(g) + ".initial_lr";
+    const std::string key = group_key(g, "initial_lr");
     if (auto it = entries.find(key); it != entries.end()) {
       double v = 0;
       detail::read_option(it->second, v, key, name_);
       initial[g] = v;
     }
   }
-  for (size_t g = 0; g < groups; ++g) load_options(g, entries, "param_groups." + std::to_string(g) + ".");
+  for (size_t g = 0; g < groups; ++g) load_options(g, entries, group_key(g, ""));
   state_ = std::move(state);
   initial_lr_ = std::move(initial);
 }

@@ -9,7 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "distributed/fsdp/unit.h"
 #include "distributed/init.h"
-#include "tensor/cpu/cpu.h"
+#include "nn/utils/clip_grad.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -66,9 +66,9 @@ FSDPModule fully_shard(const std::shared_ptr<nn::Module>& module, FSDPOptions op
   unit->ctx = ctx;
   ctx->units.push_back(unit.get());
   registry()[module.get()] = unit;
-  // The full parameters just freed went to the CPU block cache, by sizes no later allocation asks for:
-  // hand them back, or every rank keeps the whole model's bytes resident after all.
-  cpu::empty_cache();
+  // The full parameters just freed went to the device's block cache, by sizes no later allocation asks
+  // for: hand them back, or every rank keeps the whole model's bytes resident after all.
+  empty_cache(unit->shard().device());
   return FSDPModule(unit);
 }
 
@@ -80,41 +80,33 @@ void FSDPModule::set_requires_gradient_sync(bool requires_gradient_sync) {
 }
 
 void FSDPModule::set_reshard_after_forward(bool reshard_after_forward) {
-  for (auto& u : fsdp::units_in(unit_->module())) u->reshard_after_forward = reshard_after_forward;
+  for (auto& u : fsdp::units_in(unit_->module())) u->set_reshard_after_forward(reshard_after_forward);
 }
 
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
                        std::shared_ptr<ProcessGroup> process_group) {
-  LOCKSTEP_CHECK(norm_type == 2.0 || std::isinf(norm_type), "dist::clip_grad_norm_: norm_type ", norm_type,
-                 " is not supported (2 or inf)");
+  LOCKSTEP_CHECK(norm_type > 0 && !std::isnan(norm_type), "dist::clip_grad_norm_: invalid norm_type ", norm_type,
+                 " (expected a positive number or infinity)");
   LOCKSTEP_CHECK(max_norm >= 0, "dist::clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
   auto pg = process_group ? process_group : (is_initialized() ? default_pg() : nullptr);
   LOCKSTEP_CHECK(pg, "dist::clip_grad_norm_: no process group; call init_process_group first");
   NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const auto& p : parameters)
+    if (p.grad().defined() && p.grad().numel() > 0) grads.push_back(p.grad());
+  // This rank's norm, then the ranks' combined: max for inf, else (sum of norm^p)^(1/p), in float64 on
+  // the gradients' device (the process group's).
+  const Device device = parameters.empty() ? Device::cpu() : parameters[0].device();
   const bool inf = std::isinf(norm_type);
-  double local = 0;
-  for (const auto& p : parameters) {
-    const Tensor& g = p.grad();
-    if (!g.defined() || g.numel() == 0) continue;
-    Tensor g64 = in::to_dtype(in::to_device(g, Device::cpu()), kFloat64);
-    if (inf) {
-      for (double x : g64.to_vector<double>()) local = std::max(local, std::abs(x));
-    } else {
-      local += in::sum(in::mul(g64, g64)).item<double>();
-    }
-  }
-  Tensor total = full({1}, local, TensorOptions(kFloat64));
+  Tensor local = grads.empty() ? full({}, 0.0, TensorOptions(kFloat64, device))
+                               : in::to_dtype(nn::utils::get_total_norm(grads, norm_type), kFloat64);
+  Tensor total = inf ? local : in::binary_scalar(BinaryOp::Pow, local, norm_type);
   pg->all_reduce(total, inf ? ReduceOp::MAX : ReduceOp::SUM, false);
-  const double norm = inf ? total.item<double>() : std::sqrt(total.item<double>());
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1) {
-    for (const auto& p : parameters) {
-      if (!p.grad().defined()) continue;
-      Tensor g = p.grad();
-      in::mul_(g, coef);
-    }
-  }
-  return full({}, norm, TensorOptions(kFloat32));
+  if (!inf) total = in::binary_scalar(BinaryOp::Pow, total, 1.0 / norm_type);
+  // Scaled as nn::utils::clip_grad_norm_ scales, in the gradients' dtype.
+  total = in::to_dtype(total, grads.empty() ? kFloat32 : grads[0].dtype());
+  nn::utils::clip_grads_with_norm_(parameters, max_norm, total);
+  return total;
 }
 
 }  // namespace lockstep::dist

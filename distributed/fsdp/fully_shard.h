@@ -91,8 +91,9 @@ FSDPModule fully_shard(const H& holder, FSDPOptions options = {}) {
 std::shared_ptr<fsdp::Unit> fsdp_unit_of(const nn::Module& module);
 
 // torch.nn.utils.clip_grad_norm_ over sharded gradients: the norm of all the ranks' gradients together
-// (each rank's sum of squares all-reduced; norm_type inf: the max), every gradient scaled by
-// max_norm / (norm + 1e-6) when that is below 1. Returns the total norm (float32 scalar). Collective.
+// (nn::utils::get_total_norm on each rank, combined by one all_reduce: the sum of norm^p, or the max for
+// norm_type inf), then nn::utils::clip_grads_with_norm_. Returns the total norm (a [] tensor of the
+// gradients' dtype on their device). Any positive norm_type, as PyTorch. Collective.
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type = 2.0,
                        std::shared_ptr<ProcessGroup> process_group = nullptr);
 

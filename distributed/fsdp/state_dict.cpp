@@ -12,6 +12,7 @@
 
 #include "autograd/grad_mode.h"
 #include "distributed/fsdp/unit.h"
+#include "optim/state_keys.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
@@ -209,7 +210,7 @@ void save_sharded_checkpoint(const std::string& dir, const Checkpoint& what) {
     for (auto& [name, b] : module.named_buffers()) tensors.emplace_back(name, in::clone(b));
     if (optimizer)
       for (auto& [k, t] : optimizer->state_dict())
-        if (k.rfind("param_groups.", 0) == 0 && !k.ends_with(".params")) tensors.emplace_back(kOptimizer + k, t);
+        if (optim::is_group_key(k) && !k.ends_with(".params")) tensors.emplace_back(kOptimizer + k, t);
     if (what.scheduler)
       for (auto& [k, t] : what.scheduler->state_dict()) tensors.emplace_back(kScheduler + k, t);
     for (auto& [k, v] : what.metadata) meta.emplace(k, v);
@@ -245,21 +246,20 @@ void save_sharded_checkpoint(const std::string& dir, nn::Module& module, const o
   save_sharded_checkpoint(dir, what);
 }
 
-Checkpoint load_sharded_checkpoint(const std::string& dir, const Checkpoint& into) {
-  NoGradGuard no_grad;
-  LOCKSTEP_CHECK(into.model, "load_sharded_checkpoint: no model given");
-  nn::Module& module = *into.model;
-  optim::Optimizer* optimizer = into.optimizer;
-  ProcessGroup* pg = nullptr;
-  auto sharded = sharded_params(module, &pg);
-  LOCKSTEP_CHECK(pg, "load_sharded_checkpoint: ", module.name(), " holds no fully_shard-ed unit");
-  const Index index = read_index(dir + "/index.json");
-  struct Target {
-    fsdp::Unit* unit;
-    const fsdp::FlatEntry* entry;
-    int64_t begin, end;                  // this rank's elements of the flattened parameter
-    std::map<std::string, Tensor> state;  // optimizer state of those elements
-  };
+namespace {
+
+// A parameter's elements in this rank's shard, and the optimizer state read for them.
+struct Target {
+  fsdp::Unit* unit;
+  const fsdp::FlatEntry* entry;
+  int64_t begin, end;                   // this rank's elements of the flattened parameter
+  std::map<std::string, Tensor> state;  // optimizer state of those elements
+};
+
+// Each parameter's target, by name, once the index agrees with the model: every parameter sharded and
+// saved with its shape, and no other saved.
+std::map<std::string, Target> load_targets(nn::Module& module, const std::unordered_map<TensorImpl*, Sharded>& sharded,
+                                           const Index& index, const std::string& dir) {
   std::map<std::string, Target> targets;
   for (auto& [name, p] : module.named_parameters()) {
     auto s = sharded.find(p.impl());
@@ -273,87 +273,120 @@ Checkpoint load_sharded_checkpoint(const std::string& dir, const Checkpoint& int
   }
   LOCKSTEP_CHECK(index.params.size() == targets.size(), "load_sharded_checkpoint: ", dir, " holds ",
                  index.params.size(), " parameters, the model ", targets.size());
+  return targets;
+}
+
+// Copies what this rank holds of tensor `key` of rank r's file (`path`), a parameter's slice or the slice
+// of its optimizer state `state`, into the shard or tg.state. `slices`: the parameter's, from the index.
+void read_slice(const std::vector<std::array<int64_t, 3>>& slices, int r, const std::string& path,
+                const std::string& key, const std::string& state, const Tensor& t, Target& tg) {
+  // The saved slice of rank r: elements [sb, se) of the flattened parameter.
+  int64_t sb = -1, se = -1;
+  for (auto& s : slices)
+    if (s[0] == r) sb = s[1], se = s[2];
+  LOCKSTEP_CHECK(sb >= 0 && t.numel() == se - sb, "load_sharded_checkpoint: '", key, "' in ", path, " has ",
+                 t.numel(), " elements; index.json says [", sb, ", ", se, ")");
+  Tensor dst;
+  if (state.empty()) {
+    dst = tg.unit->local_view(tg.unit->shard(), *tg.entry);
+  } else {
+    auto& st = tg.state[state];
+    if (!st.defined()) st = zeros({tg.end - tg.begin}, TensorOptions(t.dtype()));
+    dst = st;
+  }
+  const int64_t lo = std::max(sb, tg.begin), hi = std::min(se, tg.end);
+  if (hi <= lo) return;
+  Tensor part = in::view_range(dst, lo - tg.begin, {hi - lo});
+  in::copy_(part, in::to_dtype(in::view_range(t, lo - sb, {hi - lo}), dst.dtype()));
+}
+
+// Reads rank r's file: its slices of the parameters and of their optimizer state into `targets`, the
+// buffers into the model, and the optimizer's group options and the scheduler's state (rank 0's file
+// holds these) into `groups` and `scheduler`. Returns the file's metadata.
+std::map<std::string, std::string> read_rank_file(const std::string& dir, const Index& index, int r,
+                                                  std::map<std::string, Target>& targets, nn::NamedTensors& buffers,
+                                                  optim::StateDict& groups, optim::StateDict& scheduler) {
+  const std::string path = dir + "/" + index.files[r];
+  SafetensorsFile file = load_safetensors(path);
+  auto step = file.metadata.find("step");
+  LOCKSTEP_CHECK(index.step < 0 || (step != file.metadata.end() && step->second == std::to_string(index.step)),
+                 "load_sharded_checkpoint: ", path, " is from step ", step != file.metadata.end() ? step->second : "?",
+                 ", index.json from step ", index.step, " (files of different saves)");
+  for (auto& [key, t] : file.tensors) {
+    std::string name = key, state;
+    if (key.starts_with(kOptimizer) && optim::is_group_key(std::string_view(key).substr(kOptimizer.size()))) {
+      groups.emplace_back(key.substr(kOptimizer.size()), t);
+      continue;
+    }
+    if (key.rfind(kScheduler, 0) == 0) {
+      scheduler.emplace_back(key.substr(kScheduler.size()), t);
+      continue;
+    }
+    if (key.rfind(kOptimizer, 0) == 0) {
+      const size_t dot = key.rfind('.');
+      name = key.substr(kOptimizer.size(), dot - kOptimizer.size());
+      state = key.substr(dot + 1);
+    }
+    auto target = targets.find(name);
+    if (target == targets.end()) {
+      for (auto& [bn, b] : buffers)
+        if (bn == key) in::copy_(b, in::to_dtype(t, b.dtype()));
+      continue;
+    }
+    if (state == "step") {
+      target->second.state["step"] = t;
+      continue;
+    }
+    read_slice(index.params.at(name).slices, r, path, key, state, t, target->second);
+  }
+  return std::move(file.metadata);
+}
+
+// Hands `optimizer` the state read: each parameter's under this optimizer's index of it, the saved
+// groups' options, and each group's parameter list.
+void load_optimizer_state(optim::Optimizer& optimizer, const std::map<std::string, Target>& targets,
+                          const optim::StateDict& groups, const std::string& dir) {
+  auto opt_index = optimizer_index(optimizer);
+  optim::StateDict sd;
+  for (auto& [name, tg] : targets) {
+    auto it = opt_index.find(tg.entry->param.impl());
+    if (it == opt_index.end()) continue;
+    for (auto& [k, t] : tg.state) sd.emplace_back(optim::state_key(it->second, k), t);
+  }
+  LOCKSTEP_CHECK(!groups.empty(), "load_sharded_checkpoint: ", dir, " holds no optimizer state");
+  // The saved groups' options: as many groups as this optimizer has (their indices are this optimizer's).
+  size_t saved_groups = 0;
+  for (auto& [k, t] : groups)
+    saved_groups = std::max(saved_groups, optim::parse_state_key(k, "load_sharded_checkpoint").index + 1);
+  LOCKSTEP_CHECK(saved_groups == optimizer.num_param_groups(), "load_sharded_checkpoint: ", dir, " holds ",
+                 saved_groups, " param group(s) of optimizer state, the ", optimizer.name(), " has ",
+                 optimizer.num_param_groups());
+  for (auto& g : groups) sd.push_back(g);
+  std::vector<size_t> sizes;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) sizes.push_back(optimizer.params(g).size());
+  for (auto& entry : optim::group_params_entries(sizes)) sd.push_back(std::move(entry));
+  optimizer.load_state_dict(sd);
+}
+
+}  // namespace
+
+Checkpoint load_sharded_checkpoint(const std::string& dir, const Checkpoint& into) {
+  NoGradGuard no_grad;
+  LOCKSTEP_CHECK(into.model, "load_sharded_checkpoint: no model given");
+  nn::Module& module = *into.model;
+  ProcessGroup* pg = nullptr;
+  auto sharded = sharded_params(module, &pg);
+  LOCKSTEP_CHECK(pg, "load_sharded_checkpoint: ", module.name(), " holds no fully_shard-ed unit");
+  const Index index = read_index(dir + "/index.json");
+  std::map<std::string, Target> targets = load_targets(module, sharded, index, dir);
   optim::StateDict groups, scheduler;
   Checkpoint out = into;
   auto buffers = module.named_buffers();
   for (int r = 0; r < index.world_size; ++r) {
-    const std::string path = dir + "/" + index.files[r];
-    SafetensorsFile file = load_safetensors(path);
-    auto step = file.metadata.find("step");
-    LOCKSTEP_CHECK(index.step < 0 || (step != file.metadata.end() && step->second == std::to_string(index.step)),
-                   "load_sharded_checkpoint: ", path, " is from step ", step != file.metadata.end() ? step->second : "?",
-                   ", index.json from step ", index.step, " (files of different saves)");
-    if (r == 0) out.metadata = file.metadata;
-    for (auto& [key, t] : file.tensors) {
-      std::string name = key, state;
-      if (key.rfind(kOptimizer + "param_groups.", 0) == 0) {
-        groups.emplace_back(key.substr(kOptimizer.size()), t);
-        continue;
-      }
-      if (key.rfind(kScheduler, 0) == 0) {
-        scheduler.emplace_back(key.substr(kScheduler.size()), t);
-        continue;
-      }
-      if (key.rfind(kOptimizer, 0) == 0) {
-        const size_t dot = key.rfind('.');
-        name = key.substr(kOptimizer.size(), dot - kOptimizer.size());
-        state = key.substr(dot + 1);
-      }
-      auto target = targets.find(name);
-      if (target == targets.end()) {
-        for (auto& [bn, b] : buffers)
-          if (bn == key) in::copy_(b, in::to_dtype(t, b.dtype()));
-        continue;
-      }
-      Target& tg = target->second;
-      if (state == "step") {
-        tg.state["step"] = t;
-        continue;
-      }
-      // The saved slice of rank r: elements [sb, se) of the flattened parameter.
-      int64_t sb = -1, se = -1;
-      for (auto& s : index.params.at(name).slices)
-        if (s[0] == r) sb = s[1], se = s[2];
-      LOCKSTEP_CHECK(sb >= 0 && t.numel() == se - sb, "load_sharded_checkpoint: '", key, "' in ", path, " has ",
-                     t.numel(), " elements; index.json says [", sb, ", ", se, ")");
-      Tensor dst;
-      if (state.empty()) {
-        dst = tg.unit->local_view(tg.unit->shard(), *tg.entry);
-      } else {
-        auto& st = tg.state[state];
-        if (!st.defined()) st = zeros({tg.end - tg.begin}, TensorOptions(t.dtype()));
-        dst = st;
-      }
-      const int64_t lo = std::max(sb, tg.begin), hi = std::min(se, tg.end);
-      if (hi <= lo) continue;
-      Tensor part = in::view_range(dst, lo - tg.begin, {hi - lo});
-      in::copy_(part, in::to_dtype(in::view_range(t, lo - sb, {hi - lo}), dst.dtype()));
-    }
+    auto metadata = read_rank_file(dir, index, r, targets, buffers, groups, scheduler);
+    if (r == 0) out.metadata = std::move(metadata);
   }
-  if (optimizer) {
-    auto opt_index = optimizer_index(*optimizer);
-    optim::StateDict sd;
-    for (auto& [name, tg] : targets) {
-      auto it = opt_index.find(tg.entry->param.impl());
-      if (it == opt_index.end()) continue;
-      for (auto& [k, t] : tg.state) sd.emplace_back("state." + std::to_string(it->second) + "." + k, t);
-    }
-    LOCKSTEP_CHECK(!groups.empty(), "load_sharded_checkpoint: ", dir, " holds no optimizer state");
-    // The saved groups' options: as many groups as this optimizer has (their indices are this optimizer's).
-    size_t saved_groups = 0;
-    for (auto& [k, t] : groups) saved_groups = std::max<size_t>(saved_groups, std::stoul(k.substr(13)) + 1);
-    LOCKSTEP_CHECK(saved_groups == optimizer->num_param_groups(), "load_sharded_checkpoint: ", dir, " holds ",
-                   saved_groups, " param group(s) of optimizer state, the ", optimizer->name(), " has ",
-                   optimizer->num_param_groups());
-    for (auto& g : groups) sd.push_back(g);
-    int64_t first = 0;
-    for (size_t g = 0; g < optimizer->num_param_groups(); ++g) {
-      const int64_t n = static_cast<int64_t>(optimizer->params(g).size());
-      sd.emplace_back("param_groups." + std::to_string(g) + ".params", arange(first, first + n));
-      first += n;
-    }
-    optimizer->load_state_dict(sd);
-  }
+  if (into.optimizer) load_optimizer_state(*into.optimizer, targets, groups, dir);
   if (into.scheduler) {
     LOCKSTEP_CHECK(!scheduler.empty(), "load_sharded_checkpoint: ", dir, " holds no scheduler state (was it saved "
                    "with one?)");

@@ -211,7 +211,7 @@ TEST_CASE("fully_shard: gradients kept across iterations accumulate, as without 
 }
 
 TEST_CASE("dist::clip_grad_norm_ over shards equals clip_grad_norm_ over DDP's whole gradients") {
-  for (double norm_type : {2.0, static_cast<double>(INFINITY)}) {
+  for (double norm_type : {2.0, 3.0, static_cast<double>(INFINITY)}) {
     on_ranks(3, [&](int rank) {
       Stack ref_model = make_stack(7), model = make_stack(7);
       dist::DistributedDataParallel ddp(ref_model.ptr());
@@ -493,6 +493,6 @@ TEST_CASE("fully_shard rejects what it cannot shard") {
     mixed->register_parameter("a", zeros({2}));
     mixed->register_parameter("b", zeros({2}, TensorOptions(kFloat64)));
     expect_error([&] { dist::fully_shard(mixed); }, "parameter 'b' is float64 on cpu but 'a' is float32");
-    expect_error([] { dist::clip_grad_norm_({}, 1.0, 3.0); }, "norm_type 3 is not supported");
+    expect_error([] { dist::clip_grad_norm_({}, 1.0, -1.0); }, "dist::clip_grad_norm_: invalid norm_type -1");
   });
 }

@@ -10,6 +10,7 @@
 #include "nn/utils/clip_grad.h"
 #include "optim/api.h"
 #include "optim/checkpoint.h"
+#include "optim/state_keys.h"
 #include "tensor/safetensors.h"
 #include "tests/util/test_util.h"
 
@@ -213,6 +214,67 @@ TEST_CASE("a mismatched state_dict is an error naming the optimizer and the key,
   s.emplace_back("bogus", zeros({1}));
   CHECK(error_of([&] { sched.load_state_dict(s); }) == "StepLR.load_state_dict: unexpected key 'bogus'");
   CHECK(error_of([&] { sched.load_state_dict({}); }) == "StepLR.load_state_dict: missing 'last_epoch'");
+}
+
+TEST_CASE("state_dict keys are made and read in one place: malformed ones are errors naming the key") {
+  CHECK(optim::state_key(3, "exp_avg") == "state.3.exp_avg");
+  CHECK(optim::group_key(1, "lr") == "param_groups.1.lr");
+  const optim::StateKey s = optim::parse_state_key("state.12.exp_avg_sq", "t");
+  CHECK((s.kind == optim::StateKey::Kind::kState && s.index == 12 && s.name == "exp_avg_sq"));
+  const optim::StateKey g = optim::parse_state_key("param_groups.0.params", "t");
+  CHECK((g.kind == optim::StateKey::Kind::kGroup && g.index == 0 && g.name == "params"));
+  CHECK(optim::is_group_key("param_groups.7.betas"));
+  CHECK(!optim::is_group_key("state.7.step"));
+  for (const char* bad : {"state.x.exp_avg", "state.1", "state..exp_avg", "state.1.", "param_groups.-1.lr",
+                          "param_groups.1e3.lr", "state.99999999999999999999999.step"})
+    CHECK(error_of([&] { optim::parse_state_key(bad, "Adam.load_state_dict"); }) ==
+          std::string("Adam.load_state_dict: malformed key '") + bad + "' (expected " +
+              (std::string(bad).starts_with("state.") ? "state." : "param_groups.") + "<decimal index>.<name>)");
+  CHECK(error_of([] { optim::parse_state_key("bogus", "t"); }) ==
+        "t: unexpected key 'bogus' (an optimizer's keys are state.<i>.<name> and param_groups.<g>.<name>)");
+  // Every group's indices, counted across the groups in order.
+  const optim::StateDict ids = optim::group_params_entries({2, 0, 3});
+  REQUIRE(ids.size() == 3);
+  CHECK(ids[0].first == "param_groups.0.params");
+  CHECK(ids[0].second.to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  CHECK(ids[1].second.numel() == 0);
+  CHECK(ids[2].second.to_vector<int64_t>() == std::vector<int64_t>{2, 3, 4});
+  // An optimizer rejects a malformed state key with the same message, and changes nothing.
+  Tensor w = zeros({2}).set_requires_grad();
+  optim::Adam adam({w}, optim::AdamOptions(0.1));
+  w.set_grad(ones({2}));
+  adam.step();
+  optim::StateDict sd = adam.state_dict();
+  sd.emplace_back("state.first.exp_avg", zeros({2}));
+  CHECK(error_of([&] { adam.load_state_dict(sd); }) ==
+        "Adam.load_state_dict: malformed key 'state.first.exp_avg' (expected state.<decimal index>.<name>)");
+}
+
+TEST_CASE("get_total_norm and clip_grads_with_norm_ are clip_grad_norm_ in two steps") {
+  // Gradients (3, 4) and (12): norms 5 and 12; total 2-norm 13, 1-norm 19, inf-norm 12.
+  auto params = [] {
+    Tensor a = zeros({2}).set_requires_grad(), b = zeros({1}).set_requires_grad();
+    a.set_grad(tensor({3.0f, 4.0f}, {2}));
+    b.set_grad(tensor({12.0f}, {1}));
+    return std::vector<Tensor>{a, b};
+  };
+  std::vector<Tensor> p = params();
+  const std::vector<Tensor> grads{p[0].grad(), p[1].grad()};
+  CHECK(nn::utils::get_total_norm(grads).item<float>() == doctest::Approx(13.0));
+  CHECK(nn::utils::get_total_norm(grads, 1.0).item<float>() == doctest::Approx(19.0));
+  CHECK(nn::utils::get_total_norm(grads, INFINITY).item<float>() == doctest::Approx(12.0));
+  CHECK(nn::utils::get_total_norm(grads, 3.0).item<float>() == doctest::Approx(std::cbrt(27.0 + 64.0 + 1728.0)));
+  CHECK(nn::utils::get_total_norm({}).item<float>() == 0.0f);
+  nn::utils::clip_grads_with_norm_(p, 6.5, nn::utils::get_total_norm(grads));  // scale 6.5 / (13 + 1e-6)
+  CHECK(p[0].grad().to_vector<float>()[1] == doctest::Approx(2.0).epsilon(1e-6));
+  CHECK(p[1].grad().to_vector<float>()[0] == doctest::Approx(6.0).epsilon(1e-6));
+  std::vector<Tensor> q = params();
+  nn::utils::clip_grads_with_norm_(q, 100.0, scalar_tensor(13.0));  // below max_norm: unchanged
+  CHECK(q[1].grad().to_vector<float>()[0] == 12.0f);
+  CHECK(error_of([&] { nn::utils::get_total_norm(grads, -2.0); }) ==
+        "get_total_norm: invalid norm_type -2 (expected a positive number or infinity)");
+  CHECK(error_of([&] { nn::utils::clip_grads_with_norm_(q, 1.0, zeros({2})); }) ==
+        "clip_grads_with_norm_: total_norm must be one element, got [2]");
 }
 
 TEST_CASE("param groups keep their own options; zero_grad clears every group") {
