@@ -28,7 +28,6 @@ void Context::finish_backward() {
 
 Unit::Unit(nn::Module& module, std::vector<FlatEntry> entries, FSDPOptions options, std::shared_ptr<ProcessGroup> pg)
     : module_(&module), entries_(std::move(entries)), options_(std::move(options)), pg_(std::move(pg)) {
-  reshard_after_forward = options_.reshard_after_forward;
   const int W = pg_->size();
   dtype_ = entries_.empty() ? kFloat32 : entries_[0].param.dtype();
   device_ = entries_.empty() ? Device::cpu() : entries_[0].param.device();
@@ -107,38 +106,39 @@ Tensor Unit::local_view(const Tensor& flat, const FlatEntry& e) const {
 // --- gather and free ---
 
 void Unit::begin_unshard() {
-  if (unsharded_ || gather_ || entries_.empty()) return;
+  if (shard_state_ != ShardState::kSharded || entries_.empty()) return;
   const int64_t total = shard_numel_ * pg_->size();
   if (!full_.defined()) full_ = empty({total}, TensorOptions(compute_dtype_, device_));
   else full_.storage()->resize_(total * element_size(compute_dtype_));
   gather_src_ = in::to_dtype(shard_, compute_dtype_);
   gather_ = pg_->all_gather_into_tensor(full_, gather_src_);
+  shard_state_ = ShardState::kGathering;
+}
+
+void Unit::wait_gather() {
+  if (shard_state_ != ShardState::kGathering) return;
+  gather_->wait();
+  gather_.reset();
+  gather_src_ = Tensor();
+  shard_state_ = ShardState::kSharded;  // `full` holds the gathered values; the parameters still view shards
 }
 
 void Unit::unshard() {
-  if (unsharded_) return;
+  if (shard_state_ == ShardState::kUnsharded) return;
   begin_unshard();
-  if (gather_) {
-    gather_->wait();
-    gather_.reset();
-    gather_src_ = Tensor();
-  }
+  wait_gather();
   park_grads();
   for (auto& e : entries_) e.param.set_data(in::view_range(full_, e.offset, e.shape));
-  unsharded_ = true;
+  shard_state_ = ShardState::kUnsharded;
 }
 
 void Unit::reshard() {
-  if (gather_) {  // a prefetch that was not used
-    gather_->wait();
-    gather_.reset();
-    gather_src_ = Tensor();
-  }
-  if (!unsharded_) return;
+  wait_gather();  // a prefetch that was not used
+  if (shard_state_ != ShardState::kUnsharded) return;
   for (auto& e : entries_) e.param.set_data(local_view(shard_, e));
   full_.storage()->resize_(0);
-  unsharded_ = false;
-  if (!reduce_) restore_parked_grads();  // else finish_backward adds them to the new gradients
+  shard_state_ = ShardState::kSharded;
+  if (!reduce_) restore_parked_grads();  // else finish_reduce adds them to the new gradients
 }
 
 void Unit::park_grads() {
@@ -201,15 +201,28 @@ void Unit::post_forward(const std::vector<Tensor*>& outputs) {
       });
     }
   }
-  if (!graph || (!is_root() && reshard_after_forward)) reshard();
+  if (!graph || (!is_root() && options_.reshard_after_forward)) reshard();
 }
 
 // --- backward ---
 
-void Unit::pre_backward() {
+void Unit::sync_pass() {
   const uint64_t pass = autograd::backward_pass_id();
-  if (pre_backward_pass_ == pass) return;
-  pre_backward_pass_ = pass;
+  if (pass == pass_) return;
+  pass_ = pass;
+  training_ = TrainingState::kIdle;
+  ready_ = 0;
+}
+
+bool Unit::advance(TrainingState to) {
+  sync_pass();
+  if (training_ >= to) return false;
+  training_ = to;
+  return true;
+}
+
+void Unit::pre_backward() {
+  if (!advance(TrainingState::kPreBackward)) return;
   ctx->ensure_callback();
   unshard();
   grads_as_flat_views();
@@ -221,13 +234,9 @@ void Unit::pre_backward() {
 
 void Unit::on_grad_ready(size_t entry) {
   if (!autograd::in_backward()) return;
-  const uint64_t pass = autograd::backward_pass_id();
+  sync_pass();
   ctx->ensure_callback();
-  if (ready_pass_ != pass) {
-    ready_pass_ = pass;
-    ready_ = 0;
-  }
-  if (unsharded_) take_grad(entries_[entry]);
+  if (shard_state_ == ShardState::kUnsharded) take_grad(entries_[entry]);
   if (++ready_ == requiring_grad_) post_backward();
 }
 
@@ -265,9 +274,7 @@ void Unit::take_grad(FlatEntry& e) {
 }
 
 void Unit::post_backward() {
-  const uint64_t pass = autograd::backward_pass_id();
-  if (post_backward_pass_ == pass || !unsharded_) return;
-  post_backward_pass_ = pass;
+  if (shard_state_ != ShardState::kUnsharded || !advance(TrainingState::kPostBackward)) return;
   NoGradGuard no_grad;
   for (auto& e : entries_) take_grad(e);  // those whose hooks did not run (none, or unused parameters)
   Tensor flat = std::move(flat_grad());  // defined even when no parameter got a gradient
@@ -286,9 +293,9 @@ void Unit::post_backward() {
 }
 
 void Unit::finish_backward() {
-  const uint64_t pass = autograd::backward_pass_id();
-  const bool took_part = pre_backward_pass_ == pass || ready_pass_ == pass;
-  if (took_part && post_backward_pass_ != pass) post_backward();
+  sync_pass();
+  const bool took_part = training_ != TrainingState::kIdle || ready_ > 0;
+  if (took_part && training_ != TrainingState::kPostBackward) post_backward();
   finish_reduce();
 }
 

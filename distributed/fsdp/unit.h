@@ -6,9 +6,15 @@
 // W * S in the compute dtype (MixedPrecisionPolicy::param_dtype), and parameter i is the view
 // full[offset_i, offset_i + numel_i) in its own shape.
 //
-// States: sharded (each parameter handle is a 1-D view of its part of `shard`) and unsharded (each is a
-// view of `full`). While unsharded, gradients the parameters already had (accumulation across
-// iterations) are parked in a flat [S] tensor and come back, added to the new ones, when resharded.
+// Two explicit states, each changed in one place (FSDP2's ShardedState and TrainingState):
+// - ShardState: sharded (each parameter handle is a 1-D view of its part of `shard`), gathering (the
+//   all-gather issued: a prefetch, or unshard's own), unsharded (each is a view of `full`). While
+//   unsharded, gradients the parameters already had (accumulation across iterations) are parked in a
+//   flat [S] tensor and come back, added to the new ones, when resharded.
+// - TrainingState, per backward pass: idle, pre-backward (gathered for backward, gradients arriving),
+//   post-backward (gradients handed to the reduce-scatter, or kept for accumulation). advance() is the
+//   transition; a new backward pass starts idle, so each step runs once per pass however many of the
+//   unit's outputs or parameters call it.
 //
 // Gradients: when backward reaches the unit, each parameter's .grad is set to its part of the unit's flat
 // reduce-scatter input [W S] (DDP's gradient_as_bucket_view), so autograd's AccumulateGrad adds into
@@ -53,6 +59,9 @@ struct FlatEntry {
   int64_t numel = 0;
 };
 
+enum class ShardState : uint8_t { kSharded, kGathering, kUnsharded };
+enum class TrainingState : uint8_t { kIdle, kPreBackward, kPostBackward };
+
 class Unit : public std::enable_shared_from_this<Unit> {
  public:
   Unit(nn::Module& module, std::vector<FlatEntry> entries, FSDPOptions options, std::shared_ptr<ProcessGroup> pg);
@@ -83,12 +92,18 @@ class Unit : public std::enable_shared_from_this<Unit> {
   // Entry e's part of `flat` ([S], this rank's shard layout) as a 1-D view.
   Tensor local_view(const Tensor& flat, const FlatEntry& e) const;
 
+  void set_reshard_after_forward(bool reshard) { options_.reshard_after_forward = reshard; }
+
   std::shared_ptr<Context> ctx;
   bool has_parent = false;
   bool requires_gradient_sync = true;
-  bool reshard_after_forward = true;
 
  private:
+  // The training state's one transition: moves this backward pass's state on to `to` and returns true,
+  // or false where the pass is already there or past it. A new pass starts at kIdle, no gradient counted.
+  bool advance(TrainingState to);
+  void sync_pass();     // starts the new backward pass's state, if one has begun
+  void wait_gather();   // kGathering -> kSharded, the gathered buffer complete
   void park_grads();
   Tensor& flat_grad();  // this backward's flat gradient, allocated on first use
   void grads_as_flat_views();
@@ -107,8 +122,11 @@ class Unit : public std::enable_shared_from_this<Unit> {
   Tensor shard_;       // [S], the parameters' dtype: the master copy
   Tensor full_;        // [W S], compute dtype; storage freed while sharded
   Tensor gather_src_;  // the shard cast to the compute dtype, alive until the gather ends
-  std::shared_ptr<Work> gather_;
-  bool unsharded_ = false;
+  std::shared_ptr<Work> gather_;  // while kGathering
+  ShardState shard_state_ = ShardState::kSharded;
+  TrainingState training_ = TrainingState::kIdle;
+  uint64_t pass_ = 0;   // the backward pass training_ and ready_ are of
+  int64_t ready_ = 0;   // parameters whose gradient this pass has accumulated
   size_t index_ = 0;  // in ctx->order
   Tensor parked_;     // [S] or undefined
   Tensor accumulated_;  // [W S] reduce dtype: full gradients summed without sync
@@ -119,8 +137,6 @@ class Unit : public std::enable_shared_from_this<Unit> {
   // The reduce-scatter in flight: its output [S] and input [W S].
   std::shared_ptr<Work> reduce_;
   Tensor reduce_out_, reduce_in_;
-  uint64_t pre_backward_pass_ = 0, ready_pass_ = 0, post_backward_pass_ = 0;
-  int64_t ready_ = 0;
 };
 
 // Every unit in `module`'s tree (module itself included), in tree order.
