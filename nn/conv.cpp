@@ -129,11 +129,11 @@ Tensor Conv2dImpl::forward(const Tensor& x) {
   LOCKSTEP_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4) && x.size(-3) == o.in_channels(), "Conv2d(",
                  o.in_channels(), ", ", o.out_channels(), ", kernel_size=", o.kernel_size(), "): expected input [N, ",
                  o.in_channels(), ", H, W] or [", o.in_channels(), ", H, W], got ", x.defined() ? x.shape() : Shape{});
-  // Under autocast the dtypes may differ: F::conv2d casts both (a bf16 activation meets float32 weights).
-  const bool dtype_ok = x.dtype() == weight.dtype() || is_autocast_enabled(x.device().type);
-  LOCKSTEP_CHECK(dtype_ok && x.device() == weight.device(), "Conv2d: input is ", x.dtype(), " on ",
+  // The dtypes as conv2d computes them: after autocast's cast (a bf16 activation meets float32 weights).
+  const auto [xc, wc] = autograd::amp::cast_inputs(autograd::amp::AutocastOp::Conv2d, x, weight);
+  LOCKSTEP_CHECK(xc.dtype() == wc.dtype() && x.device() == weight.device(), "Conv2d: input is ", x.dtype(), " on ",
                  x.device(), " but the layer is ", weight.dtype(), " on ", weight.device(), " (use .to())");
-  return functional::conv2d(x, weight, bias, o.stride(), o.padding(), o.dilation(), o.groups());
+  return functional::conv2d(xc, weight, bias, o.stride(), o.padding(), o.dilation(), o.groups());
 }
 
 }  // namespace lockstep::nn

@@ -28,18 +28,19 @@ void LinearImpl::reset_parameters() {
 Tensor LinearImpl::forward(const Tensor& x) {
   LOCKSTEP_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear(", in_features, ", ",
                  out_features, "): expected input [..., ", in_features, "], got ", x.defined() ? x.shape() : Shape{});
-  if (x.dtype() != weight.dtype() && !is_autocast_enabled(x.device().type)) {  // autocast casts both
-    // The constant's name: kFloat32, kFloat64, kInt64.
-    auto k = [](Dtype d) {
-      return std::string(d == kFloat32 ? "kFloat32" : d == kFloat64 ? "kFloat64" : d == kBFloat16 ? "kBFloat16" : "kInt64");
-    };
-    fail("Linear(", in_features, ", ", out_features, "): expected a ", weight.dtype(), " input, got ", x.dtype(),
-         " (convert the input with .to(", k(weight.dtype()), ")",
-         is_floating_point(x.dtype()) ? ", or the layer with .to(" + k(x.dtype()) + ")" : std::string(), ")");
+  // The dtypes as linear computes them: after autocast's cast (none outside autocast), so that a bfloat16
+  // activation meeting float32 weights under autocast passes and a float64 one does not.
+  const auto [xc, wc] = autograd::amp::cast_inputs(autograd::amp::AutocastOp::Linear, x, weight);
+  if (xc.dtype() != wc.dtype()) {
+    fail("Linear(", in_features, ", ", out_features, "): expected a ", wc.dtype(), " input, got ", xc.dtype(),
+         " (convert the input with .to(", dtype_constant(wc.dtype()), ")",
+         is_floating_point(xc.dtype()) ? std::string(", or the layer with .to(") + dtype_constant(xc.dtype()) + ")"
+                                       : std::string(),
+         ")");
   }
   LOCKSTEP_CHECK(x.device() == weight.device(), "Linear(", in_features, ", ", out_features, "): input on ", x.device(),
                  " but the layer on ", weight.device(), " (move one with .to(device))");
-  return linear(x, weight, bias);
+  return linear(xc, weight, bias);
 }
 
 }  // namespace lockstep::nn
