@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -102,139 +103,186 @@ DirectMesh::DirectMesh(Store& store, int rank, int size, const std::string& host
   const Deadline deadline = deadline_after(timeout);
   Socket listener = Socket::listen(host, 0);
   store.set("direct_mesh/" + std::to_string(rank), listener.local_address());
-  // Connect to every lower rank, saying who this is.
-  for (int r = 0; r < rank; ++r) {
+  connect_lower(store, token, deadline);
+  accept_higher(listener, token, deadline);
+}
+
+void DirectMesh::connect_lower(Store& store, const JobToken& token, Deadline deadline) {
+  const int32_t me = rank_;
+  for (int r = 0; r < rank_; ++r) {
     const std::string key = "direct_mesh/" + std::to_string(r);
     store.wait({key}, std::chrono::milliseconds(remaining_ms(deadline)));
-    const auto [peer_host, port] = split_host_port(store.get_string(key), "DirectMesh: rank " + std::to_string(r) + "'s address");
+    const auto [peer_host, port] =
+        split_host_port(store.get_string(key), "DirectMesh: rank " + std::to_string(r) + "'s address");
     peers_[r] = Socket::connect(peer_host, port, deadline);
-    const int32_t me = rank;
     if (token.enabled()) {
       prove_to_acceptor(peers_[r], token, me, r, deadline);
     } else {
       peers_[r].send_all(&me, sizeof(me), deadline);
     }
   }
-  // Accept every higher rank. A connection counts once it has said which rank it is; until then it
-  // is polled along with the listener, so one that stays silent holds up no other rank, and the
-  // timeout names the ranks still missing. A hello is the connecting rank as 4 bytes (an int32 in
-  // this host's byte order); one that names no rank this one still expects (a stray client such as
-  // a port scanner or an HTTP probe: "GET " reads as rank 542393671), or that closes partway
-  // through, is closed and listed if the timeout passes. A rank that is already connected, claimed
-  // again, fails at once: most likely two processes think they are that rank (a stray client whose
-  // first 4 bytes happen to read as a rank expected here fails it too: nothing tells the two apart).
-  // With a token the hello is the rank, the connector's nonce and its proof (prove_to_acceptor).
-  constexpr size_t kTokenHello = sizeof(int32_t) + JobToken::kNonceBytes + JobToken::kMacBytes;
-  const size_t hello_bytes = token.enabled() ? kTokenHello : sizeof(int32_t);
+}
+
+namespace {
+
+// The accepting side's connections that have not yet said which rank they are, and the count of those
+// closed for a bad hello or token, for the timeout's message.
+struct Handshakes {
+  static constexpr size_t kTokenHello = sizeof(int32_t) + JobToken::kNonceBytes + JobToken::kMacBytes;
   struct Unnamed {
     Socket socket;
     JobToken::Nonce nonce{};  // sent to it on accept (with a token)
     uint8_t hello[kTokenHello] = {};
     size_t got = 0;  // bytes of the hello received
   };
+
+  Handshakes(const JobToken& token, int rank, Deadline deadline)
+      : token(token), rank(rank), deadline(deadline), hello_bytes(token.enabled() ? kTokenHello : sizeof(int32_t)) {}
+
+  // Takes every connection waiting on `listener`; with a token, sends each its nonce.
+  void accept_all(const Socket& listener);
+  // Reads what unnamed[i] has sent: the rank it claims once its hello is whole (and, with a token,
+  // proven). A connection that closes or fails the token is dropped here.
+  std::optional<int32_t> read_hello(size_t i);
+  // Closes unnamed[i] for a hello that is no rank expected here.
+  void reject(size_t i) {
+    ++invalid;
+    if (invalid_from.size() < 8) invalid_from.push_back(unnamed[i].socket.peer());
+    drop(i);
+  }
+  void drop(size_t i) { unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i)); }
+  // For the timeout's message: " (N connection(s) from A, B never said ...; ...)", or "".
+  std::string strays() const;
+
+  const JobToken& token;
+  const int rank;
+  const Deadline deadline;
+  const size_t hello_bytes;
   std::vector<Unnamed> unnamed;
   size_t invalid = 0;                     // connections closed for an invalid hello
   std::vector<std::string> invalid_from;  // the first 8 of them
   size_t refused = 0;                     // connections closed for not proving the token
   std::vector<std::string> refused_from;  // the first 8 of them
-  auto reject = [&](size_t i) {
-    ++invalid;
-    if (invalid_from.size() < 8) invalid_from.push_back(unnamed[i].socket.peer());
-    unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
-  };
+};
+
+void Handshakes::accept_all(const Socket& listener) {
+  for (Socket s = listener.accept(); s.valid(); s = listener.accept()) {
+    Unnamed u{std::move(s)};
+    if (token.enabled()) {
+      u.nonce = JobToken::nonce();  // fresh per connection: a captured hello proves nothing here
+      try {
+        u.socket.send_all(u.nonce.data(), u.nonce.size(), deadline);  // 32 bytes into an empty buffer
+      } catch (const TimeoutError&) {
+        throw;
+      } catch (const Error&) {
+        continue;  // closed at once: nothing to name
+      }
+    }
+    unnamed.push_back(std::move(u));
+  }
+}
+
+std::optional<int32_t> Handshakes::read_hello(size_t i) {
+  Unnamed& u = unnamed[i];
+  const ssize_t n = ::recv(u.socket.fd(), u.hello + u.got, hello_bytes - u.got, MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return std::nullopt;
+  if (n <= 0) {  // closed or failed before saying who it is
+    if (u.got > 0) {
+      reject(i);  // part of a hello: not a rank
+    } else {
+      drop(i);  // nothing to name; the timeout names the rank
+    }
+    return std::nullopt;
+  }
+  u.got += static_cast<size_t>(n);
+  if (u.got < hello_bytes) return std::nullopt;
+  int32_t who;
+  std::memcpy(&who, u.hello, sizeof(who));
+  if (!token.enabled()) return who;
+  // Checked before the rank it claims is even looked at: a peer without the token can neither take a
+  // rank's place nor fail the job by claiming one twice.
+  const uint8_t* their_nonce = u.hello + sizeof(who);
+  const std::span<const uint8_t> proof(their_nonce + JobToken::kNonceBytes, JobToken::kMacBytes);
+  if (!token.verify(kConnectorProof, u.nonce, nonce_and_rank(their_nonce, who), proof)) {
+    std::fprintf(stderr, "DirectMesh: rank %d refused a connection from %s: wrong or missing job token\n", rank,
+                 u.socket.peer().c_str());
+    ++refused;
+    if (refused_from.size() < 8) refused_from.push_back(u.socket.peer());
+    drop(i);
+    return std::nullopt;
+  }
+  const JobToken::Mac answer =
+      token.prove(kAcceptorProof, std::span<const uint8_t>(their_nonce, JobToken::kNonceBytes), u.nonce);
+  try {
+    u.socket.send_all(answer.data(), answer.size(), deadline);
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const Error&) {
+    drop(i);  // gone: the timeout names the rank
+    return std::nullopt;
+  }
+  return who;
+}
+
+std::string Handshakes::strays() const {
+  std::string out;
+  std::vector<std::string> silent;
+  for (const Unnamed& u : unnamed) silent.push_back(u.socket.peer());
+  describe_connections(out, silent.size(), silent, "never said which rank it is");
+  describe_connections(out, invalid, invalid_from, "sent an invalid hello");
+  describe_connections(out, refused, refused_from, "did not prove the job token");
+  if (!out.empty()) out += ")";
+  return out;
+}
+
+}  // namespace
+
+// A connection counts once it has said which rank it is; until then it is polled along with the
+// listener, so one that stays silent holds up no other rank, and the timeout names the ranks still
+// missing. A hello is the connecting rank as 4 bytes (an int32 in this host's byte order); one that
+// names no rank this one still expects (a stray client such as a port scanner or an HTTP probe: "GET "
+// reads as rank 542393671), or that closes partway through, is closed and listed if the timeout passes.
+// A rank that is already connected, claimed again, fails at once: most likely two processes think they
+// are that rank (a stray client whose first 4 bytes happen to read as a rank expected here fails it
+// too: nothing tells the two apart). With a token the hello is the rank, the connector's nonce and its
+// proof (prove_to_acceptor).
+void DirectMesh::accept_higher(const Socket& listener, const JobToken& token, Deadline deadline) {
+  Handshakes hs(token, rank_, deadline);
   std::vector<pollfd> fds;
-  for (int pending = size - 1 - rank; pending > 0;) {
+  for (int pending = size_ - 1 - rank_; pending > 0;) {
     fds.assign(1, {listener.fd(), POLLIN, 0});
-    for (const Unnamed& u : unnamed) fds.push_back({u.socket.fd(), POLLIN, 0});
+    for (const Handshakes::Unnamed& u : hs.unnamed) fds.push_back({u.socket.fd(), POLLIN, 0});
     const int rc = ::poll(fds.data(), fds.size(), remaining_ms(deadline));
     if (rc < 0 && errno == EINTR) continue;
-    LOCKSTEP_CHECK(rc >= 0, "DirectMesh: rank ", rank, ": poll on its listening socket: ", std::strerror(errno));
+    LOCKSTEP_CHECK(rc >= 0, "DirectMesh: rank ", rank_, ": poll on its listening socket: ", std::strerror(errno));
     if (rc == 0) {
-      std::string missing, strays;
-      for (int r = rank + 1; r < size; ++r) {
+      std::string missing;
+      for (int r = rank_ + 1; r < size_; ++r) {
         if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
-      std::vector<std::string> silent;
-      for (const Unnamed& u : unnamed) silent.push_back(u.socket.peer());
-      describe_connections(strays, silent.size(), silent, "never said which rank it is");
-      describe_connections(strays, invalid, invalid_from, "sent an invalid hello");
-      describe_connections(strays, refused, refused_from, "did not prove the job token");
-      if (!strays.empty()) strays += ")";
-      throw TimeoutError(lockstep::detail::str_cat("DirectMesh: rank ", rank, " timed out after ",
-                                                   detail::format_seconds(timeout), " waiting for rank(s) ", missing,
-                                                   " to connect", strays));
+      throw TimeoutError(lockstep::detail::str_cat("DirectMesh: rank ", rank_, " timed out after ",
+                                                   detail::format_seconds(timeout_), " waiting for rank(s) ", missing,
+                                                   " to connect", hs.strays()));
     }
     // Hellos first (fds[i + 1] is unnamed[i]), then new connections.
-    for (size_t i = unnamed.size(); i-- > 0;) {
+    for (size_t i = hs.unnamed.size(); i-- > 0;) {
       if (!fds[i + 1].revents) continue;
-      Unnamed& u = unnamed[i];
-      const ssize_t n = ::recv(u.socket.fd(), u.hello + u.got, hello_bytes - u.got, MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-      if (n <= 0) {  // closed or failed before saying who it is
-        if (u.got > 0) {
-          reject(i);  // part of a hello: not a rank
-        } else {
-          // Nothing to name; the timeout names the rank.
-          unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
-        }
+      const std::optional<int32_t> who = hs.read_hello(i);
+      if (!who) continue;
+      if (*who <= rank_ || *who >= size_) {
+        hs.reject(i);
         continue;
       }
-      u.got += static_cast<size_t>(n);
-      if (u.got < hello_bytes) continue;
-      int32_t who;
-      std::memcpy(&who, u.hello, sizeof(who));
-      if (token.enabled()) {
-        // Checked before the rank it claims is even looked at: a peer without the token can neither
-        // take a rank's place nor fail the job by claiming one twice.
-        const uint8_t* their_nonce = u.hello + sizeof(who);
-        const std::span<const uint8_t> proof(their_nonce + JobToken::kNonceBytes, JobToken::kMacBytes);
-        if (!token.verify(kConnectorProof, u.nonce, nonce_and_rank(their_nonce, who), proof)) {
-          std::fprintf(stderr, "DirectMesh: rank %d refused a connection from %s: wrong or missing job token\n", rank,
-                       u.socket.peer().c_str());
-          ++refused;
-          if (refused_from.size() < 8) refused_from.push_back(u.socket.peer());
-          unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
-          continue;
-        }
-        const JobToken::Mac answer =
-            token.prove(kAcceptorProof, std::span<const uint8_t>(their_nonce, JobToken::kNonceBytes), u.nonce);
-        try {
-          u.socket.send_all(answer.data(), answer.size(), deadline);
-        } catch (const TimeoutError&) {
-          throw;
-        } catch (const Error&) {
-          unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));  // gone: the timeout names the rank
-          continue;
-        }
-      }
-      if (who <= rank || who >= size) {
-        reject(i);
-        continue;
-      }
-      LOCKSTEP_CHECK(!peers_[who].valid(), "DirectMesh: rank ", rank, " got two connections claiming to be rank ",
-                     who, ", from ", peers_[who].peer(), " and then from ", u.socket.peer(),
-                     " (two processes were started as rank ", who, ", or a stray client's first 4 bytes read as ",
-                     who, ")");
-      peers_[who] = std::move(u.socket);
-      unnamed.erase(unnamed.begin() + static_cast<std::ptrdiff_t>(i));
+      const Socket& s = hs.unnamed[i].socket;
+      LOCKSTEP_CHECK(!peers_[*who].valid(), "DirectMesh: rank ", rank_, " got two connections claiming to be rank ",
+                     *who, ", from ", peers_[*who].peer(), " and then from ", s.peer(),
+                     " (two processes were started as rank ", *who, ", or a stray client's first 4 bytes read as ",
+                     *who, ")");
+      peers_[*who] = std::move(hs.unnamed[i].socket);
+      hs.drop(i);
       --pending;
     }
-    if (fds[0].revents) {
-      for (Socket s = listener.accept(); s.valid(); s = listener.accept()) {
-        Unnamed u{std::move(s)};
-        if (token.enabled()) {
-          u.nonce = JobToken::nonce();  // fresh per connection: a captured hello proves nothing here
-          try {
-            u.socket.send_all(u.nonce.data(), u.nonce.size(), deadline);  // 32 bytes into an empty buffer
-          } catch (const TimeoutError&) {
-            throw;
-          } catch (const Error&) {
-            continue;  // closed at once: nothing to name
-          }
-        }
-        unnamed.push_back(std::move(u));
-      }
-    }
+    if (fds[0].revents) hs.accept_all(listener);
   }
 }
 

@@ -79,6 +79,11 @@ class DirectMesh {
   size_t slot(int r) const { return static_cast<size_t>(r < rank_ ? r : r - 1); }
 
  private:
+  // The constructor's two halves: connect to every lower rank (waiting for its address in `store`),
+  // then accept every higher one on `listener`.
+  void connect_lower(Store& store, const JobToken& token, Deadline deadline);
+  void accept_higher(const Socket& listener, const JobToken& token, Deadline deadline);
+
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
