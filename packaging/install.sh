@@ -120,9 +120,8 @@ for f in "${links[@]}"; do
     # which FindMPI's C component would need.
     -lmpi) cmake_deps+=$'set(MPI_CXX_SKIP_MPICXX ON)\nfind_dependency(MPI COMPONENTS CXX)\n'
            cmake_libs+=" MPI::MPI_CXX" ;;
+    # cuBLAS is not linked: tensor/cuda/cublas_api.cpp loads it on the first GPU matmul.
     -lcudart) cuda=1; cmake_libs+=" CUDA::cudart" ;;
-    -lcublas) cmake_libs+=" CUDA::cublas" ;;
-    -lcublasLt) cmake_libs+=" CUDA::cublasLt" ;;
     -lnccl) nccl=1; cmake_libs+=" NCCL::NCCL" ;;
     *) unknown+=("$f") ;;
   esac
