@@ -15,8 +15,9 @@ namespace {
 using autograd::amp::AutocastOp;
 
 // Keep: run in the operands' dtype. Lower: cast float32 operands to the autocast dtype. Float32: cast
-// reduced-precision operands to float32.
-enum class Policy : uint8_t { Keep, Lower, Float32 };
+// reduced-precision operands to float32. Composite (whole layers only): no cast of the layer's own;
+// each op inside follows its row.
+enum class Policy : uint8_t { Keep, Lower, Float32, Composite };
 
 struct Row {
   AutocastOp op;
@@ -36,11 +37,14 @@ constexpr Row kTable[] = {
     {AutocastOp::Exp, Policy::Keep, Policy::Float32},       // exp, log, pow, rsqrt
     {AutocastOp::Loss, Policy::Float32, Policy::Float32},   // cross_entropy, nll, mse, bce, bce_with_logits
     {AutocastOp::Prod, Policy::Float32, Policy::Float32},
-    // Whole recurrent layers, states included: CUDA casts every cuDNN RNN (_cudnn_rnn), the CPU only
-    // LSTM (mkldnn_rnn_layer). On the CPU an RNN runs as PyTorch's composite (bfloat16 products and
-    // output) and a GRU in float32, input projection included (nn/rnn.cpp says why).
+    // Whole recurrent layers, states included (amp::run_layer): CUDA casts every cuDNN RNN (_cudnn_rnn),
+    // the CPU only LSTM (mkldnn_rnn_layer). On the CPU an RNN (tanh, relu) runs as PyTorch's composite
+    // (bfloat16 products and output) and a GRU in float32 as one op, input projection included: the
+    // dtype PyTorch's gives (its composite GRU runs the products in bfloat16; lockstep's fused layer
+    // does not).
     {AutocastOp::LSTM, Policy::Lower, Policy::Lower},
-    {AutocastOp::RNN, Policy::Keep, Policy::Lower},  // GRU, RNN (tanh, relu)
+    {AutocastOp::GRU, Policy::Keep, Policy::Lower},
+    {AutocastOp::RNN, Policy::Composite, Policy::Lower},  // tanh, relu
     // The cells with their states: lstm_cell, gru_cell, rnn_tanh_cell, rnn_relu_cell (and the fused
     // _thnn cells) are on CUDA's lower-precision list and on no CPU list, so on the CPU only the cell's
     // products (Linear) run in bfloat16 and its gates follow type promotion with the float32 states.
@@ -127,7 +131,8 @@ Tensor cast_when_enabled(AutocastOp op, const Tensor& t) {
   const DeviceState& s = of(device);
   if (!s.enabled || !eligible(t, device)) return t;
   switch (policy(op, device)) {
-    case Policy::Keep: return t;
+    case Policy::Keep:
+    case Policy::Composite: return t;
     case Policy::Lower: return cast(t, s.dtype);
     case Policy::Float32: return cast(t, kFloat32);
   }
@@ -135,6 +140,7 @@ Tensor cast_when_enabled(AutocastOp op, const Tensor& t) {
 }
 
 bool lowers(AutocastOp op, DeviceType device) { return policy(op, device) == Policy::Lower; }
+bool runs_composite(AutocastOp op, DeviceType device) { return policy(op, device) == Policy::Composite; }
 
 size_t cached_casts() { return state.cache.size(); }
 

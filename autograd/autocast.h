@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <vector>
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -41,7 +42,7 @@ namespace autograd::amp {
 
 // The ops autocast knows, by the policy PyTorch's lists give them (autocast.cpp has the table).
 enum class AutocastOp {
-  Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod, LSTM, RNN, RNNCell
+  Matmul, Linear, Conv2d, ScaledDotProductAttention, Softmax, LayerNorm, Sum, Exp, Loss, Prod, LSTM, GRU, RNN, RNNCell
 };
 
 extern thread_local bool any_enabled;  // on some device type, on this thread
@@ -59,8 +60,23 @@ std::array<Tensor, sizeof...(Ts)> cast_inputs(AutocastOp op, const Ts&... ts) {
 // Whether autocast on `device` casts op's float32 operands to the autocast dtype (PyTorch's
 // lower-precision list for that device); the table's column, readable without a device (tests).
 bool lowers(AutocastOp op, DeviceType device);
+// Whether autocast on `device` runs op as PyTorch's composite: each op inside by its own row (the table's
+// Composite policy: nn::RNN on the CPU), rather than as one op.
+bool runs_composite(AutocastOp op, DeviceType device);
 // The number of casts held for reuse in the current region (tests).
 size_t cached_casts();
+
+// A whole layer (LSTM, GRU, RNN) under autocast as PyTorch runs it, by its row of the table: as a
+// composite, `body(operands)` runs as it is; otherwise as one op: the operands (input, states, weights)
+// cast as the row says, then `body` with autocast off, one dtype throughout (so a CUDA LSTM keeps h and
+// c at 16 bits, as cuDNN does, and a CPU GRU stays float32, PyTorch's dtype for it).
+template <typename Body>
+auto run_layer(AutocastOp op, DeviceType device, std::vector<Tensor> operands, Body&& body) {
+  if (!any_enabled || !is_autocast_enabled(device) || runs_composite(op, device)) return body(operands);
+  for (Tensor& t : operands) t = cast_when_enabled(op, t);
+  autocast off(device, get_autocast_dtype(device), /*enabled=*/false);
+  return body(operands);
+}
 
 }  // namespace autograd::amp
 }  // namespace lockstep

@@ -87,24 +87,20 @@ void RNNImplBase::reset_parameters() {
 }
 
 std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const Tensor& hx, const Tensor& cx) {
-  const DeviceType device = weights_[0].w_ih.device().type;
-  if (!autograd::amp::any_enabled || !is_autocast_enabled(device)) return run_layers(input, hx, cx, weights_);
-  using autograd::amp::cast_input;
-  const auto op = mode_ == RNNMode::LSTM ? autograd::amp::AutocastOp::LSTM : autograd::amp::AutocastOp::RNN;
-  // An RNN on no list (the CPU's) is PyTorch's composite: its products run in bfloat16 and the tanh or
-  // relu keeps their dtype, so output and h_n are bfloat16, as PyTorch's.
-  if (mode_ != RNNMode::LSTM && mode_ != RNNMode::GRU && !autograd::amp::lowers(op, device))
-    return run_layers(input, hx, cx, weights_);
-  // Otherwise the layer is one op, as PyTorch's: operands and states cast where its lists lower the
-  // layer (autocast.cpp), then every op inside runs in that one dtype, autocast off (so a CUDA LSTM
-  // keeps h and c at 16 bits, as cuDNN does). A CPU GRU stays float32 throughout, the dtype PyTorch's
-  // gives; PyTorch's composite GRU runs its products in bfloat16 there, lockstep's fused one does not.
-  std::vector<Weights> ws;
-  for (const Weights& w : weights_)
-    ws.push_back({cast_input(op, w.w_ih), cast_input(op, w.w_hh), cast_input(op, w.b_ih), cast_input(op, w.b_hh)});
-  const Tensor x = cast_input(op, input), h = cast_input(op, hx), c = cast_input(op, cx);
-  autocast off(device, get_autocast_dtype(device), /*enabled=*/false);
-  return run_layers(x, h, c, ws);
+  if (!autograd::amp::any_enabled) return run_layers(input, hx, cx, weights_);
+  // Under autocast the layer runs as its row of the autocast table says (amp::run_layer): one op in one
+  // dtype, or PyTorch's composite.
+  using autograd::amp::AutocastOp;
+  const AutocastOp op = mode_ == RNNMode::LSTM ? AutocastOp::LSTM : mode_ == RNNMode::GRU ? AutocastOp::GRU
+                                                                                         : AutocastOp::RNN;
+  std::vector<Tensor> operands{input, hx, cx};
+  for (const Weights& w : weights_) operands.insert(operands.end(), {w.w_ih, w.w_hh, w.b_ih, w.b_hh});
+  return autograd::amp::run_layer(op, weights_[0].w_ih.device().type, std::move(operands),
+                                  [&](const std::vector<Tensor>& t) {
+    std::vector<Weights> ws;
+    for (size_t i = 3; i + 3 < t.size(); i += 4) ws.push_back({t[i], t[i + 1], t[i + 2], t[i + 3]});
+    return run_layers(t[0], t[1], t[2], ws);
+  });
 }
 
 std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run_layers(const Tensor& input, const Tensor& hx, const Tensor& cx,

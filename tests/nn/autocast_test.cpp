@@ -121,6 +121,15 @@ TEST_CASE("the recurrent ops are lowered where PyTorch's autocast lists them, on
   CHECK(lowers(AutocastOp::RNN, kCUDA));
   CHECK(lowers(AutocastOp::RNNCell, kCUDA));
   CHECK(lowers(AutocastOp::Linear, kCPU));  // what the CPU cells' products run under
+  // A whole layer's rule is its row: GRU one op (float32 on the CPU, lowered on CUDA), RNN on the CPU
+  // PyTorch's composite (each op by its own row).
+  using autograd::amp::runs_composite;
+  CHECK_FALSE(lowers(AutocastOp::GRU, kCPU));
+  CHECK(lowers(AutocastOp::GRU, kCUDA));
+  CHECK(runs_composite(AutocastOp::RNN, kCPU));
+  CHECK_FALSE(runs_composite(AutocastOp::RNN, kCUDA));
+  CHECK_FALSE(runs_composite(AutocastOp::GRU, kCPU));
+  CHECK_FALSE(runs_composite(AutocastOp::LSTM, kCPU));
 }
 
 TEST_CASE("autocast: bf16 products with float32 gradients for float32 parameters") {
