@@ -7,6 +7,7 @@
 // compile, and float16's conversions did not vectorize inside those loops.
 // Compiled once per ISA (tensor/cpu/isa.h); every header is included before LOCKSTEP_ISA_BEGIN.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "tensor/cpu/elementwise_families.h"
@@ -39,47 +40,18 @@ void binary_block(void* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = F{}(a[i], b[i]);
 }
 
-// Calls run(off, len) for each stretch along the last dimension of p within elements [begin, end);
-// off[k] is operand k's offset in elements (k < nops).
-template <typename Run>
-void for_each_run(const StridedPlan& p, int nops, int64_t begin, int64_t end, Run&& run) {
-  const int nd = p.nd;
-  int64_t idx[StridedPlan::kMaxDims];
-  int64_t off[StridedPlan::kMaxOperands] = {};
-  int64_t rest = begin;
-  for (int d = nd - 1; d >= 0; --d) {
-    idx[d] = rest % p.shape[d];
-    rest /= p.shape[d];
-    for (int k = 0; k < nops; ++k) off[k] += idx[d] * p.stride[k][d];
-  }
-  const int64_t n = p.shape[nd - 1];
-  for (int64_t pos = begin; pos < end;) {
-    const int64_t len = std::min(n - idx[nd - 1], end - pos);
-    run(off, len);
-    pos += len;
-    idx[nd - 1] += len;
-    for (int k = 0; k < nops; ++k) off[k] += len * p.stride[k][nd - 1];
-    for (int d = nd - 1; d > 0 && idx[d] == p.shape[d]; --d) {
-      for (int k = 0; k < nops; ++k) off[k] += p.stride[k][d - 1] - idx[d] * p.stride[k][d];
-      idx[d] = 0;
-      ++idx[d - 1];
-    }
-  }
-}
-
 // out = f(a[, b]) over p, every operand through float32 blocks; f null: out = a converted. A float32
 // operand read contiguously is used in place, and a contiguous float32 (or bool) output written in place.
 void apply_blocks(const StridedPlan& p, BlockFn f, Dtype out_dt, void* out, Dtype a_dt, const void* a, Dtype b_dt,
                   const void* b) {
   if (p.numel == 0) return;
-  const int nops = b ? 3 : 2;
   const bool bool_out = f && out_dt == kBool;
   const size_t out_size = element_size(out_dt), a_size = element_size(a_dt), b_size = element_size(b_dt);
   const int last = p.nd - 1;
   const int64_t so = p.stride[0][last], sa = p.stride[1][last], sb = b ? p.stride[2][last] : 0;
   parallel_for(0, p.numel, kElementwiseGrain, [&](int64_t begin, int64_t end) {
     alignas(64) float abuf[kBlock], bbuf[kBlock], obuf[kBlock];
-    for_each_run(p, nops, begin, end, [&](const int64_t* off, int64_t len) {
+    auto run = [&](const std::array<int64_t, 3>& off, int64_t len) {
       char* o = static_cast<char*>(out) + off[0] * out_size;
       const char* x = static_cast<const char*>(a) + off[1] * a_size;
       const char* y = b ? static_cast<const char*>(b) + off[2] * b_size : nullptr;
@@ -123,7 +95,9 @@ void apply_blocks(const StridedPlan& p, BlockFn f, Dtype out_dt, void* out, Dtyp
           store_floats(out_dt, dst, so, m, obuf);
         }
       }
-    });
+    };
+    // A run at a time (the blocks take care of short rows): no whole-row path.
+    strided_walk<3>(p, begin, end, run, [](const std::array<int64_t, 3>&, int64_t) { return false; });
   });
 }
 

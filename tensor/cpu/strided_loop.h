@@ -1,7 +1,7 @@
-// The CPU backend's one elementwise loop: out[i] = f(in0[i], in1[i], ...) over a StridedPlan, for
-// every op in the elementwise table. The innermost dimension runs as a flat loop (vectorized when
-// every operand is contiguous there); outer dimensions advance by carrying counters, so a range of
-// elements [begin, end) can start anywhere (what splitting the work across threads needs).
+// The CPU backend's one walk over a StridedPlan (strided_walk, a callback per run of the last dimension)
+// and, on it, the elementwise loop out[i] = f(in0[i], in1[i], ...) for every op in the elementwise table
+// (strided_range). The 16-bit rows walk the same plan with their own per-run callback
+// (elementwise_half.cpp).
 #pragma once
 
 #include <algorithm>
@@ -17,10 +17,13 @@
 // In the including file's ISA build (tensor/cpu/isa.h): each ISA gets its own instantiations.
 LOCKSTEP_ISA_BEGIN
 
-template <typename F, typename Out, typename... In, size_t... I>
-void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const In*...> in, int64_t begin,
-                   int64_t end, std::index_sequence<I...>) {
-  constexpr int N = 1 + sizeof...(In);
+// The one strided walk over elements [begin, end) of plan p, for its first N operands: the outer
+// dimensions advance by carrying counters, so a range can start anywhere (what splitting the work across
+// threads needs). Where whole rows of the last two dimensions lie ahead (count > 1, starting at a row's
+// start) it offers them to rows(off, count), which returns whether it ran them; every other stretch
+// along the last dimension goes to run(off, len). off[k] is operand k's offset in elements.
+template <int N, typename Run, typename Rows>
+inline void strided_walk(const StridedPlan& p, int64_t begin, int64_t end, Run&& run, Rows&& rows) {
   const int nd = p.nd;
   int64_t idx[StridedPlan::kMaxDims];
   std::array<int64_t, N> off{};
@@ -30,6 +33,42 @@ void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const 
     rest /= p.shape[d];
     for (int k = 0; k < N; ++k) off[k] += idx[d] * p.stride[k][d];
   }
+  const int64_t n = p.shape[nd - 1];
+  // After idx[d] advanced: wrap it and the dimensions above it.
+  auto carry = [&](int d) {
+    for (; d > 0 && idx[d] == p.shape[d]; --d) {
+      for (int k = 0; k < N; ++k) off[k] += p.stride[k][d - 1] - idx[d] * p.stride[k][d];
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  };
+  for (int64_t pos = begin; pos < end;) {
+    if (nd >= 2 && idx[nd - 1] == 0) {
+      const int64_t count = std::min(p.shape[nd - 2] - idx[nd - 2], (end - pos) / n);
+      if (count > 1 && rows(std::as_const(off), count)) {
+        for (int k = 0; k < N; ++k) off[k] += count * p.stride[k][nd - 2];
+        idx[nd - 2] += count;
+        pos += count * n;
+        carry(nd - 2);
+        continue;
+      }
+    }
+    const int64_t len = std::min(n - idx[nd - 1], end - pos);
+    run(std::as_const(off), len);
+    pos += len;
+    idx[nd - 1] += len;
+    for (int k = 0; k < N; ++k) off[k] += len * p.stride[k][nd - 1];
+    carry(nd - 1);
+  }
+}
+
+// The elementwise rows' loop: out[i] = f(in0[i], in1[i], ...) over [begin, end) of the plan. The
+// innermost dimension runs as a flat loop (vectorized when every operand is contiguous there).
+template <typename F, typename Out, typename... In, size_t... I>
+void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const In*...> in, int64_t begin,
+                   int64_t end, std::index_sequence<I...>) {
+  constexpr int N = 1 + sizeof...(In);
+  const int nd = p.nd;
   const int64_t n = p.shape[nd - 1];
   std::array<int64_t, N> s;
   for (int k = 0; k < N; ++k) s[k] = p.stride[k][nd - 1];
@@ -61,48 +100,26 @@ void strided_range(const StridedPlan& p, const F& f, Out* out, std::tuple<const 
       for (int64_t i = 0; i < len; ++i) dst[i * s[0]] = f((std::get<I>(in) + o[I + 1])[i * s[I + 1]]...);
     }
   };
-  // After idx[d] advanced: wrap it and the dimensions above it.
-  auto carry = [&](int d) {
-    for (; d > 0 && idx[d] == p.shape[d]; --d) {
-      for (int k = 0; k < N; ++k) off[k] += p.stride[k][d - 1] - idx[d] * p.stride[k][d];
-      idx[d] = 0;
-      ++idx[d - 1];
+  // Whole rows of the last two dimensions run as a plain double loop: short rows (a transpose of
+  // [.., 4, 32] blocks) would otherwise pay the counter bookkeeping once per 32 elements.
+  auto rows = [&](const std::array<int64_t, N>& off, int64_t count) {
+    if (contiguous) {  // raw pointers, one add each per row: no offsets kept in memory
+      Out* dst = out + off[0];
+      std::tuple<const In*...> src{(std::get<I>(in) + off[I + 1])...};
+      for (int64_t r = 0; r < count; ++r, dst += p.stride[0][nd - 2]) {
+        for (int64_t i = 0; i < n; ++i) dst[i] = f(std::get<I>(src)[i]...);
+        ((std::get<I>(src) += p.stride[I + 1][nd - 2]), ...);
+      }
+    } else {
+      std::array<int64_t, N> o = off;
+      for (int64_t r = 0; r < count; ++r) {
+        run(o, n);
+        for (int k = 0; k < N; ++k) o[k] += p.stride[k][nd - 2];
+      }
     }
+    return true;
   };
-  for (int64_t pos = begin; pos < end;) {
-    // Whole rows of the last two dimensions run as a plain double loop: short rows (a transpose of
-    // [.., 4, 32] blocks) would otherwise pay the counter bookkeeping once per 32 elements.
-    if (nd >= 2 && idx[nd - 1] == 0) {
-      const int64_t rows = std::min(p.shape[nd - 2] - idx[nd - 2], (end - pos) / n);
-      if (rows > 1 && contiguous) {  // raw pointers, one add each per row: no offsets kept in memory
-        Out* dst = out + off[0];
-        std::tuple<const In*...> src{(std::get<I>(in) + off[I + 1])...};
-        for (int64_t r = 0; r < rows; ++r, dst += p.stride[0][nd - 2]) {
-          for (int64_t i = 0; i < n; ++i) dst[i] = f(std::get<I>(src)[i]...);
-          ((std::get<I>(src) += p.stride[I + 1][nd - 2]), ...);
-        }
-      } else if (rows > 1) {
-        std::array<int64_t, N> o = off;
-        for (int64_t r = 0; r < rows; ++r) {
-          run(o, n);
-          for (int k = 0; k < N; ++k) o[k] += p.stride[k][nd - 2];
-        }
-      }
-      if (rows > 1) {
-        for (int k = 0; k < N; ++k) off[k] += rows * p.stride[k][nd - 2];
-        idx[nd - 2] += rows;
-        pos += rows * n;
-        carry(nd - 2);
-        continue;
-      }
-    }
-    const int64_t len = std::min(n - idx[nd - 1], end - pos);
-    run(off, len);
-    pos += len;
-    idx[nd - 1] += len;
-    for (int k = 0; k < N; ++k) off[k] += len * s[k];
-    carry(nd - 1);
-  }
+  strided_walk<N>(p, begin, end, run, rows);
 }
 
 // Elements per thread below which an elementwise op stays on the calling thread: a hand-off costs a
