@@ -14,6 +14,7 @@ TensorImpl::~TensorImpl() = default;
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   // Never a null pointer, even for empty tensors, so data_ptr() is always valid to pass around.
   data_ = backend_for(device).allocate(nbytes ? nbytes : 1, device);
+  // Where the bytes live, not a dispatch: memory_stats adds host bytes to the resident set it reports.
   memory_stats::on_allocate(this, nbytes, device.is_cpu());
 }
 
@@ -30,7 +31,7 @@ void Storage::resize_(size_t nbytes) {
   nbytes_ = 0;
   data_ = backend_for(device_).allocate(nbytes ? nbytes : 1, device_);
   nbytes_ = nbytes;
-  memory_stats::on_allocate(this, nbytes, device_.is_cpu());
+  memory_stats::on_allocate(this, nbytes, device_.is_cpu());  // host bytes count in the resident set
 }
 
 static int64_t checked_numel(const Shape& shape) {
