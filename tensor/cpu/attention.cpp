@@ -7,8 +7,10 @@
 //   from the saved logsumexp, P = exp(S - lse); dV += P^T dO, dP = dO V^T, dS = P (dP - D) with
 //   D = rowsum(dO * O), dK += scale dS^T Q, dQ += scale dS K. One task owns a key/value head and all
 //   the query heads that read it, so dQ, dK and dV have one writer each and no locks.
-// The tile products go to small_gemm (registers hold C, no packing of A); shapes it leaves out (a
-// head size that is not a whole number of vectors) to plain loops. Causal tiles above the diagonal
+// The steps over a score tile (mask, dropout, the online softmax, backward's weights and dS) are
+// attention_tiles.h's, shared with attention_bf16_avx512.cpp. The tile products go to small_gemm
+// (registers hold C, no packing of A); shapes it leaves out (a head size that is not a whole number of
+// vectors) to plain loops. Causal tiles above the diagonal
 // are skipped. bfloat16 and float16 operands (attention_acc_t: computed in float32) are converted to
 // float32 a tile at a time in forward and a head group at a time in backward, and the results
 // rounded once: float16 always, bfloat16 where the CPU lacks AVX512-BF16 (attention_bf16_avx512.cpp
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "tensor/attention_ops.h"
+#include "tensor/cpu/attention_tiles.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/row_reduce.h"
 #include "tensor/cpu/small_gemm.h"
@@ -31,9 +34,22 @@
 LOCKSTEP_ISA_BEGIN
 namespace {
 
-// Rows and columns of a score tile: S and P of 64 x 64 floats (16 KiB) stay in L1 beside the K and V
-// tiles (64 x 32 each) of the GPT's heads.
-constexpr int64_t kTile = 64;
+using attention_tiles::kTile;
+using attention_tiles::OnlineSoftmax;
+
+// Scores as S [queries][keys], not transposed (attention_tiles.h's layouts): a query's row is reduced by
+// this ISA's row_max and row_sum.
+constexpr bool kTransposed = false;
+struct RowReduce {
+  template <typename A>
+  A row_max(int64_t n, const A* p) const {
+    return cpu::LOCKSTEP_ISA_NAMESPACE::row_max<A>(n, p);
+  }
+  template <typename A>
+  A row_sum(int64_t n, const A* p) const {
+    return cpu::LOCKSTEP_ISA_NAMESPACE::row_sum<A>(n, kIdentity, p);
+  }
+};
 
 // C = alpha * op(A) op(B) + beta * C (tensor/cpu/gemm.h's convention).
 template <typename T>
@@ -55,31 +71,6 @@ void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
   }
 }
 
-// Rows [i0, i0 + nq) by columns [j0, j0 + nk) of the scores in s (row stride kTile): the mask applied
-// where one is given or the causal diagonal crosses the tile.
-template <typename T>
-void mask_tile(const AttentionArgs& a, const void* mask, T* s, int64_t b, int64_t h, int64_t i0, int64_t nq,
-               int64_t j0, int64_t nk) {
-  if (a.mask_kind == AttentionMask::None && !(a.is_causal && j0 + nk - 1 > i0)) return;
-  for (int64_t r = 0; r < nq; ++r)
-    for (int64_t c = 0; c < nk; ++c)
-      s[r * kTile + c] = lockstep::detail::attention_masked_score<T>(a, mask, s[r * kTile + c], b, h, i0 + r, j0 + c);
-}
-
-// keep[r, c] = 1 / (1 - p) where dropout keeps element (i0 + r, j0 + c) of head (b, h), else 0.
-template <typename T>
-void dropout_tile(const AttentionArgs& a, T* keep, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
-                  int64_t nk) {
-  const T scale = T(1) / (T(1) - static_cast<T>(a.dropout_p));
-  for (int64_t r = 0; r < nq; ++r) {
-    const uint64_t row = static_cast<uint64_t>(((b * a.Hq + h) * a.L + i0 + r) * a.S + j0);
-    for (int64_t c = 0; c < nk; ++c)
-      keep[r * kTile + c] = lockstep::detail::attention_keep(a.seed, a.offset, row + c, static_cast<float>(a.dropout_p))
-                                ? scale
-                                : T(0);
-  }
-}
-
 // rows x cols of src (row stride ld) as A: src itself when T is A, else converted into buf (row
 // stride cols, which ld becomes).
 template <typename A, typename T>
@@ -94,15 +85,16 @@ const A* as_acc(const T* src, int64_t& ld, int64_t rows, int64_t cols, A* buf) {
   }
 }
 
-// One task's scratch for forward_tile: the score and dropout tiles, the output accumulator, the running
-// maximum and sum, and (16-bit operands) the query, key and value tiles converted to A.
+// One task's scratch for forward_tile: the score and dropout tiles, the output accumulator, the online
+// softmax's state, and (16-bit operands) the query, key and value tiles converted to A.
 template <typename A>
 struct ForwardScratch {
   std::vector<A> buf;
-  A *s, *keep, *acc, *m, *l, *qt, *kt, *vt;
-  ForwardScratch(int64_t E, int64_t Ev) : buf(2 * kTile * kTile + kTile * (Ev + 2) + kTile * (2 * E + Ev)) {
-    s = buf.data(), keep = s + kTile * kTile, acc = keep + kTile * kTile, m = acc + kTile * Ev, l = m + kTile;
-    qt = l + kTile, kt = qt + kTile * E, vt = kt + kTile * E;
+  A *s, *keep, *acc, *qt, *kt, *vt;
+  OnlineSoftmax<A> softmax;
+  ForwardScratch(int64_t E, int64_t Ev) : buf(2 * kTile * kTile + kTile * Ev + kTile * (2 * E + Ev)) {
+    s = buf.data(), keep = s + kTile * kTile, acc = keep + kTile * kTile;
+    qt = acc + kTile * Ev, kt = qt + kTile * E, vt = kt + kTile * E;
   }
 };
 
@@ -114,11 +106,10 @@ void forward_tile(const AttentionArgs& a, const T* q, const T* k, const T* v, co
   const A* qp = as_acc(q + b * a.q.batch + h * a.q.head + i0 * a.q.row, ldq, nq, E, w.qt);
   const T* kb = k + b * a.k.batch + hk * a.k.head;
   const T* vb = v + b * a.v.batch + hk * a.v.head;
-  const A scale = static_cast<A>(a.scale), kNegInf = A(-INFINITY);
-  A *s = w.s, *acc = w.acc, *m = w.m, *l = w.l;
+  const A scale = static_cast<A>(a.scale);
+  A *s = w.s, *acc = w.acc;
   std::fill(acc, acc + nq * Ev, A(0));
-  std::fill(m, m + nq, kNegInf);
-  std::fill(l, l + nq, A(0));
+  w.softmax.reset();
   const int64_t s_end = a.is_causal ? std::min(a.S, i0 + nq) : a.S;  // row i sees j <= i
   for (int64_t j0 = 0; j0 < s_end; j0 += kTile) {
     const int64_t nk = std::min(kTile, s_end - j0);
@@ -126,40 +117,17 @@ void forward_tile(const AttentionArgs& a, const T* q, const T* k, const T* v, co
     const A* kp = as_acc(kb + j0 * a.k.row, ldk, nk, E, w.kt);
     const A* vp = as_acc(vb + j0 * a.v.row, ldv, nk, Ev, w.vt);
     tile_gemm<A>(false, true, nq, nk, E, scale, qp, ldq, kp, ldk, A(0), s, kTile);
-    mask_tile(a, mask, s, b, h, i0, nq, j0, nk);
-    if (a.dropout_p > 0) dropout_tile(a, w.keep, b, h, i0, nq, j0, nk);
-    for (int64_t r = 0; r < nq; ++r) {
-      A* __restrict sr = s + r * kTile;
-      const A m_new = std::max(m[r], row_max<A>(nk, sr));
-      if (m_new == kNegInf) {  // every score so far masked: nothing to add yet
-        std::fill(sr, sr + nk, A(0));
-        continue;
-      }
-      const A corr = math::exp(m[r] - m_new);  // 0 while m[r] is still -inf
-      for (int64_t c = 0; c < nk; ++c) sr[c] = math::exp(sr[c] - m_new);
-      l[r] = l[r] * corr + row_sum<A>(nk, kIdentity, sr);  // the sum before dropout, as softmax's
-      m[r] = m_new;
-      if (corr != A(1)) {
-        A* __restrict ar = acc + r * Ev;
-        for (int64_t c = 0; c < Ev; ++c) ar[c] *= corr;
-      }
-      if (a.dropout_p > 0) {
-        const A* __restrict kr = w.keep + r * kTile;
-        for (int64_t c = 0; c < nk; ++c) sr[c] *= kr[c];
-      }
+    attention_tiles::mask_tile<kTransposed>(a, mask, s, b, h, i0, nq, j0, nk);
+    const A* keep = nullptr;
+    if (a.dropout_p > 0) {
+      attention_tiles::dropout_tile<kTransposed>(a, w.keep, b, h, i0, nq, j0, nk);
+      keep = w.keep;
     }
+    attention_tiles::softmax_tile<kTransposed>(w.softmax, s, keep, acc, Ev, nq, nk, nq, RowReduce{});
     tile_gemm<A>(false, false, nq, Ev, nk, A(1), s, kTile, vp, ldv, A(1), acc, Ev);
   }
-  T* op = out + b * a.out.batch + h * a.out.head + i0 * a.out.row;
-  A* lp = lse + (b * a.Hq + h) * a.L + i0;
-  for (int64_t r = 0; r < nq; ++r) {
-    // A row that may attend nowhere gives 0 (and lse -inf), as PyTorch's fused kernels, not NaN.
-    const A inv = l[r] > A(0) ? A(1) / l[r] : A(0);
-    T* __restrict orow = op + r * a.out.row;
-    const A* __restrict ar = acc + r * Ev;
-    for (int64_t c = 0; c < Ev; ++c) orow[c] = static_cast<T>(ar[c] * inv);
-    lp[r] = l[r] > A(0) ? m[r] + std::log(l[r]) : kNegInf;
-  }
+  attention_tiles::finish_rows(w.softmax, acc, Ev, nq, out + b * a.out.batch + h * a.out.head + i0 * a.out.row,
+                               a.out.row, lse + (b * a.Hq + h) * a.L + i0);
 }
 
 // One key/value head hk of batch b and the G query heads that read it, as backward_head reads them:
@@ -177,8 +145,9 @@ template <typename A>
 void backward_head(const AttentionArgs& a, const void* mask, const HeadGroup<A>& p, int64_t b, int64_t hk,
                    std::vector<A>& buf) {
   const int64_t G = a.group(), E = a.E, Ev = a.Ev, L = a.L;
-  const A scale = static_cast<A>(a.scale), kNegInf = A(-INFINITY);
+  const A scale = static_cast<A>(a.scale);
   const int64_t tile = kTile * kTile;
+  alignas(64) A shift[kTile];
   buf.resize(4 * tile + kTile * (E + Ev) + G * L);
   A *s = buf.data(), *dp = s + tile, *keep = dp + tile, *pd = keep + tile, *dk_acc = pd + tile,
     *dv_acc = dk_acc + kTile * E, *D = dv_acc + kTile * Ev;
@@ -203,36 +172,19 @@ void backward_head(const AttentionArgs& a, const void* mask, const HeadGroup<A>&
         const A* qp = p.q + g * p.lq.head + i0 * p.lq.row;
         const A* gop = p.go + g * p.lgo.head + i0 * p.lgo.row;
         A* dqp = p.dq + g * p.ldq.head + i0 * p.ldq.row;
-        const A* lp = p.lse + g * L + i0;
         tile_gemm<A>(false, true, nq, nk, E, scale, qp, p.lq.row, kp, p.lk.row, A(0), s, kTile);
-        mask_tile(a, mask, s, b, h, i0, nq, j0, nk);
-        for (int64_t r = 0; r < nq; ++r) {  // P = exp(S - lse)
-          A* __restrict sr = s + r * kTile;
-          const A lr = lp[r];
-          if (lr == kNegInf) std::fill(sr, sr + nk, A(0));
-          else
-            for (int64_t c = 0; c < nk; ++c) sr[c] = math::exp(sr[c] - lr);
-        }
-        const A* p_used = s;  // the weights O was made from: P, or P with dropout's mask
+        attention_tiles::mask_tile<kTransposed>(a, mask, s, b, h, i0, nq, j0, nk);
+        attention_tiles::weights_tile<kTransposed>(s, p.lse + g * L + i0, shift, nq, nk, nq);
+        const A* p_used = s;  // the weights O was made from: P, or P with dropout's factors
+        const A* keep_used = nullptr;
         if (a.dropout_p > 0) {
-          dropout_tile(a, keep, b, h, i0, nq, j0, nk);
-          for (int64_t r = 0; r < nq; ++r)
-            for (int64_t c = 0; c < nk; ++c) pd[r * kTile + c] = s[r * kTile + c] * keep[r * kTile + c];
-          p_used = pd;
+          attention_tiles::dropout_tile<kTransposed>(a, keep, b, h, i0, nq, j0, nk);
+          attention_tiles::times_keep(pd, s, keep, nq, nk);
+          p_used = pd, keep_used = keep;
         }
         tile_gemm<A>(true, false, nk, Ev, nq, A(1), p_used, kTile, gop, p.lgo.row, A(1), dv_acc, Ev);
         tile_gemm<A>(false, true, nq, nk, Ev, A(1), gop, p.lgo.row, vp, p.lv.row, A(0), dp, kTile);
-        for (int64_t r = 0; r < nq; ++r) {  // dS = P (dP - D), dP through dropout's mask
-          A* __restrict dr = dp + r * kTile;
-          const A* __restrict sr = s + r * kTile;
-          const A Dr = D[g * L + i0 + r];
-          if (a.dropout_p > 0) {
-            const A* __restrict kr = keep + r * kTile;
-            for (int64_t c = 0; c < nk; ++c) dr[c] = sr[c] * (dr[c] * kr[c] - Dr);
-          } else {
-            for (int64_t c = 0; c < nk; ++c) dr[c] = sr[c] * (dr[c] - Dr);
-          }
-        }
+        attention_tiles::score_grad_tile<kTransposed>(dp, s, keep_used, D + g * L + i0, nq, nk);
         tile_gemm<A>(true, false, nk, E, nq, scale, dp, kTile, qp, p.lq.row, A(1), dk_acc, E);
         tile_gemm<A>(false, false, nq, E, nk, scale, dp, kTile, kp, p.lk.row, A(1), dqp, p.ldq.row);
       }

@@ -3,9 +3,10 @@
 // kNR columns whose k-pairs are interleaved ([kc / 2][kNR][2]: VNNI order, what vdpbf16ps reads, one
 // vector = 16 columns x one pair of depths); then, for each block of kMC rows, op(A) is packed into
 // micro-panels of kMR rows ([kc / 2][kMR] pairs), and every kMR x kNR tile of C is accumulated in
-// registers: per pair of depths kNV vector loads of B, kMR 32-bit broadcasts of A and kMR * kNV
-// vdpbf16ps (64 multiply-adds each). Packing A as well as B keeps both streams contiguous and pads the
-// odd depth and the edges with zeros, so the micro-kernel has no edge cases but the store.
+// registers by micro_kernel_bf16.h's kernel: per pair of depths kNV vector loads of B, kMR 32-bit
+// broadcasts of A and kMR * kNV vdpbf16ps (64 multiply-adds each). Packing A as well as B keeps both
+// streams contiguous and pads the odd depth and the edges with zeros, so the micro-kernel has no edge
+// cases but the store.
 //
 // float32 C takes the result directly (beta on the first depth block, then added to). bfloat16 C of
 // a product deeper than kKC (2048) accumulates in a float32 scratch block and is rounded once at the end, so
@@ -26,7 +27,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
 
-#include "tensor/cpu/pack_bf16.h"  // after the pragma: compiled for its target (pack_bf16.h says why)
+#include "tensor/cpu/micro_kernel_bf16.h"  // after the pragma: compiled for its target (pack_bf16.h says why)
+#include "tensor/cpu/pack_bf16.h"
 
 namespace lockstep::cpu::avx512_bf16 {
 namespace {
@@ -35,6 +37,7 @@ namespace {
 // of B and one broadcast of A (7 x 4 spilled two accumulators: 4% slower; 14 x 2 and 8 x 3 ran slower).
 constexpr int kMR = 6, kNV = 4;
 constexpr int kNR = kNV * 16;
+static_assert(kNV == 4, "dpbf16_kernel_cols takes up to 4 vectors");
 // The blocking, measured on the GPT's products (2048 x 384 x {384, 1152, 1536}, 2048 x 1536 x 384 and
 // the weight gradients' k = 2048; one Zen 4 core): the whole depth in one block up to kKC = 2048 (768
 // ran their k = 1152-2048 products 5-10% slower, 192 15%), B's micro-panel streaming from L2 and
@@ -69,50 +72,6 @@ APanels pack_a(bool ta, const uint16_t* a, int64_t lda, int64_t k, int64_t i0, i
   return {reinterpret_cast<const uint16_t*>(buf.data()), 2, 2 * width, 2 * kMR};
 }
 
-// NV (<= kNV) vectors of the panel: the last panel of C is as narrow as its columns need (the GPT's
-// 65-token head would otherwise compute 128 columns for 65).
-template <int NV, typename TC>
-void micro_kernel(int64_t kp, const uint16_t* pa, int64_t rs, int64_t qs, const uint32_t* pb, TC* c, int64_t ldc,
-                  int64_t rows, int64_t cols, float alpha, float beta) {
-  __m512 acc[kMR][NV];
-#pragma GCC unroll 32
-  for (int r = 0; r < kMR; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  for (int64_t q = 0; q < kp; ++q, pa += qs, pb += kNR) {
-    __m512bh bv[NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(pb + v * 16);
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetch * kNR + v * 16), _MM_HINT_T0);
-#pragma GCC unroll 32
-    for (int r = 0; r < kMR; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(pair_at(pa + r * rs)));
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
-    }
-  }
-  __mmask16 mask[NV];
-  for (int v = 0; v < NV; ++v) {
-    const int64_t left = std::clamp<int64_t>(cols - v * 16, 0, 16);
-    mask[v] = left == 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-  }
-  for (int r = 0; r < kMR; ++r) {
-    if (r >= rows) break;
-    for (int v = 0; v < NV; ++v) store(acc[r][v], c + r * ldc + v * 16, mask[v], alpha, beta);
-  }
-}
-
-template <typename TC>
-void micro_kernel_cols(int64_t kp, const uint16_t* pa, int64_t rs, int64_t qs, const uint32_t* pb, TC* c,
-                       int64_t ldc, int64_t rows, int64_t cols, float alpha, float beta) {
-  static_assert(kNV == 4);
-  if (cols > 48) micro_kernel<4>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
-  else if (cols > 32) micro_kernel<3>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
-  else if (cols > 16) micro_kernel<2>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
-  else micro_kernel<1>(kp, pa, rs, qs, pb, c, ldc, rows, cols, alpha, beta);
-}
-
 // One thread's product. TC is float (C float32) or uint16_t (C bfloat16).
 template <typename TC>
 void run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
@@ -140,10 +99,12 @@ void run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u
             const uint16_t* pa = ap.a + ir / kMR * ap.ps;
             const int64_t rows = std::min<int64_t>(kMR, mc - ir);
             if (!use_scratch) {
-              micro_kernel_cols(kp, pa, ap.rs, ap.qs, panel, c + (i0 + ir) * ldc + j0 + jr, ldc, rows, cols, alpha, first ? beta : 1.f);
+              dpbf16_kernel_cols<kMR, kPrefetch>(kp, pa, ap.rs, ap.qs, panel, kNR, c + (i0 + ir) * ldc + j0 + jr,
+                                                 ldc, rows, cols, alpha, first ? beta : 1.f);
             } else {
               float* s = scratch.data() + (i0 + ir) * nc + jr;
-              micro_kernel_cols(kp, pa, ap.rs, ap.qs, panel, s, nc, rows, cols, 1.f, first ? 0.f : 1.f);
+              dpbf16_kernel_cols<kMR, kPrefetch>(kp, pa, ap.rs, ap.qs, panel, kNR, s, nc, rows, cols, 1.f,
+                                                 first ? 0.f : 1.f);
             }
           }
         }

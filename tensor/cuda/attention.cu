@@ -1,6 +1,8 @@
-// Fused attention on CUDA devices (tensor/backend.h's attention_forward and attention_backward, by
-// tensor/attention_ops.h's rules, the ones the CPU kernel runs): one kernel each way, one thread per
-// row, its accumulators in registers (rows up to kMaxHead wide; nn's dispatch composes wider heads).
+// Fused attention on CUDA devices (tensor/backend.h's attention_forward and attention_backward): a
+// row-per-thread fallback, untiled, until a GPU measures a tiled kernel. One kernel each way, one thread
+// per row, its accumulators in registers (rows up to kMaxHead wide; nn's dispatch composes wider heads);
+// every per-element and per-row rule (mask, dropout's counter and factor, the online softmax's update,
+// the finished row, dS) is tensor/attention_ops.h's, the one the CPU kernels run.
 // - forward: thread (b, h, i) streams the keys with an online softmax (running max and sum), writing
 //   the output row and its logsumexp;
 // - backward: the grid's y = 0 half gives thread (b, h, i) query row i's dq (sum over keys of
@@ -21,6 +23,14 @@
 namespace lockstep::cuda::detail {
 namespace {
 
+// tensor/attention_ops.h's rules.
+using lockstep::detail::attention_keep_factor;
+using lockstep::detail::attention_out_scale;
+using lockstep::detail::attention_row_lse;
+using lockstep::detail::attention_score_grad;
+using lockstep::detail::attention_softmax_shift;
+using lockstep::detail::attention_softmax_update;
+
 constexpr int kMaxHead = kAttentionMaxHead;  // cuda_backend.h: limits() tells nn
 
 template <typename T, typename A = attention_acc_t<T>>
@@ -35,16 +45,6 @@ template <typename T, typename A = attention_acc_t<T>>
 __device__ A score(const AttentionArgs& a, const void* mask, const T* qi, const T* kj, int64_t b, int64_t h, int64_t i,
                    int64_t j) {
   return lockstep::detail::attention_masked_score<A>(a, mask, dot(qi, kj, a.E) * static_cast<A>(a.scale), b, h, i, j);
-}
-
-// 1 / (1 - p) where dropout keeps weight (b, h, i, j), else 0 (1 without dropout).
-template <typename T>
-__device__ T keep_factor(const AttentionArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) {
-  if (a.dropout_p <= 0) return T(1);
-  const uint64_t idx = static_cast<uint64_t>(((b * a.Hq + h) * a.L + i) * a.S + j);
-  return lockstep::detail::attention_keep(a.seed, a.offset, idx, static_cast<float>(a.dropout_p))
-             ? T(1) / (T(1) - static_cast<T>(a.dropout_p))
-             : T(0);
 }
 
 // Row i of head (b, h) of an operand laid out as `lay`.
@@ -68,17 +68,16 @@ __global__ void attention_forward_kernel(AttentionArgs a, const T* q, const T* k
     for (int64_t j = 0; j < s_end; ++j) {
       const A s = score(a, mask, qi, kb + j * a.k.row, b, h, i, j);
       if (s == A(-INFINITY)) continue;
-      const A m_new = s > m ? s : m, corr = math::exp(m - m_new), p = math::exp(s - m_new);
-      l = l * corr + p;
-      m = m_new;
-      const A pk = p * keep_factor<A>(a, b, h, i, j);
+      const A m_new = s > m ? s : m, p = math::exp(s - attention_softmax_shift(m_new));
+      const A corr = attention_softmax_update(m, l, m_new, p);
+      const A pk = p * attention_keep_factor<A>(a, b, h, i, j);
       const T* vj = vb + j * a.v.row;
       for (int64_t c = 0; c < a.Ev; ++c) acc[c] = acc[c] * corr + pk * static_cast<A>(vj[c]);
     }
-    const A inv = l > A(0) ? A(1) / l : A(0);
+    const A inv = attention_out_scale(l);
     T* o = out + b * a.out.batch + h * a.out.head + i * a.out.row;
     for (int64_t c = 0; c < a.Ev; ++c) o[c] = static_cast<T>(acc[c] * inv);
-    lse[row] = l > A(0) ? m + math::log(l) : A(-INFINITY);
+    lse[row] = attention_row_lse(m, l);
   }
 }
 
@@ -97,7 +96,8 @@ __global__ void attention_backward_kernel(AttentionArgs a, const T* q, const T* 
       for (int64_t j = 0; j < s_end; ++j) {
         const T* kj = row_of(k, a.k, b, hk, j);
         const A p = math::exp(score(a, mask, qi, kj, b, h, i, j) - li);
-        const A ds = p * (dot(goi, row_of(v, a.v, b, hk, j), a.Ev) * keep_factor<A>(a, b, h, i, j) - Di);
+        const A dp = dot(goi, row_of(v, a.v, b, hk, j), a.Ev) * attention_keep_factor<A>(a, b, h, i, j);
+        const A ds = attention_score_grad(p, dp, Di);
         for (int64_t c = 0; c < a.E; ++c) acc[c] += ds * static_cast<A>(kj[c]);
       }
       T* d = row_of(dq, a.dq, b, h, i);
@@ -115,9 +115,10 @@ __global__ void attention_backward_kernel(AttentionArgs a, const T* q, const T* 
           const A li = lse[(b * a.Hq + h) * a.L + i];
           if (li == A(-INFINITY)) continue;
           const T *qi = row_of(q, a.q, b, h, i), *goi = row_of(grad_out, a.grad_out, b, h, i);
-          const A p = math::exp(score(a, mask, qi, kj, b, h, i, j) - li), f = keep_factor<A>(a, b, h, i, j);
+          const A p = math::exp(score(a, mask, qi, kj, b, h, i, j) - li);
+          const A f = attention_keep_factor<A>(a, b, h, i, j);
           const A Di = dot(goi, row_of(out, a.out, b, h, i), a.Ev);
-          const A ds = p * (dot(goi, vj, a.Ev) * f - Di);
+          const A ds = attention_score_grad(p, dot(goi, vj, a.Ev) * f, Di);
           for (int64_t c = 0; c < a.Ev; ++c) acc_v[c] += p * f * static_cast<A>(goi[c]);
           for (int64_t c = 0; c < a.E; ++c) acc_k[c] += ds * static_cast<A>(qi[c]);
         }
