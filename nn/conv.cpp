@@ -133,7 +133,7 @@ Tensor Conv2dImpl::forward(const Tensor& x) {
   const auto [xc, wc] = autograd::amp::cast_inputs(autograd::amp::AutocastOp::Conv2d, x, weight);
   LOCKSTEP_CHECK(xc.dtype() == wc.dtype() && x.device() == weight.device(), "Conv2d: input is ", x.dtype(), " on ",
                  x.device(), " but the layer is ", weight.dtype(), " on ", weight.device(), " (use .to())");
-  return functional::conv2d(xc, weight, bias, o.stride(), o.padding(), o.dilation(), o.groups());
+  return functional::conv2d(xc, wc, bias, o.stride(), o.padding(), o.dilation(), o.groups());
 }
 
 }  // namespace lockstep::nn

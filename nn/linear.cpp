@@ -40,7 +40,7 @@ Tensor LinearImpl::forward(const Tensor& x) {
   }
   LOCKSTEP_CHECK(x.device() == weight.device(), "Linear(", in_features, ", ", out_features, "): input on ", x.device(),
                  " but the layer on ", weight.device(), " (move one with .to(device))");
-  return linear(xc, weight, bias);
+  return linear(xc, wc, bias);  // the casts made here: linear's own find them in their dtype
 }
 
 }  // namespace lockstep::nn
