@@ -29,10 +29,17 @@ std::shared_ptr<Work> settle(std::shared_ptr<Work> work, bool async_op) {
   return work;
 }
 
-// dst = src unless they are one tensor: a group of one's gather or scatter (ops' copy_, in stream order
-// on a device).
-void copy_unless_same(Tensor& dst, const Tensor& src) {
-  if (dst.data_ptr() != src.data_ptr()) internal::copy_(dst, src);
+// Collectives with nothing to move between ranks finish here, the same way for every backend: zero
+// elements, or a group of one, whose gathers and scatters leave its own input in its output (ops'
+// copy_, in stream order on a device) and whose reductions and broadcasts leave the tensor as it is.
+// Returns null when the backend has work to do.
+std::shared_ptr<Work> finish_locally(const char* op, int64_t numel, int size, Tensor* dst = nullptr,
+                                     const Tensor* src = nullptr) {
+  if (numel != 0 && size != 1) return nullptr;
+  if (size == 1 && dst && dst->data_ptr() != src->data_ptr()) internal::copy_(*dst, *src);
+  auto work = std::make_shared<Work>(op, 0);
+  work->finish();
+  return work;
 }
 
 }  // namespace
@@ -54,7 +61,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, bool
   check_defined(tensor, "all_reduce", "the tensor");
   check_tensor(tensor, "all_reduce");
   if (checker_) checker_->check(detail::fingerprint("all_reduce", &tensor, reduce_op_name(op)));
-  if (tensor.numel() == 0 || size_ == 1) return completed_work("all_reduce");  // every op keeps one rank's tensor
+  if (auto done = finish_locally("all_reduce", tensor.numel(), size_)) return done;
   return settle(do_all_reduce(tensor, op, async_op), async_op);
 }
 
@@ -64,7 +71,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root, bool asy
                  " (ranks are 0..", size_ - 1, ")");
   check_tensor(tensor, "broadcast");
   if (checker_) checker_->check(detail::fingerprint("broadcast", &tensor, nullptr, root));
-  if (tensor.numel() == 0 || size_ == 1) return completed_work("broadcast");
+  if (auto done = finish_locally("broadcast", tensor.numel(), size_)) return done;
   return settle(do_broadcast(tensor, root, async_op), async_op);
 }
 
@@ -75,10 +82,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, con
   check_tensor(input, "all_gather");
   for (size_t i = 0; i < outputs.size(); ++i) check_like(outputs[i], input, "all_gather", "outputs", i, "the input");
   if (checker_) checker_->check(detail::fingerprint("all_gather", &input));
-  if (input.numel() == 0 || size_ == 1) {
-    if (size_ == 1) copy_unless_same(outputs[0], input);
-    return completed_work("all_gather");
-  }
+  if (auto done = finish_locally("all_gather", input.numel(), size_, &outputs[0], &input)) return done;
   return settle(do_all_gather(outputs, input, async_op), async_op);
 }
 
@@ -90,10 +94,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::ve
   check_tensor(output, "reduce_scatter");
   for (size_t i = 0; i < inputs.size(); ++i) check_like(inputs[i], output, "reduce_scatter", "inputs", i, "the output");
   if (checker_) checker_->check(detail::fingerprint("reduce_scatter", &output, reduce_op_name(op)));
-  if (output.numel() == 0 || size_ == 1) {
-    if (size_ == 1) copy_unless_same(output, inputs[0]);
-    return completed_work("reduce_scatter");
-  }
+  if (auto done = finish_locally("reduce_scatter", output.numel(), size_, &output, &inputs[0])) return done;
   return settle(do_reduce_scatter(output, inputs, op, async_op), async_op);
 }
 
@@ -125,10 +126,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& output, const
   Tensor flat_out = internal::view(output, {output.numel()});
   // A contiguous input is viewed, never copied: it may be chunk rank() of the output (in place).
   Tensor flat_in = internal::reshape(input, {input.numel()});
-  if (input.numel() == 0 || size_ == 1) {
-    if (size_ == 1) copy_unless_same(flat_out, flat_in);
-    return completed_work("all_gather_into_tensor");
-  }
+  if (auto done = finish_locally("all_gather_into_tensor", input.numel(), size_, &flat_out, &flat_in)) return done;
   return settle(do_all_gather_into_tensor(flat_out, flat_in, async_op), async_op);
 }
 
@@ -141,10 +139,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& output, const 
   if (checker_) checker_->check(detail::fingerprint("reduce_scatter_tensor", &output, reduce_op_name(op)));
   Tensor flat_out = internal::view(output, {output.numel()});
   Tensor flat_in = internal::view(input, {input.numel()});
-  if (output.numel() == 0 || size_ == 1) {
-    if (size_ == 1) copy_unless_same(flat_out, flat_in);
-    return completed_work("reduce_scatter_tensor");
-  }
+  if (auto done = finish_locally("reduce_scatter_tensor", output.numel(), size_, &flat_out, &flat_in)) return done;
   return settle(do_reduce_scatter_tensor(flat_out, flat_in, op, async_op), async_op);
 }
 
@@ -161,12 +156,6 @@ std::shared_ptr<Work> ProcessGroup::do_reduce_scatter_tensor(Tensor& output, con
 std::shared_ptr<Work> ProcessGroup::barrier(bool async_op) {
   if (checker_) checker_->check(detail::fingerprint("barrier", nullptr));
   return settle(do_barrier(async_op), async_op);
-}
-
-std::shared_ptr<Work> ProcessGroup::completed_work(const char* op) {
-  auto work = std::make_shared<Work>(op, 0);
-  work->finish();
-  return work;
 }
 
 namespace detail {

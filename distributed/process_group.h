@@ -100,9 +100,6 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> do_reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op,
                                                          bool async_op);
 
-  // A Work that has already finished successfully (zero-element collectives).
-  static std::shared_ptr<Work> completed_work(const char* op);
-
  private:
   int rank_;
   int size_;
