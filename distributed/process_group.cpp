@@ -2,6 +2,7 @@
 #include "distributed/process_group.h"
 
 #include "distributed/debug.h"
+#include "distributed/reduce_kernels.h"
 #include "common/check.h"
 #include "tensor/ops.h"
 
@@ -42,6 +43,22 @@ std::shared_ptr<Work> finish_locally(const char* op, int64_t numel, int size, Te
   return work;
 }
 
+// AVG where the backend does not compute it: the backend sums, then `result` is divided by the world size
+// (truncating for integers, as ncclAvg; a bool's SUM is already its AVG, the or of the ranks).
+ReduceOp sum_for_avg(ReduceOp op, bool backend_averages) {
+  return op == ReduceOp::AVG && !backend_averages ? ReduceOp::SUM : op;
+}
+std::shared_ptr<Work> average(std::shared_ptr<Work> work, ReduceOp asked, ReduceOp sent, Tensor result, int size) {
+  if (asked == sent || result.dtype() == Dtype::Bool) return work;
+  work->then([result, size] {
+    dispatch(result.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (!std::is_same_v<T, bool>) detail::divide(static_cast<T*>(result.data_ptr()), result.numel(), size);
+    });
+  });
+  return work;
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
@@ -62,7 +79,8 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op, bool
   check_tensor(tensor, "all_reduce");
   if (checker_) checker_->check(detail::fingerprint("all_reduce", &tensor, reduce_op_name(op)));
   if (auto done = finish_locally("all_reduce", tensor.numel(), size_)) return done;
-  return settle(do_all_reduce(tensor, op, async_op), async_op);
+  const ReduceOp sent = sum_for_avg(op, reduces_avg());
+  return settle(average(do_all_reduce(tensor, sent, async_op), op, sent, tensor, size_), async_op);
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int root, bool async_op) {
@@ -95,7 +113,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::ve
   for (size_t i = 0; i < inputs.size(); ++i) check_like(inputs[i], output, "reduce_scatter", "inputs", i, "the output");
   if (checker_) checker_->check(detail::fingerprint("reduce_scatter", &output, reduce_op_name(op)));
   if (auto done = finish_locally("reduce_scatter", output.numel(), size_, &output, &inputs[0])) return done;
-  return settle(do_reduce_scatter(output, inputs, op, async_op), async_op);
+  const ReduceOp sent = sum_for_avg(op, reduces_avg());
+  return settle(average(do_reduce_scatter(output, inputs, sent, async_op), op, sent, output, size_), async_op);
 }
 
 // The flat forms: checked here, then handed to the backend's flat hook as one-dimensional views.
@@ -140,7 +159,9 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& output, const 
   Tensor flat_out = internal::view(output, {output.numel()});
   Tensor flat_in = internal::view(input, {input.numel()});
   if (auto done = finish_locally("reduce_scatter_tensor", output.numel(), size_, &flat_out, &flat_in)) return done;
-  return settle(do_reduce_scatter_tensor(flat_out, flat_in, op, async_op), async_op);
+  const ReduceOp sent = sum_for_avg(op, reduces_avg());
+  return settle(average(do_reduce_scatter_tensor(flat_out, flat_in, sent, async_op), op, sent, flat_out, size_),
+                async_op);
 }
 
 std::shared_ptr<Work> ProcessGroup::do_all_gather_into_tensor(Tensor& output, const Tensor& input, bool async_op) {

@@ -82,7 +82,12 @@ class ProcessGroup {
 
   // The backend's own tensor requirement (device); `op` names the collective in the error.
   virtual void check_tensor(const Tensor& t, const char* op) const = 0;
-  // Called with checked arguments, never with zero elements or in a group of one (the public calls finish
+  // True when the backend computes AVG itself (NCCL's ncclAvg; shared memory divides inside its last
+  // fold). Otherwise the do_ calls never see AVG: they get SUM, and the public call divides the result
+  // by the world size once the data has moved (Work::then), the same way for every backend.
+  virtual bool reduces_avg() const { return false; }
+  // Called with checked arguments, never with zero elements or in a group of one, nor with AVG unless
+  // reduces_avg() (the public calls finish
   // those themselves, the same way for every backend). With `async_op` false the caller waits for the
   // returned Work right away, so a backend may run the collective before returning.
   virtual std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) = 0;

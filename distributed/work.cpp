@@ -44,7 +44,38 @@ std::exception_ptr Work::exception() {
   return error_;
 }
 
+void Work::then(std::function<void()> fn) {
+  std::unique_lock lock(mu_);
+  if (!continuations_ran_ && !completed_) {
+    continuations_.push_back(std::move(fn));
+    return;
+  }
+  // The backend's thread is past its continuations: they are ours to run once the work has finished.
+  cv_.wait(lock, [&] { return completed_; });
+  const bool ok = !error_;
+  lock.unlock();
+  if (ok) fn();
+}
+
+void Work::run_continuations() {
+  std::vector<std::function<void()>> todo;
+  {
+    std::lock_guard lock(mu_);
+    if (continuations_ran_) return;
+    continuations_ran_ = true;
+    todo.swap(continuations_);
+  }
+  for (auto& fn : todo) fn();
+}
+
 void Work::finish(std::exception_ptr error) {
+  if (!error) {
+    try {
+      run_continuations();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
   {
     std::lock_guard lock(mu_);
     completed_ = true;

@@ -7,9 +7,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace lockstep::dist {
 
@@ -48,8 +50,19 @@ class Work {
   const std::string& op() const { return op_; }
   uint64_t seq() const { return seq_; }
 
-  // Marks the work finished (with `error` when it failed) and wakes waiters. Called once, by the backend.
+  // Marks the work finished (with `error` when it failed) and wakes waiters, after running (on success) the
+  // continuations not yet run. Called once, by the backend.
   void finish(std::exception_ptr error = nullptr);
+
+  // Runs `fn` after the collective has succeeded and before anyone waiting sees it finished: what every
+  // backend would otherwise repeat after the data has moved (ProcessGroup divides for AVG this way). It
+  // runs on the backend's thread, or here on the caller's when the collective has already got that far;
+  // it never runs after a failure. An exception from it fails the work.
+  void then(std::function<void()> fn);
+  // Runs the continuations registered so far; those registered later run in then(). A backend calls it
+  // on its own thread right after the collective's data has moved (WorkQueue does), so the next
+  // collective in the group's order already sees the result; finish() covers a backend that does not.
+  void run_continuations();
 
  protected:
   const std::string op_;
@@ -60,6 +73,8 @@ class Work {
   std::condition_variable cv_;
   bool completed_ = false;
   std::exception_ptr error_;
+  std::vector<std::function<void()>> continuations_;
+  bool continuations_ran_ = false;  // then() runs its function itself from here on
 };
 
 }  // namespace lockstep::dist

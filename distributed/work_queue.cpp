@@ -121,6 +121,7 @@ std::exception_ptr WorkQueue::execute(Task& task) {
   } else {
     try {
       task.run(task.tag);
+      task.work->run_continuations();
     } catch (const std::exception& e) {
       failure_ = str_cat(task.what.str(), ": ", e.what());
       if (options_.on_failure) options_.on_failure();

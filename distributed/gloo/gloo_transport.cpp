@@ -95,7 +95,6 @@ void GlooTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) 
       opts.setTimeout(timeout_);
       if (bcube_) opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
       gloo::allreduce(opts);
-      if (op == ReduceOp::AVG) detail::divide(data, n, size_);
     });
   });
 }
@@ -146,7 +145,6 @@ void GlooTransport::reduce_scatter(const Tensor& output, const std::vector<Tenso
       const size_t n = static_cast<size_t>(output.numel());
       detail::ring_reduce_scatter<T>(context_, inputs, static_cast<T*>(output.data_ptr()), n, detail::reduce_fn<T>(op),
                                      tag, timeout_, static_cast<T*>(scratch_.get(3 * output.nbytes())));
-      if (op == ReduceOp::AVG) detail::divide(static_cast<T*>(output.data_ptr()), n, size_);
     });
   });
 }

@@ -32,9 +32,8 @@ void MeshTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) 
     using T = typename decltype(t)::type;
     T* data = static_cast<T*>(tensor.data_ptr());
     const size_t n = static_cast<size_t>(tensor.numel());
-    const auto reduce = detail::reduce_fn<T>(op);  // AVG: SUM, divided below
+    const auto reduce = detail::reduce_fn<T>(op);
     mesh_all_reduce<T>(mesh_, data, n, reduce, tag, algorithm_, exchange_max_bytes_, scratch_);
-    if (op == ReduceOp::AVG) detail::divide(data, n, mesh_.size());
   });
 }
 
@@ -63,7 +62,6 @@ void MeshTransport::reduce_scatter_tensor(const Tensor& output, const Tensor& in
     const size_t n = static_cast<size_t>(output.numel());
     detail::ring_reduce_scatter<T>(mesh_, static_cast<const T*>(input.data_ptr()), out, n, detail::reduce_fn<T>(op), tag,
                                    static_cast<T*>(scratch_.get(2 * n * sizeof(T))));
-    if (op == ReduceOp::AVG) detail::divide(out, n, mesh_.size());
   });
 }
 

@@ -165,6 +165,8 @@ void ProcessGroupGloo::check_tensor(const Tensor& t, const char* op) const {
                  " (use the nccl backend for CUDA tensors, or move the tensor with .to(Device::cpu()))");
 }
 
+bool ProcessGroupGloo::reduces_avg() const { return transport_->fuses_avg(); }
+
 std::shared_ptr<Work> ProcessGroupGloo::do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) {
   return queue_->submit({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)},
                         [this, tensor, op](uint32_t tag) { transport_->all_reduce(tensor, op, tag); }, async_op);

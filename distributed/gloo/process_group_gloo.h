@@ -110,6 +110,7 @@ class ProcessGroupGloo : public ProcessGroup {
 
  protected:
   void check_tensor(const Tensor& t, const char* op) const override;
+  bool reduces_avg() const override;
   std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op, bool async_op) override;
   std::shared_ptr<Work> do_broadcast(Tensor& tensor, int root, bool async_op) override;
   std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool async_op) override;

@@ -16,7 +16,7 @@
 //
 // Contract of every method: called by one thread at a time, on every rank in the same order with the
 // same tag; in place on the tensors' memory (contiguous CPU tensors of one dtype; world size > 1); AVG
-// divides by the world size. Results are the same bits on every rank (a fixed order of reduction).
+// only where fuses_avg() (elsewhere ProcessGroup sends SUM and divides). Results are the same bits on every rank (a fixed order of reduction).
 // Errors throw PeerError or shm::ShmError with the rank at fault already named.
 #pragma once
 
@@ -76,6 +76,8 @@ class Transport {
   virtual const char* name() const = 0;
   // One line for the logs: what runs each collective.
   virtual std::string summary() const = 0;
+  // True when the reductions take AVG and divide inside their own last pass (ProcessGroup::reduces_avg).
+  virtual bool fuses_avg() const { return false; }
 
   virtual void all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) = 0;
   virtual void broadcast(const Tensor& tensor, int root, uint32_t tag) = 0;
@@ -162,6 +164,7 @@ class ShmTransport : public Transport {
 
   const char* name() const override { return "shm"; }
   std::string summary() const override;
+  bool fuses_avg() const override { return true; }  // the divisor rides along into the fold (shm/fold.h)
 
   void all_reduce(const Tensor& tensor, ReduceOp op, uint32_t tag) override;
   void broadcast(const Tensor& tensor, int root, uint32_t tag) override;

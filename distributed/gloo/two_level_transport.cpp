@@ -56,17 +56,14 @@ void TwoLevelTransport::all_reduce(const Tensor& tensor, ReduceOp op, uint32_t t
 
 template <typename T>
 void TwoLevelTransport::all_reduce(T* data, size_t n, ReduceOp op, uint32_t tag) {
-  // Reduces within each host, across the leaders, then the leader's result to its host; AVG sums and
-  // divides at the end, on bits every rank has alike.
-  const ReduceOp partial = op == ReduceOp::AVG ? ReduceOp::SUM : op;
-  const auto reduce = detail::reduce_fn<T>(partial);
-  if (shm_) shm_->all_reduce(data, n, dtype_of<T>::value, partial, 1);
+  // Reduces within each host, across the leaders, then the leader's result to its host.
+  const auto reduce = detail::reduce_fn<T>(op);
+  if (shm_) shm_->all_reduce(data, n, dtype_of<T>::value, op, 1);
   if (leaders_) {
     between_leaders(
         [&] { mesh_all_reduce<T>(*leaders_, data, n, reduce, tag, algorithm_, exchange_max_bytes_, scratch_); });
   }
   if (shm_) shm_->broadcast(data, n * sizeof(T), 0);
-  if (op == ReduceOp::AVG) detail::divide(data, n, size_);
 }
 
 void TwoLevelTransport::broadcast(const Tensor& tensor, int root, uint32_t tag) {

@@ -143,8 +143,8 @@ void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
   detail::reduce_fn<T>(kOp)(inout, in, inout, static_cast<size_t>(*len));
 }
 
-// The MPI ops for bfloat16 (table 0) and float16 (table 1), indexed by ReduceOp (AVG is SUM), created on
-// first use: on the worker thread, the only one that calls MPI (MPI_THREAD_SERIALIZED).
+// The MPI ops for bfloat16 (table 0) and float16 (table 1), indexed by ReduceOp (never AVG: ProcessGroup
+// sends SUM and divides), created on first use: on the worker thread, the only one that calls MPI (MPI_THREAD_SERIALIZED).
 MPI_Op half_op(ReduceOp op, Dtype d) {
   static MPI_Op ops[2][5];
   static std::once_flag created;
@@ -156,7 +156,7 @@ MPI_Op half_op(ReduceOp op, Dtype d) {
     };
     auto table = [&](auto tag, MPI_Op* row) {
       using T = typename decltype(tag)::type;
-      row[int(ReduceOp::SUM)] = row[int(ReduceOp::AVG)] = make(&half_reduce<T, ReduceOp::SUM>);
+      row[int(ReduceOp::SUM)] = make(&half_reduce<T, ReduceOp::SUM>);
       row[int(ReduceOp::PRODUCT)] = make(&half_reduce<T, ReduceOp::PRODUCT>);
       row[int(ReduceOp::MIN)] = make(&half_reduce<T, ReduceOp::MIN>);
       row[int(ReduceOp::MAX)] = make(&half_reduce<T, ReduceOp::MAX>);
@@ -172,8 +172,8 @@ MPI_Op mpi_op(ReduceOp op, Dtype d) {
   if (d == Dtype::Bool) return op == ReduceOp::MIN || op == ReduceOp::PRODUCT ? MPI_LAND : MPI_LOR;
   if (is_reduced_floating_point(d)) return half_op(op, d);
   switch (op) {
-    case ReduceOp::SUM:
-    case ReduceOp::AVG: return MPI_SUM;  // then divided by the world size
+    case ReduceOp::SUM: return MPI_SUM;
+    case ReduceOp::AVG: break;  // ProcessGroup sends SUM and divides (reduces_avg)
     case ReduceOp::MIN: return MPI_MIN;
     case ReduceOp::MAX: return MPI_MAX;
     case ReduceOp::PRODUCT: return MPI_PROD;
@@ -190,15 +190,6 @@ int mpi_count(int64_t numel, const char* op) {
 void check_contiguous(const Tensor& t, const char* op, const char* what) {
   LOCKSTEP_CHECK(t.is_contiguous(), op, ": the mpi backend needs contiguous tensors (MPI reads and writes the "
                  "memory as one run); ", what, " of shape ", t.shape(), " is not (use .contiguous())");
-}
-
-// AVG: the sum divided by the world size, truncating for integers (bools were or'ed, see mpi_op).
-void divide_by(const Tensor& t, int size) {
-  if (t.dtype() == Dtype::Bool) return;
-  dispatch(t.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (!std::is_same_v<T, bool>) detail::divide(static_cast<T*>(t.data_ptr()), t.numel(), size);
-  });
 }
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
@@ -305,7 +296,6 @@ std::shared_ptr<Work> ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp op
   return enqueue({"all_reduce", tensor.dtype(), tensor.numel(), reduce_op_name(op)}, [this, tensor, op, type, count](uint32_t) {
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, tensor.data_ptr(), count, type, mpi_op(op, tensor.dtype()), comm_->comm),
               "MPI_Allreduce");
-    if (op == ReduceOp::AVG) divide_by(tensor, size());
   }, async_op);
 }
 
@@ -360,7 +350,6 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter(Tensor& output, const s
     }
     mpi_check(MPI_Reduce_scatter_block(in, output.data_ptr(), count, type, mpi_op(op, output.dtype()), comm_->comm),
               "MPI_Reduce_scatter_block");
-    if (op == ReduceOp::AVG) divide_by(output, size());
   }, async_op);
 }
 
@@ -403,7 +392,6 @@ std::shared_ptr<Work> ProcessGroupMPI::do_reduce_scatter_tensor(Tensor& output, 
       mpi_check(MPI_Reduce_scatter_block(in, output.data_ptr(), count, type, mop, comm_->comm),
                 "MPI_Reduce_scatter_block");
     }
-    if (op == ReduceOp::AVG) divide_by(output, size());
   }, async_op);
 }
 

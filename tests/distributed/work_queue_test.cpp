@@ -116,3 +116,46 @@ TEST_CASE("destruction runs what is queued first") {
   CHECK(ran == 10);
   CHECK(last->is_success());
 }
+
+TEST_CASE("a continuation runs on the worker before the Work reads finished, before the next collective; after it, "
+          "on the caller; never after a failure") {
+  WorkQueue queue(options());
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::vector<std::string> order;  // written by the worker only, until the waits below
+  auto first = queue.submit({"all_reduce"}, [&](uint32_t) {
+    released.wait();
+    order.push_back("first");
+  }, /*async_op=*/true);
+  first->then([&] {
+    CHECK_FALSE(first->is_completed());  // nobody sees the work done before its continuation ran
+    order.push_back("then");
+  });
+  auto second = queue.submit({"barrier"}, [&](uint32_t) { order.push_back("second"); }, /*async_op=*/true);
+  release.set_value();
+  CHECK(error_of(second).empty());
+  CHECK(order == std::vector<std::string>{"first", "then", "second"});
+
+  // Registered after the work finished: runs here, at once.
+  bool ran_here = false;
+  first->then([&] { ran_here = true; });
+  CHECK(ran_here);
+
+  // A failed collective runs none; its error stands.
+  auto failed = queue.submit({"all_reduce"}, [](uint32_t) { throw Error("peer lost"); }, /*async_op=*/false);
+  bool ran_after_failure = false;
+  failed->then([&] { ran_after_failure = true; });
+  CHECK_FALSE(ran_after_failure);
+  CHECK(error_of(failed).find("peer lost") != std::string::npos);
+
+  // A continuation that throws fails its work, naming the collective.
+  WorkQueue other(options());
+  std::promise<void> go;
+  std::shared_future<void> gone = go.get_future().share();
+  auto w = other.submit({"reduce_scatter"}, [&](uint32_t) { gone.wait(); }, /*async_op=*/true);
+  w->then([] { throw Error("divide failed"); });
+  go.set_value();
+  const std::string e = error_of(w);
+  CHECK(e.find("reduce_scatter") != std::string::npos);
+  CHECK(e.find("divide failed") != std::string::npos);
+}
