@@ -34,7 +34,8 @@ constexpr Row kTable[] = {
     {AutocastOp::Softmax, Policy::Keep, Policy::Float32},   // softmax, log_softmax
     {AutocastOp::LayerNorm, Policy::Keep, Policy::Float32},
     {AutocastOp::Sum, Policy::Keep, Policy::Float32},       // sum, cumsum
-    {AutocastOp::Exp, Policy::Keep, Policy::Float32},       // exp, log, pow, rsqrt
+    // exp, log, pow, rsqrt; acos, asin, cosh, sinh, tan, erfinv, expm1, log1p, log2, log10, reciprocal, softplus
+    {AutocastOp::Exp, Policy::Keep, Policy::Float32},
     {AutocastOp::Loss, Policy::Float32, Policy::Float32},   // cross_entropy, nll, mse, bce, bce_with_logits
     {AutocastOp::Prod, Policy::Float32, Policy::Float32},
     // Whole recurrent layers, states included (amp::run_layer): CUDA casts every cuDNN RNN (_cudnn_rnn),

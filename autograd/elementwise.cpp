@@ -13,17 +13,9 @@ using autograd::reduce_grad;
 constexpr autograd::Output kSavesOutput = autograd::Output::Saved;
 namespace in = internal;
 
-namespace {
+using autograd::unary_with;
 
-// A unary op whose gradient is backward(g, saved), `saved` being the input or the output.
-Tensor unary_with(UnaryOp op, const Tensor& a, BinaryOp backward, bool save_output) {
-  Tensor out = in::unary(op, a);
-  if (!any_requires_grad(a)) return out;
-  Tensor saved = save_output ? out.detach() : a.detach();
-  return record(
-      op_name(op), out, {a}, [backward, saved](const Tensor& g) { return Grads{in::binary(backward, g, saved)}; },
-      save_output ? kSavesOutput : autograd::Output::NotSaved);
-}
+namespace {
 
 Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b) { return in::binary(op, a, b); }
 

@@ -60,6 +60,66 @@ Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
 
+// --- elementwise math (autograd/elementwise_math.cpp) ---
+// floor, ceil, round (half to even), trunc: integers unchanged, gradient 0.
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);
+Tensor trunc(const Tensor& a);
+Tensor frac(const Tensor& a);  // a - trunc(a)
+Tensor reciprocal(const Tensor& a);
+Tensor log1p(const Tensor& a);
+Tensor expm1(const Tensor& a);
+Tensor log2(const Tensor& a);
+Tensor log10(const Tensor& a);
+Tensor erf(const Tensor& a);
+Tensor erfc(const Tensor& a);
+Tensor erfinv(const Tensor& a);
+Tensor tan(const Tensor& a);
+Tensor asin(const Tensor& a);
+Tensor acos(const Tensor& a);
+Tensor atan(const Tensor& a);
+Tensor sinh(const Tensor& a);
+Tensor cosh(const Tensor& a);
+Tensor atan2(const Tensor& a, const Tensor& b);
+// fmod: the remainder has a's sign (C's fmod); remainder: b's sign (Python's %). Integer divisors of 0
+// are refused, as div's.
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
+Tensor clamp_min(const Tensor& a, double min);
+Tensor clamp_max(const Tensor& a, double max);
+// Bool results, not differentiable; integers are finite.
+Tensor isnan(const Tensor& a);
+Tensor isinf(const Tensor& a);
+Tensor isfinite(const Tensor& a);
+
+// --- activations (autograd/activation.cpp), torch.nn.functional's, each one elementwise row ---
+Tensor elu(const Tensor& a, double alpha = 1.0);
+Tensor selu(const Tensor& a);
+Tensor celu(const Tensor& a, double alpha = 1.0);
+Tensor softplus(const Tensor& a, double beta = 1.0, double threshold = 20.0);
+Tensor hardtanh(const Tensor& a, double min_val = -1.0, double max_val = 1.0);
+Tensor relu6(const Tensor& a);
+Tensor hardshrink(const Tensor& a, double lambd = 0.5);
+Tensor softshrink(const Tensor& a, double lambd = 0.5);
+Tensor threshold(const Tensor& a, double threshold, double value);
+Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
+Tensor hardsigmoid(const Tensor& a);
+Tensor hardswish(const Tensor& a);
+Tensor mish(const Tensor& a);
+Tensor logsigmoid(const Tensor& a);
+Tensor softsign(const Tensor& a);
+Tensor tanhshrink(const Tensor& a);
+// The first half of `dim` gated by the sigmoid of the second: a * sigmoid(b).
+Tensor glu(const Tensor& a, int64_t dim = -1);
+// a where a >= 0, else weight * a; weight [1] or [C], C the input's dimension 1.
+Tensor prelu(const Tensor& a, const Tensor& weight);
+// Training: a slope drawn uniformly from [lower, upper] per element; evaluation: their mean.
+Tensor rrelu(const Tensor& a, double lower = 1.0 / 8.0, double upper = 1.0 / 3.0, bool training = false);
+Tensor softmin(const Tensor& a, int64_t dim);  // softmax(-a)
+
 // --- shapes and views (autograd/views.cpp): views share storage ---
 Tensor reshape(const Tensor& a, const Shape& shape);
 Tensor view(const Tensor& a, const Shape& shape);

@@ -48,6 +48,35 @@ Tensor Tensor::abs() const { return lockstep::abs(*this); }
 Tensor Tensor::sign() const { return lockstep::sign(*this); }
 Tensor Tensor::relu() const { return lockstep::relu(*this); }
 Tensor Tensor::exp() const { return lockstep::exp(*this); }
+Tensor Tensor::floor() const { return lockstep::floor(*this); }
+Tensor Tensor::ceil() const { return lockstep::ceil(*this); }
+Tensor Tensor::round() const { return lockstep::round(*this); }
+Tensor Tensor::trunc() const { return lockstep::trunc(*this); }
+Tensor Tensor::frac() const { return lockstep::frac(*this); }
+Tensor Tensor::reciprocal() const { return lockstep::reciprocal(*this); }
+Tensor Tensor::log1p() const { return lockstep::log1p(*this); }
+Tensor Tensor::expm1() const { return lockstep::expm1(*this); }
+Tensor Tensor::log2() const { return lockstep::log2(*this); }
+Tensor Tensor::log10() const { return lockstep::log10(*this); }
+Tensor Tensor::erf() const { return lockstep::erf(*this); }
+Tensor Tensor::erfc() const { return lockstep::erfc(*this); }
+Tensor Tensor::erfinv() const { return lockstep::erfinv(*this); }
+Tensor Tensor::tan() const { return lockstep::tan(*this); }
+Tensor Tensor::asin() const { return lockstep::asin(*this); }
+Tensor Tensor::acos() const { return lockstep::acos(*this); }
+Tensor Tensor::atan() const { return lockstep::atan(*this); }
+Tensor Tensor::sinh() const { return lockstep::sinh(*this); }
+Tensor Tensor::cosh() const { return lockstep::cosh(*this); }
+Tensor Tensor::isnan() const { return lockstep::isnan(*this); }
+Tensor Tensor::isinf() const { return lockstep::isinf(*this); }
+Tensor Tensor::isfinite() const { return lockstep::isfinite(*this); }
+Tensor Tensor::atan2(const Tensor& o) const { return lockstep::atan2(*this, o); }
+Tensor Tensor::fmod(const Tensor& o) const { return lockstep::fmod(*this, o); }
+Tensor Tensor::fmod(double o) const { return lockstep::fmod(*this, o); }
+Tensor Tensor::remainder(const Tensor& o) const { return lockstep::remainder(*this, o); }
+Tensor Tensor::remainder(double o) const { return lockstep::remainder(*this, o); }
+Tensor Tensor::clamp_min(double m) const { return lockstep::clamp_min(*this, m); }
+Tensor Tensor::clamp_max(double m) const { return lockstep::clamp_max(*this, m); }
 Tensor Tensor::log() const { return lockstep::log(*this); }
 Tensor Tensor::sqrt() const { return lockstep::sqrt(*this); }
 Tensor Tensor::rsqrt() const { return lockstep::rsqrt(*this); }

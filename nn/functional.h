@@ -78,9 +78,6 @@ inline Tensor gelu(const Tensor& x, const std::string& approximate = "none") { r
 inline Tensor silu(const Tensor& x) { return lockstep::silu(x); }
 inline Tensor tanh(const Tensor& x) { return lockstep::tanh(x); }
 inline Tensor sigmoid(const Tensor& x) { return lockstep::sigmoid(x); }
-inline Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01) {
-  return lockstep::where(x > 0.0, x, x * negative_slope);
-}
 inline Tensor softmax(const Tensor& x, int64_t dim) { return lockstep::softmax(x, dim); }
 inline Tensor log_softmax(const Tensor& x, int64_t dim) { return lockstep::log_softmax(x, dim); }
 inline Tensor dropout(const Tensor& x, double p = 0.5, bool training = true) { return lockstep::dropout(x, p, training); }

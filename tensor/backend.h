@@ -251,12 +251,14 @@ class Backend : public FusedKernels {
   virtual void fill(const StridedPlan& p, Tensor& out, double value) = 0;
   // out = a converted to out's dtype (every dtype pair, bfloat16 included).
   virtual void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
-  virtual void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) = 0;
+  // `params`: the row's scalars (tensor/elementwise_ops.h), for the rows that have any.
+  virtual void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const OpScalars& params = {}) = 0;
   // a and b of one dtype; on the CPU also a bfloat16 or float16 one beside a float32 one.
-  virtual void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  virtual void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b,
+                      const OpScalars& params = {}) = 0;
   // out = a (op) s, or s (op) a with `reverse` (plan operands: out, a).
   virtual void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
-                             bool reverse) = 0;
+                             bool reverse, const OpScalars& params = {}) = 0;
   // out = cond ? a : b, cond bool.
   virtual void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <string_view>
 
 #include "tensor/int_div.h"
 
@@ -31,10 +33,15 @@ void check_dtype(OpDtypes kinds, Dtype d, const char* op) {
 // cost a sync per op. The CUDA backend checks its divisors on the device instead
 // (tensor/cuda/elementwise.cu, device_error.h): the division is skipped and this same message is raised
 // at the next synchronization.
-void check_integer_divisor(const Tensor& divisor) {
+// `op`: div, fmod or remainder (div's message is also the one a GPU raises at its next synchronization).
+std::string division_by_zero(const char* op) {
+  if (std::string_view(op) == "div") return detail::kIntegerDivisionByZero;
+  return detail::str_cat(op, ": integer division by zero (a divisor element is 0)");
+}
+void check_integer_divisor(const Tensor& divisor, const char* op) {
   if (is_floating_point(divisor.dtype()) || !supports(divisor.device(), Capability::kHostReadable, divisor.dtype()))
     return;
-  for (int64_t v : divisor.to_vector<int64_t>()) LOCKSTEP_CHECK(v != 0, detail::kIntegerDivisionByZero);
+  for (int64_t v : divisor.to_vector<int64_t>()) LOCKSTEP_CHECK(v != 0, division_by_zero(op));
 }
 
 // A 16-bit operand beside a float32 one: a backend with Capability::kMixedWithFloat32 (the CPU) reads it
@@ -139,16 +146,16 @@ StridedPlan make_plan(const Tensor& out, std::initializer_list<const Tensor*> in
 
 // --- elementwise -----------------------------------------------------------------------------------
 
-Tensor unary(UnaryOp op, const Tensor& a) {
+Tensor unary(UnaryOp op, const Tensor& a, const OpScalars& params) {
   const char* name = op_name(op);
   check_defined(a, name);
   check_dtype(op_dtypes(op), a.dtype(), name);
   Tensor out(a.shape(), op_returns_bool(op) ? kBool : a.dtype(), a.device());
-  if (out.numel()) backend_for(a.device()).unary(op, make_plan(out, {&a}, name), out, a);
+  if (out.numel()) backend_for(a.device()).unary(op, make_plan(out, {&a}, name), out, a, params);
   return out;
 }
 
-Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
+Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const OpScalars& params) {
   const char* name = op_name(op);
   check_defined(a_in, name);
   check_defined(b_in, name);
@@ -158,24 +165,24 @@ Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
   const bool mixed = mixes_16bit_with_float32(a_in, b_in);
   Tensor a = mixed ? a_in : to_dtype(a_in, common), b = mixed ? b_in : to_dtype(b_in, common);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
-  if (op == BinaryOp::Div) check_integer_divisor(b);
+  if (divides_integers(op)) check_integer_divisor(b, name);
   Tensor out(out_shape, op_returns_bool(op) ? kBool : common, a.device());
-  if (out.numel()) backend_for(a.device()).binary(op, make_plan(out, {&a, &b}, name), out, a, b);
+  if (out.numel()) backend_for(a.device()).binary(op, make_plan(out, {&a, &b}, name), out, a, b, params);
   return out;
 }
 
-Tensor binary_scalar(BinaryOp op, const Tensor& a_in, double s, bool reverse) {
+Tensor binary_scalar(BinaryOp op, const Tensor& a_in, double s, bool reverse, const OpScalars& params) {
   const char* name = op_name(op);
   check_defined(a_in, name);
   // An integer tensor with a fractional scalar computes in float32, as PyTorch's default dtype.
   const Tensor a = !is_floating_point(a_in.dtype()) && s != std::floor(s) ? to_dtype(a_in, kFloat32) : a_in;
   check_dtype(op_dtypes(op), a.dtype(), name);
-  if (op == BinaryOp::Div && !is_floating_point(a.dtype())) {
-    if (reverse) check_integer_divisor(a);
-    else LOCKSTEP_CHECK(static_cast<int64_t>(s) != 0, detail::kIntegerDivisionByZero);
+  if (divides_integers(op) && !is_floating_point(a.dtype())) {
+    if (reverse) check_integer_divisor(a, name);
+    else LOCKSTEP_CHECK(static_cast<int64_t>(s) != 0, division_by_zero(name));
   }
   Tensor out(a.shape(), op_returns_bool(op) ? kBool : a.dtype(), a.device());
-  if (out.numel()) backend_for(a.device()).binary_scalar(op, make_plan(out, {&a}, name), out, a, s, reverse);
+  if (out.numel()) backend_for(a.device()).binary_scalar(op, make_plan(out, {&a}, name), out, a, s, reverse, params);
   return out;
 }
 

@@ -52,10 +52,10 @@ Tensor view_range(const Tensor& base, int64_t offset, const Shape& shape);
 Tensor contiguous(const Tensor& a);  // a itself when already contiguous
 
 // --- elementwise (ops.cpp); operands of different dtypes are promoted (promote_types) ---
-Tensor unary(UnaryOp op, const Tensor& a);
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor unary(UnaryOp op, const Tensor& a, const OpScalars& params = {});
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const OpScalars& params = {});
 // a (op) s; with `reverse`, s (op) a.
-Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reverse = false);
+Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reverse = false, const OpScalars& params = {});
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

@@ -47,17 +47,19 @@ void CpuBackend::fill(const StridedPlan& p, Tensor& out, double v) {
 void CpuBackend::copy_(const StridedPlan& p, Tensor& out, const Tensor& a) {
   LOCKSTEP_CPU_ISA_CALL(copy_, p, out.dtype(), out.data_ptr(), a.dtype(), a.data_ptr());
 }
-void CpuBackend::unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) {
-  LOCKSTEP_CPU_ISA_CALL(unary, op, p, out.data_ptr(), a.dtype(), a.data_ptr());
+void CpuBackend::unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const OpScalars& params) {
+  LOCKSTEP_CPU_ISA_CALL(unary, op, params, p, out.data_ptr(), a.dtype(), a.data_ptr());
 }
-void CpuBackend::binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) {
-  LOCKSTEP_CPU_ISA_CALL(binary, op, p, out.dtype(), out.data_ptr(), a.dtype(), a.data_ptr(), b.dtype(), b.data_ptr());
+void CpuBackend::binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b,
+                        const OpScalars& params) {
+  LOCKSTEP_CPU_ISA_CALL(binary, op, params, p, out.dtype(), out.data_ptr(), a.dtype(), a.data_ptr(), b.dtype(),
+                        b.data_ptr());
 }
 // The scalar becomes an operand of stride 0, so binary's kernels serve (one instantiation per op and
 // dtype instead of three); it lives on the stack, as wide as the widest dtype. Beside a bfloat16 or
 // float16 tensor it is held in float32 (PyTorch's opmath rule), not rounded to 16 bits first.
 void CpuBackend::binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
-                   bool reverse) {
+                               bool reverse, const OpScalars& params) {
   alignas(8) unsigned char scalar[8];
   const Dtype s_dt = is_reduced_floating_point(a.dtype()) ? kFloat32 : a.dtype();
   dispatch(s_dt, [&](auto tag) {
@@ -71,9 +73,9 @@ void CpuBackend::binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, c
     q.stride[1][d] = reverse ? 0 : p.stride[1][d];
   }
   if (reverse)
-    LOCKSTEP_CPU_ISA_CALL(binary, op, q, out.dtype(), out.data_ptr(), s_dt, scalar, a.dtype(), a.data_ptr());
+    LOCKSTEP_CPU_ISA_CALL(binary, op, params, q, out.dtype(), out.data_ptr(), s_dt, scalar, a.dtype(), a.data_ptr());
   else
-    LOCKSTEP_CPU_ISA_CALL(binary, op, q, out.dtype(), out.data_ptr(), a.dtype(), a.data_ptr(), s_dt, scalar);
+    LOCKSTEP_CPU_ISA_CALL(binary, op, params, q, out.dtype(), out.data_ptr(), a.dtype(), a.data_ptr(), s_dt, scalar);
 }
 void CpuBackend::where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   LOCKSTEP_CPU_ISA_CALL(where, p, out.data_ptr(), a.dtype(), cond.data<bool>(), a.data_ptr(), b.data_ptr());

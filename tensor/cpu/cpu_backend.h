@@ -27,10 +27,11 @@ class CpuBackend final : public Backend {
   void copy(Tensor& dst, const Tensor& src) override;
   void fill(const StridedPlan& p, Tensor& out, double v) override;
   void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override;
-  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override;
-  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) override;
-  void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
-                     bool reverse) override;
+  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const OpScalars& params = {}) override;
+  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b,
+              const OpScalars& params = {}) override;
+  void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s, bool reverse,
+                     const OpScalars& params = {}) override;
   void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
   void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) override;
   void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override;

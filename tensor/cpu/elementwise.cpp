@@ -33,15 +33,16 @@ void copy_(const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void
   });
 }
 
-void unary(UnaryOp op, const StridedPlan& p, void* out, Dtype dt, const void* a) {
-  if (is_reduced_floating_point(dt)) return unary_half(op, p, out, dt, a);
-  dispatch_compute(dt, op_name(op), [&](auto tag) { unary_same<typename decltype(tag)::type>(op, p, out, a); });
+void unary(UnaryOp op, const OpScalars& s, const StridedPlan& p, void* out, Dtype dt, const void* a) {
+  if (is_reduced_floating_point(dt)) return unary_half(op, s, p, out, dt, a);
+  dispatch_compute(dt, op_name(op), [&](auto tag) { unary_same<typename decltype(tag)::type>(op, s, p, out, a); });
 }
 
-void binary(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a, Dtype b_dt,
-            const void* b) {
-  if (a_dt != b_dt || is_reduced_floating_point(a_dt)) return binary_half(op, p, out_dt, out, a_dt, a, b_dt, b);
-  dispatch_compute(a_dt, op_name(op), [&](auto tag) { binary_same<typename decltype(tag)::type>(op, p, out, a, b); });
+void binary(BinaryOp op, const OpScalars& s, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a,
+            Dtype b_dt, const void* b) {
+  if (a_dt != b_dt || is_reduced_floating_point(a_dt)) return binary_half(op, s, p, out_dt, out, a_dt, a, b_dt, b);
+  dispatch_compute(a_dt, op_name(op),
+                   [&](auto tag) { binary_same<typename decltype(tag)::type>(op, s, p, out, a, b); });
 }
 
 void where(const StridedPlan& p, void* out, Dtype dt, const bool* cond, const void* a, const void* b) {

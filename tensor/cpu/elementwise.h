@@ -9,10 +9,10 @@
   namespace lockstep::cpu::isa {                                                                         \
   void fill(const StridedPlan& p, Dtype dt, void* out, double value);                                    \
   void copy_(const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a);                  \
-  void unary(UnaryOp op, const StridedPlan& p, void* out, Dtype dt, const void* a);                      \
+  void unary(UnaryOp op, const OpScalars& s, const StridedPlan& p, void* out, Dtype dt, const void* a);  \
   /* a and b of one dtype, or a 16-bit one beside float32 (out float32, or the 16-bit dtype) */          \
-  void binary(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a,     \
-              Dtype b_dt, const void* b);                                                                \
+  void binary(BinaryOp op, const OpScalars& s, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, \
+              const void* a, Dtype b_dt, const void* b);                                                 \
   void where(const StridedPlan& p, void* out, Dtype dt, const bool* cond, const void* a, const void* b); \
   }
 LOCKSTEP_CPU_ELEMENTWISE_DECL(avx2)

@@ -21,8 +21,8 @@ LOCKSTEP_ISA_BEGIN
 // compute type. Defined here, instantiated once per dtype in its family's file (the extern templates
 // below keep every other includer from compiling them again).
 template <typename T>
-void unary_same(UnaryOp op, const StridedPlan& p, void* out, const void* a) {
-  visit_op(op, [&](auto f, auto kinds) {
+void unary_same(UnaryOp op, const OpScalars& s, const StridedPlan& p, void* out, const void* a) {
+  visit_op(op, s, [&](auto f, auto kinds) {
     if constexpr (op_accepts<decltype(kinds)::value, T>()) {
       using R = decltype(f(T{}));
       strided_apply(p, f, static_cast<R*>(out), static_cast<const T*>(a));
@@ -32,8 +32,8 @@ void unary_same(UnaryOp op, const StridedPlan& p, void* out, const void* a) {
   });
 }
 template <typename T>
-void binary_same(BinaryOp op, const StridedPlan& p, void* out, const void* a, const void* b) {
-  visit_op(op, [&](auto f, auto kinds) {
+void binary_same(BinaryOp op, const OpScalars& s, const StridedPlan& p, void* out, const void* a, const void* b) {
+  visit_op(op, s, [&](auto f, auto kinds) {
     if constexpr (op_accepts<decltype(kinds)::value, T>()) {
       using R = decltype(f(T{}, T{}));
       strided_apply(p, f, static_cast<R*>(out), static_cast<const T*>(a), static_cast<const T*>(b));
@@ -43,8 +43,9 @@ void binary_same(BinaryOp op, const StridedPlan& p, void* out, const void* a, co
   });
 }
 #define LOCKSTEP_ELEMENTWISE_EXTERN(T)                                                   \
-  extern template void unary_same<T>(UnaryOp, const StridedPlan&, void*, const void*); \
-  extern template void binary_same<T>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
+  extern template void unary_same<T>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*); \
+  extern template void binary_same<T>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, \
+                                      const void*);
 LOCKSTEP_ELEMENTWISE_EXTERN(float)
 LOCKSTEP_ELEMENTWISE_EXTERN(double)
 LOCKSTEP_ELEMENTWISE_EXTERN(int64_t)
@@ -55,9 +56,9 @@ LOCKSTEP_ELEMENTWISE_EXTERN(bool)
 // elementwise_half.cpp: a bfloat16 or float16 operand, alone, with one of its dtype, or beside a float32
 // one; out of the 16-bit dtype, float32, or bool (comparisons). copy_half converts between any dtype
 // and a 16-bit one.
-void unary_half(UnaryOp op, const StridedPlan& p, void* out, Dtype dt, const void* a);
-void binary_half(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a, Dtype b_dt,
-                 const void* b);
+void unary_half(UnaryOp op, const OpScalars& s, const StridedPlan& p, void* out, Dtype dt, const void* a);
+void binary_half(BinaryOp op, const OpScalars& s, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt,
+                 const void* a, Dtype b_dt, const void* b);
 void copy_half(const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a);
 
 LOCKSTEP_ISA_END

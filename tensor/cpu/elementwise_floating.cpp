@@ -5,9 +5,9 @@
 
 LOCKSTEP_ISA_BEGIN
 
-template void unary_same<float>(UnaryOp, const StridedPlan&, void*, const void*);
-template void binary_same<float>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
-template void unary_same<double>(UnaryOp, const StridedPlan&, void*, const void*);
-template void binary_same<double>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<float>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
+template void binary_same<float>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<double>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
+template void binary_same<double>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
 
 LOCKSTEP_ISA_END

@@ -25,25 +25,28 @@ constexpr int64_t kBlock = 512;
 
 // out[i] = f(a[i]) or f(a[i], b[i]) for i < n, on float32: out is float*, or bool* for rows that
 // return bool. No __restrict: an in-place op writes where it reads.
-using BlockFn = void (*)(void* out, const float* a, const float* b, int64_t n);
+// `s`: the row's scalars.
+using BlockFn = void (*)(void* out, const float* a, const float* b, int64_t n, const OpScalars& s);
 
 template <typename F>
-void unary_block(void* out, const float* a, const float*, int64_t n) {
-  using R = decltype(F{}(0.f));
+void unary_block(void* out, const float* a, const float*, int64_t n, const OpScalars& s) {
+  const F f{s};
+  using R = decltype(f(0.f));
   R* y = static_cast<R*>(out);
-  for (int64_t i = 0; i < n; ++i) y[i] = F{}(a[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = f(a[i]);
 }
 template <typename F>
-void binary_block(void* out, const float* a, const float* b, int64_t n) {
-  using R = decltype(F{}(0.f, 0.f));
+void binary_block(void* out, const float* a, const float* b, int64_t n, const OpScalars& s) {
+  const F f{s};
+  using R = decltype(f(0.f, 0.f));
   R* y = static_cast<R*>(out);
-  for (int64_t i = 0; i < n; ++i) y[i] = F{}(a[i], b[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
 }
 
 // out = f(a[, b]) over p, every operand through float32 blocks; f null: out = a converted. A float32
 // operand read contiguously is used in place, and a contiguous float32 (or bool) output written in place.
-void apply_blocks(const StridedPlan& p, BlockFn f, Dtype out_dt, void* out, Dtype a_dt, const void* a, Dtype b_dt,
-                  const void* b) {
+void apply_blocks(const StridedPlan& p, BlockFn f, const OpScalars& s, Dtype out_dt, void* out, Dtype a_dt,
+                  const void* a, Dtype b_dt, const void* b) {
   if (p.numel == 0) return;
   const bool bool_out = f && out_dt == kBool;
   const size_t out_size = element_size(out_dt), a_size = element_size(a_dt), b_size = element_size(b_dt);
@@ -85,13 +88,13 @@ void apply_blocks(const StridedPlan& p, BlockFn f, Dtype out_dt, void* out, Dtyp
         if (!f) {
           store_floats(out_dt, dst, so, m, av);
         } else if (so == 1 && (out_dt == kFloat32 || bool_out)) {
-          f(dst, av, bv, m);
+          f(dst, av, bv, m, s);
         } else if (bool_out) {
-          f(obuf, av, bv, m);
+          f(obuf, av, bv, m, s);
           const bool* r = reinterpret_cast<const bool*>(obuf);
           for (int64_t j = 0; j < m; ++j) reinterpret_cast<bool*>(dst)[j * so] = r[j];
         } else {
-          f(obuf, av, bv, m);
+          f(obuf, av, bv, m, s);
           store_floats(out_dt, dst, so, m, obuf);
         }
       }
@@ -125,19 +128,19 @@ void fused_bf16(F f, int64_t n, Out* out, const In*... in) {
 
 }  // namespace
 
-void unary_half(UnaryOp op, const StridedPlan& p, void* out, Dtype dt, const void* a) {
+void unary_half(UnaryOp op, const OpScalars& s, const StridedPlan& p, void* out, Dtype dt, const void* a) {
   if (dt == kBFloat16 && all_contiguous(p, 2)) {
-    return visit_op(op, [&](auto f, auto) {
+    return visit_op(op, s, [&](auto f, auto) {
       using R = decltype(in_compute_type<BFloat16>(f)(BFloat16{}));
       fused_bf16<BFloat16>(f, p.numel, static_cast<R*>(out), static_cast<const BFloat16*>(a));
     });
   }
   const BlockFn f = visit_op(op, [](auto g, auto) -> BlockFn { return &unary_block<decltype(g)>; });
-  apply_blocks(p, f, op_returns_bool(op) ? kBool : dt, out, dt, a, dt, nullptr);
+  apply_blocks(p, f, s, op_returns_bool(op) ? kBool : dt, out, dt, a, dt, nullptr);
 }
 
-void binary_half(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a, Dtype b_dt,
-                 const void* b) {
+void binary_half(BinaryOp op, const OpScalars& s, const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt,
+                 const void* a, Dtype b_dt, const void* b) {
   // One 16-bit dtype, alone or beside float32 (tensor/cpu/elementwise.h); the ops layer promotes the rest.
   const bool ok = a_dt == b_dt ? is_reduced_floating_point(a_dt)
                                : (is_reduced_floating_point(a_dt) && b_dt == kFloat32) ||
@@ -151,7 +154,7 @@ void binary_half(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dty
   if (out_dt == kBFloat16 && p.nd == 1 && p.stride[0][0] == 1 &&
       ((a_dt == kBFloat16 && p.stride[1][0] == 1 && b_dt == kFloat32 && p.stride[2][0] == 0) ||
        (b_dt == kBFloat16 && p.stride[2][0] == 1 && a_dt == kFloat32 && p.stride[1][0] == 0))) {
-    return visit_op(op, [&](auto f, auto) {
+    return visit_op(op, s, [&](auto f, auto) {
       const auto g = in_compute_type<BFloat16>(f);
       using R = decltype(g(BFloat16{}, 0.f));
       R* y = static_cast<R*>(out);
@@ -167,7 +170,7 @@ void binary_half(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dty
     });
   }
   if ((bf16_only || with_f32) && all_contiguous(p, 3)) {
-    return visit_op(op, [&](auto f, auto) {
+    return visit_op(op, s, [&](auto f, auto) {
       if (bf16_only) {
         using R = decltype(in_compute_type<BFloat16>(f)(BFloat16{}, BFloat16{}));
         fused_bf16<BFloat16>(f, p.numel, static_cast<R*>(out), static_cast<const BFloat16*>(a),
@@ -184,11 +187,11 @@ void binary_half(BinaryOp op, const StridedPlan& p, Dtype out_dt, void* out, Dty
     });
   }
   const BlockFn f = visit_op(op, [](auto g, auto) -> BlockFn { return &binary_block<decltype(g)>; });
-  apply_blocks(p, f, out_dt, out, a_dt, a, b_dt, b);
+  apply_blocks(p, f, s, out_dt, out, a_dt, a, b_dt, b);
 }
 
 void copy_half(const StridedPlan& p, Dtype out_dt, void* out, Dtype a_dt, const void* a) {
-  apply_blocks(p, nullptr, out_dt, out, a_dt, a, a_dt, nullptr);
+  apply_blocks(p, nullptr, OpScalars{}, out_dt, out, a_dt, a, a_dt, nullptr);
 }
 
 LOCKSTEP_ISA_END

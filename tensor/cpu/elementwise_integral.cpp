@@ -5,11 +5,11 @@
 
 LOCKSTEP_ISA_BEGIN
 
-template void unary_same<int64_t>(UnaryOp, const StridedPlan&, void*, const void*);
-template void binary_same<int64_t>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
-template void unary_same<uint8_t>(UnaryOp, const StridedPlan&, void*, const void*);
-template void binary_same<uint8_t>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
-template void unary_same<bool>(UnaryOp, const StridedPlan&, void*, const void*);
-template void binary_same<bool>(BinaryOp, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<int64_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
+template void binary_same<int64_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<uint8_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
+template void binary_same<uint8_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<bool>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
+template void binary_same<bool>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
 
 LOCKSTEP_ISA_END

@@ -44,10 +44,11 @@ class CudaBackend final : public Backend {
 
   void fill(const StridedPlan& p, Tensor& out, double value) override;
   void copy_(const StridedPlan& p, Tensor& out, const Tensor& a) override;
-  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) override;
-  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) override;
-  void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
-                     bool reverse) override;
+  void unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const OpScalars& params = {}) override;
+  void binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b,
+              const OpScalars& params = {}) override;
+  void binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s, bool reverse,
+                     const OpScalars& params = {}) override;
   void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
 
   void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) override;

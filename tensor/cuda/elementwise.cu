@@ -88,7 +88,7 @@ __global__ void unary_kernel(F f, UnaryOut<F, T>* out, const T* a, StridedPlan p
 // check the divisor on the device: 0 is written, the error recorded and raised at the next
 // synchronization.
 template <typename F, typename T>
-constexpr bool kChecksDivisor = std::is_same_v<F, fn::Div> && std::is_integral_v<T>;
+constexpr bool kChecksDivisor = fn::kDividesIntegers<F> && std::is_integral_v<T>;
 // The kernels get the row wrapped in InComputeType: the check looks through it to the row.
 template <typename F, typename T>
 constexpr bool kChecksDivisor<InComputeType<F, T>, T> = kChecksDivisor<F, T>;
@@ -152,13 +152,13 @@ void launch_binary(DeviceContext& ctx, bool may_divide_by_zero, Launch&& launch)
 
 // Shared by binary and binary_scalar: a and b are the operands' data (null: the scalar s), p's operand
 // 1 walks a and operand 2 walks b.
-void run_binary(BinaryOp op, const StridedPlan& p, Tensor& out, Dtype dtype, const void* a, const void* b,
-                double s) {
+void run_binary(BinaryOp op, const OpScalars& params, const StridedPlan& p, Tensor& out, Dtype dtype, const void* a,
+                const void* b, double s) {
   OnDevice on(out.device());
   const char* name = op_name(op);
   for_plan(p, name, [&](auto flat) {
     constexpr bool kFlat = decltype(flat)::value;
-    visit_op(op, [&](auto f, auto kinds) {
+    visit_op(op, params, [&](auto f, auto kinds) {
       using F = std::decay_t<decltype(f)>;  // decay: g++ sees a reference in the nested lambda
       constexpr OpDtypes kKinds = decltype(kinds)::value;
       dispatch(dtype, [&](auto tag) {
@@ -210,12 +210,12 @@ void CudaBackend::copy_(const StridedPlan& p, Tensor& out, const Tensor& a) {
   });
 }
 
-void CudaBackend::unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a) {
+void CudaBackend::unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const OpScalars& params) {
   OnDevice on(out.device());
   const char* name = op_name(op);
   for_plan(p, name, [&](auto flat) {
     constexpr bool kFlat = decltype(flat)::value;
-    visit_op(op, [&](auto f, auto kinds) {
+    visit_op(op, params, [&](auto f, auto kinds) {
       using F = std::decay_t<decltype(f)>;  // decay: g++ sees a reference in the nested lambda
       constexpr OpDtypes kKinds = decltype(kinds)::value;
       dispatch(a.dtype(), [&](auto tag) {
@@ -232,20 +232,21 @@ void CudaBackend::unary(UnaryOp op, const StridedPlan& p, Tensor& out, const Ten
   });
 }
 
-void CudaBackend::binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b) {
+void CudaBackend::binary(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, const Tensor& b,
+                         const OpScalars& params) {
   LOCKSTEP_CHECK(a.dtype() == b.dtype(), op_name(op), ": operands of different dtypes reached the kernel (",
                  a.dtype(), ", ", b.dtype(), "); the ops layer promotes them first");
-  run_binary(op, p, out, a.dtype(), a.data_ptr(), b.data_ptr(), 0.0);
+  run_binary(op, params, p, out, a.dtype(), a.data_ptr(), b.data_ptr(), 0.0);
 }
 
 void CudaBackend::binary_scalar(BinaryOp op, const StridedPlan& p, Tensor& out, const Tensor& a, double s,
-                                bool reverse) {
+                                bool reverse, const OpScalars& params) {
   // The plan's operand 1 walks a; binary_kernel reads a through operand 1 or, with reverse, operand 2.
   StridedPlan q = p;
   if (reverse)
     for (int d = 0; d < StridedPlan::kMaxDims; ++d) q.stride[2][d] = p.stride[1][d], q.stride[1][d] = 0;
   const void* x = a.data_ptr();
-  run_binary(op, q, out, a.dtype(), reverse ? nullptr : x, reverse ? x : nullptr, s);
+  run_binary(op, params, q, out, a.dtype(), reverse ? nullptr : x, reverse ? x : nullptr, s);
 }
 
 void CudaBackend::where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {

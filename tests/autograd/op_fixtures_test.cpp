@@ -205,6 +205,78 @@ std::vector<Impl> elementwise_impls() {
   };
 }
 
+std::vector<Impl> math_impls() {
+  return {
+      IMPL("floor", floor(a)),
+      IMPL("floor", a.floor()),
+      IMPL("ceil", ceil(a)),
+      IMPL("ceil", a.ceil()),
+      IMPL("round", round(a)),
+      IMPL("round_halves", a.round()),
+      IMPL("trunc", trunc(a)),
+      IMPL("trunc", a.trunc()),
+      IMPL("frac", frac(a)),
+      IMPL("frac", a.frac()),
+      IMPL("reciprocal", reciprocal(a)),
+      IMPL("reciprocal", a.reciprocal()),
+      IMPL("log1p", log1p(a)),
+      IMPL("expm1", expm1(a)),
+      IMPL("erf", erf(a)),
+      IMPL("erfc", erfc(a)),
+      IMPL("atan", atan(a)),
+      IMPL("sinh", sinh(a)),
+      IMPL("cosh", a.cosh()),
+      IMPL("log2", log2(a)),
+      IMPL("log10", a.log10()),
+      IMPL("erfinv", erfinv(a)),
+      IMPL("erfinv_tails", a.erfinv()),
+      IMPL("asin", asin(a)),
+      IMPL("acos", acos(a)),
+      IMPL("tan", tan(a)),
+      IMPL("atan2", atan2(a, b)),
+      IMPL("atan2", a.atan2(b)),
+      IMPL("fmod", fmod(a, b)),
+      IMPL("fmod_scalar_-1.5", a.fmod(-1.5)),
+      IMPL("remainder", remainder(a, b)),
+      IMPL("remainder_scalar_1.5", a.remainder(1.5)),
+      IMPL("clamp_min_op_-0.3", clamp_min(a, -0.3)),
+      IMPL("clamp_max_op_0.2", a.clamp_max(0.2)),
+      IMPL("isnan", isnan(a)),
+      IMPL("isinf", a.isinf()),
+      IMPL("isfinite", isfinite(a)),
+  };
+}
+
+std::vector<Impl> activation_impls() {
+  return {
+      IMPL("elu", elu(a)),
+      IMPL("elu_0.5", elu(a, 0.5)),
+      IMPL("selu", selu(a)),
+      IMPL("celu_1.5", celu(a, 1.5)),
+      IMPL("softplus", softplus(a)),
+      IMPL("softplus_2_1", softplus(a, 2.0, 1.0)),
+      IMPL("hardtanh", hardtanh(a)),
+      IMPL("hardtanh_-0.5_0.8", hardtanh(a, -0.5, 0.8)),
+      IMPL("relu6", relu6(a)),
+      IMPL("hardshrink", hardshrink(a)),
+      IMPL("softshrink_0.3", softshrink(a, 0.3)),
+      IMPL("threshold_0.1_20", threshold(a, 0.1, 20.0)),
+      IMPL("leaky_relu_0.2", leaky_relu(a, 0.2)),
+      IMPL("hardsigmoid", hardsigmoid(a)),
+      IMPL("hardswish", hardswish(a)),
+      IMPL("mish", mish(a)),
+      IMPL("logsigmoid", logsigmoid(a)),
+      IMPL("softsign", softsign(a)),
+      IMPL("tanhshrink", tanhshrink(a)),
+      IMPL("glu", glu(a)),
+      IMPL("glu_dim0", glu(a, 0)),
+      IMPL("prelu", prelu(a, b)),
+      IMPL("prelu_shared", prelu(a, b)),
+      IMPL("softmin", softmin(a, 1)),
+      IMPL("rrelu_eval", rrelu(a)),
+  };
+}
+
 std::vector<Impl> view_impls() {
   Impl view_fn = IMPL("view", view(a, {6, 4}));
   Impl view_method = IMPL("view", a.view({6, 4}));
@@ -523,7 +595,8 @@ void check_all(const std::vector<Impl>& impls) {
 
 TEST_CASE("every fixture case has a lockstep counterpart, and every counterpart a fixture case") {
   std::set<std::string> implemented;
-  for (auto impls : {elementwise_impls(), view_impls(), indexing_impls(), reduction_impls(), linalg_impls()})
+  for (auto impls : {elementwise_impls(), view_impls(), indexing_impls(), reduction_impls(), linalg_impls(),
+                     math_impls(), activation_impls()})
     for (const Impl& impl : impls) implemented.insert(impl.name);
   REQUIRE(fixtures().size() > 150);
   for (const auto& [name, f] : fixtures()) {
@@ -536,6 +609,8 @@ TEST_CASE("every fixture case has a lockstep counterpart, and every counterpart 
 
 TEST_CASE("elementwise ops match PyTorch, on contiguous and non-contiguous inputs") { check_all(elementwise_impls()); }
 TEST_CASE("views, cat, stack, split and chunk match PyTorch") { check_all(view_impls()); }
+TEST_CASE("elementwise math (rounding, logs, trig, erf, remainders, isnan) matches PyTorch") { check_all(math_impls()); }
+TEST_CASE("activations match PyTorch, values and gradients") { check_all(activation_impls()); }
 TEST_CASE("indexing, sort and topk match PyTorch") { check_all(indexing_impls()); }
 TEST_CASE("reductions and softmax match PyTorch") { check_all(reduction_impls()); }
 TEST_CASE("matmul in every rank combination, linear, nll_loss and compositions match PyTorch") {

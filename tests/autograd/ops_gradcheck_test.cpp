@@ -118,6 +118,52 @@ TEST_CASE("gradcheck: unary elementwise ops") {
   check("clamp max", [](V x) { return clamp(x[0], std::nullopt, 0.3); }, {c});
 }
 
+TEST_CASE("gradcheck: elementwise math") {
+  manual_seed(12);
+  Tensor unit = uniform({3, 4}, -0.8, 0.8, kFloat64);
+  check("frac", [](V x) { return frac(x[0] * 3.0); }, {away({3, 4})});
+  check("reciprocal", [](V x) { return reciprocal(x[0]); }, {positive({3, 4})});
+  check("log1p", [](V x) { return log1p(x[0]); }, {positive({3, 4})});
+  check("expm1", [](V x) { return expm1(x[0]); }, {r({3, 4})});
+  check("log2", [](V x) { return log2(x[0]); }, {positive({3, 4})});
+  check("log10", [](V x) { return log10(x[0]); }, {positive({3, 4})});
+  check("erf", [](V x) { return erf(x[0]); }, {r({3, 4})});
+  check("erfc", [](V x) { return erfc(x[0]); }, {r({3, 4})});
+  check("erfinv", [](V x) { return erfinv(x[0]); }, {unit});
+  check("tan", [](V x) { return tan(x[0]); }, {unit});
+  check("asin", [](V x) { return asin(x[0]); }, {unit});
+  check("acos", [](V x) { return acos(x[0]); }, {unit});
+  check("atan", [](V x) { return atan(x[0]); }, {r({3, 4})});
+  check("sinh", [](V x) { return sinh(x[0]); }, {r({3, 4})});
+  check("cosh", [](V x) { return cosh(x[0]); }, {r({3, 4})});
+  check("atan2", [](V x) { return atan2(x[0], x[1]); }, {r({3, 4}), away({4})});
+  check("fmod", [](V x) { return fmod(x[0], x[1]); }, {r({3, 4}), away({4})});
+  check("remainder", [](V x) { return remainder(x[0], x[1]); }, {r({3, 4}), away({4})});
+}
+
+TEST_CASE("gradcheck: activations") {
+  manual_seed(13);
+  V a = {away({3, 4}) * 2.0};
+  check("elu", [](V x) { return elu(x[0], 0.7); }, a);
+  check("selu", [](V x) { return selu(x[0]); }, a);
+  check("celu", [](V x) { return celu(x[0], 1.5); }, a);
+  check("softplus", [](V x) { return softplus(x[0], 2.0, 1.0); }, a);
+  check("hardtanh", [](V x) { return hardtanh(x[0], -0.5, 0.8); }, a);
+  check("hardshrink", [](V x) { return hardshrink(x[0], 0.05); }, a);
+  check("softshrink", [](V x) { return softshrink(x[0], 0.05); }, a);
+  check("threshold", [](V x) { return threshold(x[0], 0.05, 2.0); }, a);
+  check("leaky_relu", [](V x) { return leaky_relu(x[0], 0.2); }, a);
+  check("hardsigmoid", [](V x) { return hardsigmoid(x[0]); }, a);
+  check("hardswish", [](V x) { return hardswish(x[0]); }, a);
+  check("mish", [](V x) { return mish(x[0]); }, a);
+  check("logsigmoid", [](V x) { return logsigmoid(x[0]); }, a);
+  check("softsign", [](V x) { return softsign(x[0]); }, a);
+  check("tanhshrink", [](V x) { return tanhshrink(x[0]); }, a);
+  check("glu", [](V x) { return glu(x[0], 1); }, {r({3, 4})});
+  check("prelu", [](V x) { return prelu(x[0], x[1]); }, {away({2, 3, 4}), r({3})});
+  check("softmin", [](V x) { return softmin(x[0], 1); }, {r({3, 4})});
+}
+
 TEST_CASE("gradcheck: where, masked_fill, tril and triu") {
   manual_seed(12);
   const Tensor cond = rand({3, 4}) < 0.5, row = rand({4}) < 0.5;

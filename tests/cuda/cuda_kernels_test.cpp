@@ -46,6 +46,10 @@ const BinaryOp kBinaryOps[] = {
 #undef LOCKSTEP_ROW
 };
 
+// The rows' parameters (elu's alpha, scale and input_scale, softplus's beta and threshold, hardtanh's
+// bounds, ...), the same for every row: each reads what it has, and none of them is degenerate.
+const OpScalars kScalars{0.5, 2.0, 1.5};
+
 bool accepts(OpDtypes kinds, Dtype dt) {
   if (kinds == OpDtypes::kFloating) return is_floating_point(dt);
   if (kinds == OpDtypes::kNumeric) return dt != kBool;
@@ -135,8 +139,8 @@ TEST_CASE("unary: every table row and dtype (bfloat16 and float16 included), on 
         Both a = both(random(l.in_base, dt), l.in);
         Both out = output(l.out_base, op_returns_bool(op) ? kBool : dt, l.out);
         REQUIRE(out.cpu.shape() == a.cpu.shape());
-        cpu_backend().unary(op, internal::make_plan(out.cpu, {&a.cpu}, "test"), out.cpu, a.cpu);
-        gpu_backend().unary(op, internal::make_plan(out.gpu, {&a.gpu}, "test"), out.gpu, a.gpu);
+        cpu_backend().unary(op, internal::make_plan(out.cpu, {&a.cpu}, "test"), out.cpu, a.cpu, kScalars);
+        gpu_backend().unary(op, internal::make_plan(out.gpu, {&a.gpu}, "test"), out.gpu, a.gpu, kScalars);
         CHECK_MATCH(out.gpu_base, out.cpu_base, rtol(dt), atol(dt));
       }
     }
@@ -146,7 +150,7 @@ namespace {
 
 // A second operand for `op`: nonzero for an integer divisor (a zero one is its own case below).
 Tensor operand(BinaryOp op, const Shape& s, Dtype dt) {
-  if (op == BinaryOp::Div && !is_floating_point(dt)) return random(s, dt, 1, 6);
+  if (divides_integers(op) && !is_floating_point(dt)) return random(s, dt, 1, 6);
   return random(s, dt);
 }
 
@@ -170,15 +174,19 @@ TEST_CASE("binary and binary_scalar: every table row and dtype (bfloat16 and flo
                                           [&](const Tensor& t) { return internal::expand(t, shape); })
                                    : both(operand(op, l.in_base, dt), l.in);
         Both out = output(l.out_base, out_dt, l.out);
-        cpu_backend().binary(op, internal::make_plan(out.cpu, {&a.cpu, &b.cpu}, "test"), out.cpu, a.cpu, b.cpu);
-        gpu_backend().binary(op, internal::make_plan(out.gpu, {&a.gpu, &b.gpu}, "test"), out.gpu, a.gpu, b.gpu);
+        cpu_backend().binary(op, internal::make_plan(out.cpu, {&a.cpu, &b.cpu}, "test"), out.cpu, a.cpu, b.cpu,
+                             kScalars);
+        gpu_backend().binary(op, internal::make_plan(out.gpu, {&a.gpu, &b.gpu}, "test"), out.gpu, a.gpu, b.gpu,
+                             kScalars);
         CHECK_MATCH(out.gpu_base, out.cpu_base, rtol(dt), atol(dt));
         for (bool reverse : {false, true}) {
           CAPTURE(reverse);
           const double s = is_floating_point(dt) ? 1.75 : dt == kBool ? 1.0 : 3.0;
           Both o = output(l.out_base, out_dt, l.out);
-          cpu_backend().binary_scalar(op, internal::make_plan(o.cpu, {&b.cpu}, "test"), o.cpu, b.cpu, s, reverse);
-          gpu_backend().binary_scalar(op, internal::make_plan(o.gpu, {&b.gpu}, "test"), o.gpu, b.gpu, s, reverse);
+          cpu_backend().binary_scalar(op, internal::make_plan(o.cpu, {&b.cpu}, "test"), o.cpu, b.cpu, s, reverse,
+                                      kScalars);
+          gpu_backend().binary_scalar(op, internal::make_plan(o.gpu, {&b.gpu}, "test"), o.gpu, b.gpu, s, reverse,
+                                      kScalars);
           CHECK_MATCH(o.gpu_base, o.cpu_base, rtol(dt), atol(dt));
         }
       }

@@ -20,6 +20,7 @@
 
 namespace {
 
+using lockstep::testing::contains;
 using lockstep::testing::error_of;
 
 using namespace lockstep;
@@ -39,6 +40,28 @@ TEST_CASE("integer division by zero is an error, not SIGFPE") {
         "div: integer division by zero (a divisor element is 0; divide floating-point tensors for inf/nan)");
   CHECK(internal::div(arange(1, 4), tensor(std::vector<int64_t>{1, 2, 3})).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
   CHECK(std::isinf(internal::div(ones({1}), zeros({1})).item<float>()));  // floating point: inf, as PyTorch
+}
+
+TEST_CASE("fmod and remainder of integers: a zero divisor is an error naming the op; INT64_MIN % -1 is 0") {
+  const Tensor x = tensor(std::vector<int64_t>{7, -7, 7, -7});
+  const Tensor y = tensor(std::vector<int64_t>{2, 2, -2, -2});
+  CHECK(fmod(x, y).to_vector<int64_t>() == std::vector<int64_t>{1, -1, 1, -1});       // the dividend's sign
+  CHECK(remainder(x, y).to_vector<int64_t>() == std::vector<int64_t>{1, 1, -1, -1});  // the divisor's sign
+  CHECK(error_of([&] { fmod(x, tensor(std::vector<int64_t>{1, 0, 1, 1})); }) ==
+        "fmod: integer division by zero (a divisor element is 0)");
+  CHECK(error_of([&] { remainder(x, 0.0); }) == "remainder: integer division by zero (a divisor element is 0)");
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  CHECK(remainder(tensor(std::vector<int64_t>{kMin}), -1.0).to_vector<int64_t>() == std::vector<int64_t>{0});
+}
+
+TEST_CASE("activations reject bad parameters with PyTorch's messages") {
+  const Tensor x = randn({2, 3});
+  CHECK(contains(error_of([&] { softshrink(x, -0.5); }), "softshrink: lambda must be greater or equal to 0"));
+  CHECK(contains(error_of([&] { hardtanh(x, 1.0, -1.0); }), "hardtanh: max_val (-1) must be greater than or equal"));
+  CHECK(contains(error_of([&] { celu(x, 0.0); }), "celu: alpha must not be 0"));
+  CHECK(contains(error_of([&] { glu(x, 1); }), "glu: Halving dimension must be even, but dimension 1 is size 3"));
+  CHECK(contains(error_of([&] { prelu(randn({2, 4}), randn({3})); }), "prelu: weight has 3 parameters"));
+  CHECK(contains(error_of([&] { rrelu(x, 0.5, 0.1, true); }), "rrelu: lower bound (0.5) must not exceed"));
 }
 
 TEST_CASE("INT64_MIN / -1 wraps to INT64_MIN (NumPy's answer) instead of trapping with SIGFPE") {
