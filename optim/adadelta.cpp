@@ -10,10 +10,10 @@
 namespace lockstep::optim {
 
 void AdadeltaOptions::check(const std::string& who) const {
-  LOCKSTEP_CHECK(std::isfinite(lr_) && lr_ >= 0, who, ": invalid learning rate ", lr_);
-  LOCKSTEP_CHECK(rho_ >= 0 && rho_ <= 1, who, ": invalid rho value ", rho_, " (expected [0, 1])");
-  LOCKSTEP_CHECK(eps_ >= 0, who, ": invalid epsilon value ", eps_);
-  LOCKSTEP_CHECK(weight_decay_ >= 0, who, ": invalid weight_decay value ", weight_decay_);
+  check_lr(who, lr_);
+  LOCKSTEP_CHECK(rho_ >= 0 && rho_ <= 1, who, ": Invalid rho value: ", rho_);
+  check_non_negative(who, "epsilon", eps_);
+  check_non_negative(who, "weight_decay", weight_decay_);
 }
 
 Adadelta::Adadelta(std::vector<Tensor> params, AdadeltaOptions options)

@@ -10,13 +10,10 @@
 namespace lockstep::optim {
 
 void AdamOptions::check(const std::string& who) const {
-  LOCKSTEP_CHECK(std::isfinite(lr_) && lr_ >= 0, who, ": invalid learning rate ", lr_);
-  LOCKSTEP_CHECK(eps_ >= 0, who, ": invalid epsilon value ", eps_);
-  LOCKSTEP_CHECK(betas_[0] >= 0 && betas_[0] < 1, who, ": invalid beta parameter at index 0: ", betas_[0],
-                 " (expected [0, 1))");
-  LOCKSTEP_CHECK(betas_[1] >= 0 && betas_[1] < 1, who, ": invalid beta parameter at index 1: ", betas_[1],
-                 " (expected [0, 1))");
-  LOCKSTEP_CHECK(weight_decay_ >= 0, who, ": invalid weight_decay value ", weight_decay_);
+  check_lr(who, lr_);
+  check_non_negative(who, "epsilon", eps_);
+  check_betas(who, betas_);
+  check_non_negative(who, "weight_decay", weight_decay_);
 }
 
 namespace {

@@ -2,7 +2,12 @@
 #pragma once
 
 #include "optim/adadelta.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/adamax.h"
 #include "optim/lr_scheduler.h"
+#include "optim/nadam.h"
 #include "optim/optimizer.h"
+#include "optim/radam.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"

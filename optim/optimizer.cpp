@@ -2,6 +2,7 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "optim/state_keys.h"
 #include "tensor/factory.h"
@@ -116,7 +117,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     LOCKSTEP_CHECK(std::find(names.begin(), names.end(), what) != names.end(), name_,
                    ".load_state_dict: unexpected state '", what, "' in key '", key, "'");
     const Tensor& p = all[i];
-    if (what == "step") {
+    if (is_scalar_state(what)) {
       LOCKSTEP_CHECK(t.numel() == 1, name_, ".load_state_dict: '", key, "' has shape ", t.shape(),
                      ", expected one element");
       state[i][what] = make_step_tensor(internal::to_dtype(t, kFloat64).item<double>());
@@ -144,6 +145,27 @@ void Optimizer::load_state_dict(const StateDict& sd) {
 Tensor make_step_tensor(double step) { return scalar_tensor(step, TensorOptions(kFloat32)); }
 double step_of(const Tensor& step) { return step.item<float>(); }
 void increment_step(Tensor& step) { step.data<float>()[0] += 1.0f; }
+
+void check_lr(const std::string& who, double lr) {
+  LOCKSTEP_CHECK(std::isfinite(lr) && lr >= 0, who, ": Invalid learning rate: ", lr);
+}
+void check_non_negative(const std::string& who, const char* what, double value) {
+  LOCKSTEP_CHECK(value >= 0, who, ": Invalid ", what, " value: ", value);
+}
+void check_betas(const std::string& who, const std::array<double, 2>& betas) {
+  for (int i = 0; i < 2; ++i)
+    LOCKSTEP_CHECK(betas[i] >= 0 && betas[i] < 1, who, ": Invalid beta parameter at index ", i, ": ", betas[i]);
+}
+
+void lerp_(Tensor& m, const Tensor& x, double w) {
+  const Tensor d = internal::sub(x, m);
+  if (std::abs(w) < 0.5) {
+    internal::add_(m, d, w);
+  } else {
+    internal::copy_(m, x);
+    internal::add_(m, d, w - 1);
+  }
+}
 
 namespace detail {
 

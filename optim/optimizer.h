@@ -89,6 +89,16 @@ class Optimizer {
 Tensor make_step_tensor(double step = 0);
 double step_of(const Tensor& step);
 void increment_step(Tensor& step);
+// The options' checks, in PyTorch's words ("Adam: Invalid learning rate: -1"): a learning rate finite
+// and at least 0; `what` names another field that must be at least 0 ("epsilon", "weight_decay", ...);
+// betas in [0, 1).
+void check_lr(const std::string& who, double lr);
+void check_non_negative(const std::string& who, const char* what, double value);
+void check_betas(const std::string& who, const std::array<double, 2>& betas);
+
+// m.lerp_(x, w), in place, as at::lerp computes it (from m for a small weight, from x otherwise), so
+// moving averages round as PyTorch's do.
+void lerp_(Tensor& m, const Tensor& x, double w);
 
 // The options part of an optimizer whose options are the struct O: one O per group. O lists its fields
 // for the state_dict through `template <class F> void for_each(F&& f)` calling f(name, field) for each

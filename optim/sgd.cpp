@@ -10,9 +10,9 @@
 namespace lockstep::optim {
 
 void SGDOptions::check(const std::string& who) const {
-  LOCKSTEP_CHECK(std::isfinite(lr_) && lr_ >= 0, who, ": invalid learning rate ", lr_);
-  LOCKSTEP_CHECK(momentum_ >= 0, who, ": invalid momentum ", momentum_);
-  LOCKSTEP_CHECK(weight_decay_ >= 0, who, ": invalid weight_decay ", weight_decay_);
+  check_lr(who, lr_);
+  check_non_negative(who, "momentum", momentum_);
+  check_non_negative(who, "weight_decay", weight_decay_);
   LOCKSTEP_CHECK(!nesterov_ || (momentum_ > 0 && dampening_ == 0), who,
                  ": nesterov momentum requires a momentum and zero dampening, got momentum ", momentum_,
                  " and dampening ", dampening_);

@@ -54,4 +54,6 @@ StateDict group_params_entries(const std::vector<size_t>& sizes) {
   return out;
 }
 
+bool is_scalar_state(std::string_view name) { return name == "step" || name == "mu_product"; }
+
 }  // namespace lockstep::optim

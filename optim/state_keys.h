@@ -26,6 +26,9 @@ std::string group_key(size_t group, std::string_view name);  // "param_groups.<g
 
 // True for a param_groups.* key, without parsing it further.
 bool is_group_key(std::string_view key);
+// Per-parameter state that is one number rather than a tensor shaped like the parameter (PyTorch keeps
+// these as float32 []): the step count and NAdam's mu_product. Checkpoints and sharding read them whole.
+bool is_scalar_state(std::string_view name);
 
 // Parses either form; throws, naming `who` (the caller's name, e.g. "Adam.load_state_dict") and the key,
 // when it is neither or its index is not a decimal number.

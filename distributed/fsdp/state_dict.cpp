@@ -333,8 +333,8 @@ std::map<std::string, std::string> read_rank_file(const std::string& dir, const 
         if (bn == key) in::copy_(b, in::to_dtype(t, b.dtype()));
       continue;
     }
-    if (state == "step") {
-      target->second.state["step"] = t;
+    if (optim::is_scalar_state(state)) {  // whole on every rank, not sliced
+      target->second.state[state] = t;
       continue;
     }
     read_slice(index.params.at(name).slices, r, path, key, state, t, target->second);

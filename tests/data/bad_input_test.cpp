@@ -134,11 +134,11 @@ TEST_CASE("Sequential rejects a null module") {
 
 TEST_CASE("SGD rejects bad options, an empty parameter list and mismatched state") {
   Tensor p = zeros({2}).set_requires_grad();
-  CHECK(error_of([&] { optim::SGD({p}, optim::SGDOptions(0.1).momentum(-0.5)); }) == "SGD: invalid momentum -0.5");
-  CHECK(error_of([&] { optim::SGD({p}, optim::SGDOptions(0.1).weight_decay(-1)); }) == "SGD: invalid weight_decay -1");
+  CHECK(error_of([&] { optim::SGD({p}, optim::SGDOptions(0.1).momentum(-0.5)); }) == "SGD: Invalid momentum value: -0.5");
+  CHECK(error_of([&] { optim::SGD({p}, optim::SGDOptions(0.1).weight_decay(-1)); }) == "SGD: Invalid weight_decay value: -1");
   CHECK(error_of([&] { optim::SGD({}, optim::SGDOptions(0.1)); }) == "SGD: got an empty parameter list");
   optim::SGD sgd({p}, optim::SGDOptions(0.1).momentum(0.9));
-  CHECK(error_of([&] { sgd.set_lr(NAN); }) == "SGD: invalid learning rate nan");
+  CHECK(error_of([&] { sgd.set_lr(NAN); }) == "SGD: Invalid learning rate: nan");
   CHECK(error_of([&] { sgd.set_momentum_buffer(0, zeros({3})); }) == "SGD: momentum buffer [3] does not match parameter 0 [2]");
   CHECK(error_of([&] { sgd.set_momentum_buffer(1, zeros({2})); }) == "SGD: no parameter 1");
   CHECK(error_of([&] { p.set_grad(zeros({3})); }).find("Tensor::set_grad: gradient [3] float32 on cpu") == 0);

@@ -1,7 +1,9 @@
 // Optimizers, schedulers and clip_grad_norm_ against PyTorch: tests/fixtures/optim_fixtures.safetensors
 // (written by tools/fixtures/make_optim_fixtures.py, which states the setup) holds torch.optim's trajectories
 // and state_dicts, torch.optim.lr_scheduler's lr sequences and torch.nn.utils.clip_grad_norm_'s
-// results. Each case's options are written here as in the script's CASES table.
+// results; tests/fixtures/optim_long_fixtures.safetensors the trajectories and state_dicts of Adagrad,
+// RMSprop, Adamax, NAdam and RAdam over 20 steps. Each case's options are written here as in the script's
+// CASES and LONG_CASES tables.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -20,20 +22,25 @@ using namespace lockstep;
 namespace {
 
 constexpr const char* kFixtures = "tests/fixtures/optim_fixtures.safetensors";
+constexpr const char* kLongFixtures = "tests/fixtures/optim_long_fixtures.safetensors";
 constexpr int kSteps = 5;
+constexpr int kLongSteps = 20;
 constexpr int kSchedSteps = 30;
 
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = [] {
-    SafetensorsFile f = load_safetensors(kFixtures);
-    return std::map<std::string, Tensor>(f.tensors.begin(), f.tensors.end());
-  }();
-  return all;
+const std::map<std::string, Tensor>& fixtures(const std::string& file = kFixtures) {
+  static std::map<std::string, std::map<std::string, Tensor>> loaded;
+  auto it = loaded.find(file);
+  if (it == loaded.end()) {
+    SafetensorsFile f = load_safetensors(file);
+    it = loaded.emplace(file, std::map<std::string, Tensor>(f.tensors.begin(), f.tensors.end())).first;
+  }
+  return it->second;
 }
 
-Tensor fx(const std::string& key) {
-  auto it = fixtures().find(key);
-  REQUIRE_MESSAGE(it != fixtures().end(), "fixture ", key, " is missing: run tools/fixtures/make_optim_fixtures.py");
+Tensor fx(const std::string& key, const std::string& file = kFixtures) {
+  auto it = fixtures(file).find(key);
+  REQUIRE_MESSAGE(it != fixtures(file).end(), "fixture ", key, " is missing from ", file,
+                  ": run tools/fixtures/make_optim_fixtures.py");
   return it->second;
 }
 
@@ -67,97 +74,161 @@ MakeOptimizer two_groups(O ow, O ob) {
 }
 
 using optim::AdadeltaOptions;
+using optim::AdagradOptions;
+using optim::AdamaxOptions;
 using optim::AdamOptions;
 using optim::AdamWOptions;
+using optim::NAdamOptions;
+using optim::RAdamOptions;
+using optim::RMSpropOptions;
 using optim::SGDOptions;
 
-// The script's CASES.
-const std::vector<std::pair<std::string, MakeOptimizer>>& cases() {
-  static const std::vector<std::pair<std::string, MakeOptimizer>> all = {
-      {"sgd", one_group<optim::SGD>(SGDOptions(0.1))},
-      {"sgd_momentum", one_group<optim::SGD>(SGDOptions(0.1).momentum(0.9))},
-      {"sgd_dampening", one_group<optim::SGD>(SGDOptions(0.1).momentum(0.9).dampening(0.3))},
-      {"sgd_nesterov", one_group<optim::SGD>(SGDOptions(0.1).momentum(0.9).nesterov(true))},
-      {"sgd_weight_decay", one_group<optim::SGD>(SGDOptions(0.1).momentum(0.5).weight_decay(0.05))},
-      {"sgd_maximize",
-       one_group<optim::SGD>(SGDOptions(0.1).momentum(0.9).weight_decay(0.05).maximize(true))},
-      {"sgd_groups", two_groups<optim::SGD>(SGDOptions(0.1).momentum(0.9), SGDOptions(0.03).momentum(0.5))},
-      {"adam", one_group<optim::Adam>(AdamOptions(0.01))},
-      {"adam_weight_decay", one_group<optim::Adam>(AdamOptions(0.01).weight_decay(0.1))},
-      {"adam_amsgrad", one_group<optim::Adam>(AdamOptions(0.01).amsgrad(true))},
-      {"adam_amsgrad_weight_decay", one_group<optim::Adam>(AdamOptions(0.01).amsgrad(true).weight_decay(0.1))},
-      {"adam_betas_eps", one_group<optim::Adam>(AdamOptions(0.02).betas(0.5, 0.8).eps(1e-3))},
-      {"adam_maximize", one_group<optim::Adam>(AdamOptions(0.01).maximize(true).weight_decay(0.1))},
-      {"adamw", one_group<optim::AdamW>(AdamWOptions(0.01))},
-      {"adamw_weight_decay", one_group<optim::AdamW>(AdamWOptions(0.01).weight_decay(0.1))},
-      {"adamw_amsgrad", one_group<optim::AdamW>(AdamWOptions(0.01).weight_decay(0.1).amsgrad(true))},
-      {"adamw_groups", two_groups<optim::AdamW>(AdamOptions(AdamWOptions(0.01).weight_decay(0.1)),
-                                                AdamOptions(AdamWOptions(0.003).weight_decay(0.0)))},
-      {"adamw_f32", one_group<optim::AdamW>(AdamWOptions(0.01).weight_decay(0.1))},
-      {"adam_amsgrad_f32", one_group<optim::Adam>(AdamOptions(0.01).amsgrad(true).weight_decay(0.1))},
-      {"adadelta", one_group<optim::Adadelta>(AdadeltaOptions())},
-      {"adadelta_rho_eps", one_group<optim::Adadelta>(AdadeltaOptions(0.5).rho(0.6).eps(1e-3))},
-      {"adadelta_weight_decay", one_group<optim::Adadelta>(AdadeltaOptions(1.0).weight_decay(0.1))},
-      {"adadelta_maximize", one_group<optim::Adadelta>(AdadeltaOptions(1.0).weight_decay(0.1).maximize(true))},
-      {"adadelta_groups", two_groups<optim::Adadelta>(AdadeltaOptions(1.0),
-                                                      AdadeltaOptions(0.3).rho(0.95).weight_decay(0.05))},
-      {"adadelta_f32", one_group<optim::Adadelta>(AdadeltaOptions(1.0).weight_decay(0.1))},
-  };
+// A case of the script's: its name, the optimizer over w and b, the file it is in and its steps.
+struct OptimCase {
+  std::string name;
+  MakeOptimizer make;
+  std::string file = kFixtures;
+  int steps = kSteps;
+};
+
+// The script's CASES, then its LONG_CASES.
+const std::vector<OptimCase>& cases() {
+  static const std::vector<OptimCase> all = [] {
+    std::vector<OptimCase> out = {
+        {"sgd", one_group<optim::SGD>(SGDOptions(0.1))},
+        {"sgd_momentum", one_group<optim::SGD>(SGDOptions(0.1).momentum(0.9))},
+        {"sgd_dampening", one_group<optim::SGD>(SGDOptions(0.1).momentum(0.9).dampening(0.3))},
+        {"sgd_nesterov", one_group<optim::SGD>(SGDOptions(0.1).momentum(0.9).nesterov(true))},
+        {"sgd_weight_decay", one_group<optim::SGD>(SGDOptions(0.1).momentum(0.5).weight_decay(0.05))},
+        {"sgd_maximize",
+         one_group<optim::SGD>(SGDOptions(0.1).momentum(0.9).weight_decay(0.05).maximize(true))},
+        {"sgd_groups", two_groups<optim::SGD>(SGDOptions(0.1).momentum(0.9), SGDOptions(0.03).momentum(0.5))},
+        {"adam", one_group<optim::Adam>(AdamOptions(0.01))},
+        {"adam_weight_decay", one_group<optim::Adam>(AdamOptions(0.01).weight_decay(0.1))},
+        {"adam_amsgrad", one_group<optim::Adam>(AdamOptions(0.01).amsgrad(true))},
+        {"adam_amsgrad_weight_decay", one_group<optim::Adam>(AdamOptions(0.01).amsgrad(true).weight_decay(0.1))},
+        {"adam_betas_eps", one_group<optim::Adam>(AdamOptions(0.02).betas(0.5, 0.8).eps(1e-3))},
+        {"adam_maximize", one_group<optim::Adam>(AdamOptions(0.01).maximize(true).weight_decay(0.1))},
+        {"adamw", one_group<optim::AdamW>(AdamWOptions(0.01))},
+        {"adamw_weight_decay", one_group<optim::AdamW>(AdamWOptions(0.01).weight_decay(0.1))},
+        {"adamw_amsgrad", one_group<optim::AdamW>(AdamWOptions(0.01).weight_decay(0.1).amsgrad(true))},
+        {"adamw_groups", two_groups<optim::AdamW>(AdamOptions(AdamWOptions(0.01).weight_decay(0.1)),
+                                                  AdamOptions(AdamWOptions(0.003).weight_decay(0.0)))},
+        {"adamw_f32", one_group<optim::AdamW>(AdamWOptions(0.01).weight_decay(0.1))},
+        {"adam_amsgrad_f32", one_group<optim::Adam>(AdamOptions(0.01).amsgrad(true).weight_decay(0.1))},
+        {"adadelta", one_group<optim::Adadelta>(AdadeltaOptions())},
+        {"adadelta_rho_eps", one_group<optim::Adadelta>(AdadeltaOptions(0.5).rho(0.6).eps(1e-3))},
+        {"adadelta_weight_decay", one_group<optim::Adadelta>(AdadeltaOptions(1.0).weight_decay(0.1))},
+        {"adadelta_maximize", one_group<optim::Adadelta>(AdadeltaOptions(1.0).weight_decay(0.1).maximize(true))},
+        {"adadelta_groups", two_groups<optim::Adadelta>(AdadeltaOptions(1.0),
+                                                        AdadeltaOptions(0.3).rho(0.95).weight_decay(0.05))},
+        {"adadelta_f32", one_group<optim::Adadelta>(AdadeltaOptions(1.0).weight_decay(0.1))},
+    };
+    const std::vector<std::pair<std::string, MakeOptimizer>> long_cases = {
+        {"adagrad", one_group<optim::Adagrad>(AdagradOptions(0.1))},
+        {"adagrad_lr_decay_init",
+         one_group<optim::Adagrad>(
+             AdagradOptions(0.1).lr_decay(0.05).initial_accumulator_value(0.5).weight_decay(0.1))},
+        {"adagrad_maximize",
+         one_group<optim::Adagrad>(AdagradOptions(0.1).eps(1e-3).weight_decay(0.05).maximize(true))},
+        // b's sum starts at the defaults' (group 0's) 0.2, as PyTorch's; its group still saves 0.9.
+        {"adagrad_groups", two_groups<optim::Adagrad>(AdagradOptions(0.1).initial_accumulator_value(0.2),
+                                                      AdagradOptions(0.03).lr_decay(0.1).weight_decay(0.05)
+                                                          .initial_accumulator_value(0.9))},
+        {"rmsprop", one_group<optim::RMSprop>(RMSpropOptions(0.01))},
+        {"rmsprop_centered", one_group<optim::RMSprop>(RMSpropOptions(0.01).centered(true))},
+        {"rmsprop_momentum", one_group<optim::RMSprop>(RMSpropOptions(0.01).alpha(0.9).momentum(0.9))},
+        {"rmsprop_centered_momentum_weight_decay",
+         one_group<optim::RMSprop>(RMSpropOptions(0.01).centered(true).momentum(0.5).weight_decay(0.1).eps(1e-4))},
+        {"rmsprop_centered_alpha", one_group<optim::RMSprop>(RMSpropOptions(0.01).alpha(0.3).centered(true))},
+        {"rmsprop_maximize", one_group<optim::RMSprop>(RMSpropOptions(0.01).centered(true).momentum(0.9)
+                                                           .weight_decay(0.05).maximize(true))},
+        {"rmsprop_groups", two_groups<optim::RMSprop>(RMSpropOptions(0.01),
+                                                      RMSpropOptions(0.003).momentum(0.9).centered(true))},
+        {"adamax", one_group<optim::Adamax>(AdamaxOptions(0.02))},
+        {"adamax_weight_decay",
+         one_group<optim::Adamax>(AdamaxOptions(0.02).betas(0.8, 0.99).eps(1e-3).weight_decay(0.1))},
+        {"adamax_beta1", one_group<optim::Adamax>(AdamaxOptions(0.02).betas(0.3, 0.9))},
+        {"adamax_maximize", one_group<optim::Adamax>(AdamaxOptions(0.02).weight_decay(0.1).maximize(true))},
+        {"nadam", one_group<optim::NAdam>(NAdamOptions(0.01))},
+        {"nadam_weight_decay", one_group<optim::NAdam>(NAdamOptions(0.01).weight_decay(0.1))},
+        {"nadam_decoupled_weight_decay",
+         one_group<optim::NAdam>(NAdamOptions(0.01).weight_decay(0.1).decoupled_weight_decay(true))},
+        {"nadam_momentum_decay",
+         one_group<optim::NAdam>(NAdamOptions(0.02).betas(0.8, 0.95).eps(1e-4).momentum_decay(0.1))},
+        {"nadam_maximize", one_group<optim::NAdam>(NAdamOptions(0.01).weight_decay(0.05).maximize(true))},
+        {"nadam_groups",
+         two_groups<optim::NAdam>(NAdamOptions(0.01), NAdamOptions(0.003).betas(0.3, 0.9).weight_decay(0.1))},
+        {"radam", one_group<optim::RAdam>(RAdamOptions(0.01))},
+        {"radam_weight_decay", one_group<optim::RAdam>(RAdamOptions(0.01).weight_decay(0.1))},
+        {"radam_decoupled_weight_decay",
+         one_group<optim::RAdam>(RAdamOptions(0.01).weight_decay(0.1).decoupled_weight_decay(true))},
+        {"radam_betas", one_group<optim::RAdam>(RAdamOptions(0.01).betas(0.5, 0.9).eps(1e-4))},
+        {"radam_maximize", one_group<optim::RAdam>(RAdamOptions(0.01).weight_decay(0.1).maximize(true))},
+        {"radam_groups", two_groups<optim::RAdam>(RAdamOptions(0.01),
+                                                  RAdamOptions(0.003).weight_decay(0.1).decoupled_weight_decay(true))},
+    };
+    for (const auto& [name, make] : long_cases) out.push_back({name, make, kLongFixtures, kLongSteps});
+    return out;
+  }();
   return all;
 }
 
 bool is_f32(const std::string& name) { return name.size() > 4 && name.substr(name.size() - 4) == "_f32"; }
 
 // The script's gradient: coef * p + shift, except b at step 3.
-void set_grads(Tensor& w, Tensor& b, int step, Dtype dtype) {
+void set_grads(Tensor& w, Tensor& b, int step, Dtype dtype, const std::string& file) {
   const std::pair<const char*, Tensor*> params[] = {{"w", &w}, {"b", &b}};
   for (auto [k, p] : params) {
     if (std::string(k) == "b" && step == 3) continue;
-    const Tensor c = internal::to_dtype(fx(std::string("coef.") + k), dtype);
-    const Tensor s = internal::to_dtype(fx(std::string("shift.") + k), dtype);
+    const Tensor c = internal::to_dtype(fx(std::string("coef.") + k, file), dtype);
+    const Tensor s = internal::to_dtype(fx(std::string("shift.") + k, file), dtype);
     p->set_grad(internal::add(internal::mul(c, *p), s));
   }
 }
 
-Tensor leaf(const std::string& key, Dtype dtype) {
-  return internal::clone(internal::to_dtype(fx(key), dtype)).set_requires_grad();
+Tensor leaf(const std::string& key, Dtype dtype, const std::string& file) {
+  return internal::clone(internal::to_dtype(fx(key, file), dtype)).set_requires_grad();
 }
 
 // Runs steps [from, to] of a case on w and b, checking each against PyTorch.
-void run_steps(const std::string& name, optim::Optimizer& opt, Tensor& w, Tensor& b, int from, int to) {
+void run_steps(const OptimCase& c, optim::Optimizer& opt, Tensor& w, Tensor& b, int from, int to) {
+  const std::string& name = c.name;
   const Dtype dtype = is_f32(name) ? kFloat32 : kFloat64;
   const double rtol = dtype == kFloat32 ? 2e-6 : 1e-12, atol = dtype == kFloat32 ? 1e-7 : 1e-15;
   for (int step = from; step <= to; ++step) {
     opt.zero_grad();
-    set_grads(w, b, step, dtype);
+    set_grads(w, b, step, dtype, c.file);
     opt.step();
-    check_close(w, fx(name + ".step" + std::to_string(step) + ".w"), rtol, atol, name + " step " + std::to_string(step) + " w");
-    check_close(b, fx(name + ".step" + std::to_string(step) + ".b"), rtol, atol, name + " step " + std::to_string(step) + " b");
+    const std::string at = name + ".step" + std::to_string(step);
+    check_close(w, fx(at + ".w", c.file), rtol, atol, name + " step " + std::to_string(step) + " w");
+    check_close(b, fx(at + ".b", c.file), rtol, atol, name + " step " + std::to_string(step) + " b");
   }
 }
 
 }  // namespace
 
-TEST_CASE("every optimizer option follows torch.optim's trajectory for five steps") {
-  for (const auto& [name, make] : cases()) {
-    CAPTURE(name);
-    const Dtype dtype = is_f32(name) ? kFloat32 : kFloat64;
-    Tensor w = leaf("init.w", dtype), b = leaf("init.b", dtype);
-    auto opt = make(w, b);
-    run_steps(name, *opt, w, b, 1, kSteps);
+TEST_CASE("every optimizer option follows torch.optim's trajectory (5 steps, 20 for the later optimizers)") {
+  for (const OptimCase& c : cases()) {
+    CAPTURE(c.name);
+    const Dtype dtype = is_f32(c.name) ? kFloat32 : kFloat64;
+    Tensor w = leaf("init.w", dtype, c.file), b = leaf("init.b", dtype, c.file);
+    auto opt = c.make(w, b);
+    run_steps(c, *opt, w, b, 1, c.steps);
   }
 }
 
 TEST_CASE("state_dict has PyTorch's keys and values (flattened)") {
-  for (const auto& [name, make] : cases()) {
+  for (const OptimCase& c : cases()) {
+    const std::string& name = c.name;
     CAPTURE(name);
     const Dtype dtype = is_f32(name) ? kFloat32 : kFloat64;
-    Tensor w = leaf("init.w", dtype), b = leaf("init.b", dtype);
-    auto opt = make(w, b);
-    run_steps(name, *opt, w, b, 1, kSteps);
+    Tensor w = leaf("init.w", dtype, c.file), b = leaf("init.b", dtype, c.file);
+    auto opt = c.make(w, b);
+    run_steps(c, *opt, w, b, 1, c.steps);
     std::map<std::string, Tensor> want;
     const std::string prefix = name + ".";
-    for (const auto& [k, t] : fixtures())
+    for (const auto& [k, t] : fixtures(c.file))
       if (k.rfind(prefix, 0) == 0 && k.rfind(prefix + "step", 0) != 0) want[k.substr(prefix.size())] = t;
     std::map<std::string, Tensor> got;
     for (const auto& [k, t] : opt->state_dict()) got[k] = t;
@@ -174,18 +245,18 @@ TEST_CASE("state_dict has PyTorch's keys and values (flattened)") {
 }
 
 TEST_CASE("an optimizer loaded from a state_dict continues the same trajectory") {
-  for (const auto& [name, make] : cases()) {
-    CAPTURE(name);
-    const Dtype dtype = is_f32(name) ? kFloat32 : kFloat64;
-    Tensor w = leaf("init.w", dtype), b = leaf("init.b", dtype);
-    auto opt = make(w, b);
-    run_steps(name, *opt, w, b, 1, 2);
+  for (const OptimCase& c : cases()) {
+    CAPTURE(c.name);
+    const Dtype dtype = is_f32(c.name) ? kFloat32 : kFloat64;
+    Tensor w = leaf("init.w", dtype, c.file), b = leaf("init.b", dtype, c.file);
+    auto opt = c.make(w, b);
+    run_steps(c, *opt, w, b, 1, 2);
     const optim::StateDict saved = opt->state_dict();
     // Fresh parameters holding the values after step 2, a fresh optimizer, the saved state.
     Tensor w2 = internal::clone(w).set_requires_grad(), b2 = internal::clone(b).set_requires_grad();
-    auto fresh = make(w2, b2);
+    auto fresh = c.make(w2, b2);
     fresh->load_state_dict(saved);
-    run_steps(name, *fresh, w2, b2, 3, kSteps);
+    run_steps(c, *fresh, w2, b2, 3, c.steps);
   }
 }
 

@@ -64,7 +64,7 @@ TEST_CASE("SGD skips parameters without gradients and validates its options") {
   CHECK(a.item<double>() == 0.0);
   CHECK(b.item<double>() == 2.0);
   CHECK(!sgd.momentum_buffer(1).defined());
-  CHECK_THROWS_WITH_AS(optim::SGD({a}, optim::SGDOptions(-1)), "SGD: invalid learning rate -1", Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({a}, optim::SGDOptions(-1)), "SGD: Invalid learning rate: -1", Error);
   CHECK_THROWS_WITH_AS(optim::SGD({a}, optim::SGDOptions(0.1).nesterov(true)), doctest::Contains("nesterov"), Error);
   CHECK_THROWS_WITH_AS(optim::SGD({a, a}, optim::SGDOptions(0.1)), doctest::Contains("appears twice"), Error);
   CHECK_THROWS_WITH_AS(optim::SGD({tensor({1.0})}, optim::SGDOptions(0.1)), doctest::Contains("not a leaf tensor that requires grad"), Error);
@@ -104,49 +104,140 @@ TEST_CASE("an MLP learns a separable problem to more than 95% accuracy") {
 
 TEST_CASE("bad options are errors naming the optimizer and the value") {
   Tensor p = zeros({2}).set_requires_grad();
-  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(-0.1)); }) == "Adam: invalid learning rate -0.1");
+  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(-0.1)); }) == "Adam: Invalid learning rate: -0.1");
   CHECK(error_of([&] { optim::AdamW({p}, optim::AdamWOptions(0.1).betas(1.0, 0.999)); }) ==
-        "AdamW: invalid beta parameter at index 0: 1 (expected [0, 1))");
+        "AdamW: Invalid beta parameter at index 0: 1");
   CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).betas(0.9, -0.5)); }) ==
-        "Adam: invalid beta parameter at index 1: -0.5 (expected [0, 1))");
-  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).eps(-1)); }) == "Adam: invalid epsilon value -1");
+        "Adam: Invalid beta parameter at index 1: -0.5");
+  CHECK(error_of([&] { optim::Adam({p}, optim::AdamOptions(0.1).eps(-1)); }) == "Adam: Invalid epsilon value: -1");
   CHECK(error_of([&] { optim::AdamW({p}, optim::AdamWOptions(0.1).weight_decay(-0.01)); }) ==
-        "AdamW: invalid weight_decay value -0.01");
+        "AdamW: Invalid weight_decay value: -0.01");
   CHECK(error_of([&] { optim::AdamW({}, optim::AdamWOptions()); }) == "AdamW: got an empty parameter list");
   optim::AdamW adamw({p}, optim::AdamWOptions(0.1));
-  CHECK(error_of([&] { adamw.set_lr(0, -1); }) == "AdamW: invalid learning rate -1");
+  CHECK(error_of([&] { adamw.set_lr(0, -1); }) == "AdamW: Invalid learning rate: -1");
   CHECK(error_of([&] { adamw.add_param_group({p}, optim::AdamWOptions()); }) ==
         "AdamW: parameter 0 [2] is already in another param group (as parameter 0)");
   Tensor q = zeros({3}).set_requires_grad();
   CHECK(error_of([&] { adamw.add_param_group({q}, optim::AdamWOptions(0.1).betas(0.9, 1.5)); }) ==
-        "AdamW (param group 1): invalid beta parameter at index 1: 1.5 (expected [0, 1))");
+        "AdamW (param group 1): Invalid beta parameter at index 1: 1.5");
   CHECK(error_of([&] { adamw.params(3); }) == "AdamW: no param group 3 (it has 1)");
 }
 
 TEST_CASE("Adadelta's bad options are errors naming the optimizer and the value") {
   Tensor p = zeros({2}).set_requires_grad();
   using optim::AdadeltaOptions;
-  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions(-1)); }) == "Adadelta: invalid learning rate -1");
+  CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions(-1)); }) == "Adadelta: Invalid learning rate: -1");
   CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().rho(1.5)); }) ==
-        "Adadelta: invalid rho value 1.5 (expected [0, 1])");
+        "Adadelta: Invalid rho value: 1.5");
   CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().rho(-0.1)); }) ==
-        "Adadelta: invalid rho value -0.1 (expected [0, 1])");
+        "Adadelta: Invalid rho value: -0.1");
   CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().eps(-1e-6)); }) ==
-        "Adadelta: invalid epsilon value -1e-06");
+        "Adadelta: Invalid epsilon value: -1e-06");
   CHECK(error_of([&] { optim::Adadelta({p}, AdadeltaOptions().weight_decay(-0.01)); }) ==
-        "Adadelta: invalid weight_decay value -0.01");
+        "Adadelta: Invalid weight_decay value: -0.01");
   CHECK(error_of([&] { optim::Adadelta({}, AdadeltaOptions()); }) == "Adadelta: got an empty parameter list");
   optim::Adadelta adadelta({p});
   CHECK(adadelta.lr(0) == 1.0);  // torch.optim.Adadelta's defaults: lr 1, rho 0.9, eps 1e-6
   CHECK(adadelta.options().rho() == 0.9);
   CHECK(adadelta.options().eps() == 1e-6);
-  CHECK(error_of([&] { adadelta.set_lr(0, NAN); }) == "Adadelta: invalid learning rate nan");
+  CHECK(error_of([&] { adadelta.set_lr(0, NAN); }) == "Adadelta: Invalid learning rate: nan");
   Tensor q = zeros({3}).set_requires_grad();
   CHECK(error_of([&] { adadelta.add_param_group({q}, AdadeltaOptions().rho(2)); }) ==
-        "Adadelta (param group 1): invalid rho value 2 (expected [0, 1])");
+        "Adadelta (param group 1): Invalid rho value: 2");
   // rho's ends are allowed, as in PyTorch.
   CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().rho(0)));
   CHECK_NOTHROW(optim::Adadelta({p}, AdadeltaOptions().rho(1)));
+}
+
+TEST_CASE("Adagrad, RMSprop, Adamax, NAdam and RAdam: torch.optim's defaults, and its errors for bad options") {
+  using namespace optim;
+  Tensor p = zeros({2}).set_requires_grad(), q = zeros({3}).set_requires_grad();
+
+  CHECK(error_of([&] { Adagrad({p}, AdagradOptions(-1)); }) == "Adagrad: Invalid learning rate: -1");
+  CHECK(error_of([&] { Adagrad({p}, AdagradOptions().lr_decay(-0.5)); }) == "Adagrad: Invalid lr_decay value: -0.5");
+  CHECK(error_of([&] { Adagrad({p}, AdagradOptions().weight_decay(-0.01)); }) ==
+        "Adagrad: Invalid weight_decay value: -0.01");
+  CHECK(error_of([&] { Adagrad({p}, AdagradOptions().initial_accumulator_value(-1)); }) ==
+        "Adagrad: Invalid initial_accumulator_value value: -1");
+  CHECK(error_of([&] { Adagrad({p}, AdagradOptions().eps(-1e-10)); }) == "Adagrad: Invalid epsilon value: -1e-10");
+  CHECK(error_of([&] { Adagrad({}, AdagradOptions()); }) == "Adagrad: got an empty parameter list");
+  Adagrad adagrad({p});
+  CHECK(adagrad.lr(0) == 1e-2);
+  CHECK(adagrad.options().eps() == 1e-10);
+  CHECK(adagrad.options().lr_decay() == 0);
+  CHECK(adagrad.options().initial_accumulator_value() == 0);
+  CHECK(error_of([&] { adagrad.set_lr(0, NAN); }) == "Adagrad: Invalid learning rate: nan");
+
+  CHECK(error_of([&] { RMSprop({p}, RMSpropOptions(-1)); }) == "RMSprop: Invalid learning rate: -1");
+  CHECK(error_of([&] { RMSprop({p}, RMSpropOptions().eps(-1)); }) == "RMSprop: Invalid epsilon value: -1");
+  CHECK(error_of([&] { RMSprop({p}, RMSpropOptions().momentum(-0.9)); }) == "RMSprop: Invalid momentum value: -0.9");
+  CHECK(error_of([&] { RMSprop({p}, RMSpropOptions().weight_decay(-1)); }) ==
+        "RMSprop: Invalid weight_decay value: -1");
+  CHECK(error_of([&] { RMSprop({p}, RMSpropOptions().alpha(-0.1)); }) == "RMSprop: Invalid alpha value: -0.1");
+  RMSprop rmsprop({p});
+  CHECK(rmsprop.lr(0) == 1e-2);
+  CHECK(rmsprop.options().alpha() == 0.99);
+  CHECK(rmsprop.options().eps() == 1e-8);
+  CHECK(!rmsprop.options().centered());
+  CHECK(error_of([&] { rmsprop.add_param_group({q}, RMSpropOptions().alpha(NAN)); }) ==
+        "RMSprop (param group 1): Invalid alpha value: nan");
+
+  CHECK(error_of([&] { Adamax({p}, AdamaxOptions(-1)); }) == "Adamax: Invalid learning rate: -1");
+  CHECK(error_of([&] { Adamax({p}, AdamaxOptions().eps(-1)); }) == "Adamax: Invalid epsilon value: -1");
+  CHECK(error_of([&] { Adamax({p}, AdamaxOptions().betas(1.0, 0.999)); }) ==
+        "Adamax: Invalid beta parameter at index 0: 1");
+  CHECK(error_of([&] { Adamax({p}, AdamaxOptions().betas(0.9, -0.5)); }) ==
+        "Adamax: Invalid beta parameter at index 1: -0.5");
+  CHECK(error_of([&] { Adamax({p}, AdamaxOptions().weight_decay(-1)); }) == "Adamax: Invalid weight_decay value: -1");
+  Adamax adamax({p});
+  CHECK(adamax.lr(0) == 2e-3);
+  CHECK(adamax.options().betas() == (AdamaxOptions::Betas{0.9, 0.999}));
+  CHECK(adamax.options().eps() == 1e-8);
+
+  CHECK(error_of([&] { NAdam({p}, NAdamOptions(-1)); }) == "NAdam: Invalid learning rate: -1");
+  CHECK(error_of([&] { NAdam({p}, NAdamOptions().betas(0.9, 1.0)); }) == "NAdam: Invalid beta parameter at index 1: 1");
+  CHECK(error_of([&] { NAdam({p}, NAdamOptions().momentum_decay(-4e-3)); }) ==
+        "NAdam: Invalid momentum_decay value: -0.004");
+  NAdam nadam({p});
+  CHECK(nadam.lr(0) == 2e-3);
+  CHECK(nadam.options().momentum_decay() == 4e-3);
+  CHECK(!nadam.options().decoupled_weight_decay());
+
+  CHECK(error_of([&] { RAdam({p}, RAdamOptions(-1)); }) == "RAdam: Invalid learning rate: -1");
+  CHECK(error_of([&] { RAdam({p}, RAdamOptions().betas(-0.1, 0.999)); }) ==
+        "RAdam: Invalid beta parameter at index 0: -0.1");
+  CHECK(error_of([&] { RAdam({p}, RAdamOptions().eps(-1e-8)); }) == "RAdam: Invalid epsilon value: -1e-08");
+  RAdam radam({p});
+  CHECK(radam.lr(0) == 1e-3);
+  CHECK(!radam.options().decoupled_weight_decay());
+  // A bad option in a loaded state_dict is refused, as a bad option given to the constructor.
+  StateDict sd = radam.state_dict();
+  for (auto& [k, t] : sd)
+    if (k == "param_groups.0.betas") t = tensor({0.9, 1.0}, {2});
+  CHECK(error_of([&] { radam.load_state_dict(sd); }) ==
+        "RAdam (loaded param group 0): Invalid beta parameter at index 1: 1");
+}
+
+TEST_CASE("Adagrad's state is made at construction with the defaults' initial_accumulator_value, as PyTorch's") {
+  Tensor p = zeros({2}).set_requires_grad(), q = zeros({3}).set_requires_grad();
+  optim::Adagrad adagrad({{{p}, optim::AdagradOptions(0.1).initial_accumulator_value(0.5)},
+                          {{q}, optim::AdagradOptions(0.1).initial_accumulator_value(2.0)}});
+  std::map<std::string, Tensor> sd;
+  for (const auto& [k, t] : adagrad.state_dict()) sd[k] = t;
+  REQUIRE(sd.count("state.1.sum"));
+  CHECK(sd["state.0.step"].item<float>() == 0.0f);
+  CHECK(sd["state.0.sum"].to_vector<float>() == std::vector<float>{0.5f, 0.5f});
+  CHECK(sd["state.1.sum"].to_vector<float>() == std::vector<float>{0.5f, 0.5f, 0.5f});  // the defaults', not 2
+  CHECK(sd["param_groups.1.initial_accumulator_value"].item<double>() == 2.0);
+  // A group added later gets its state at its first step, from the defaults' value again.
+  Tensor r = zeros({1}).set_requires_grad();
+  adagrad.add_param_group({r}, optim::AdagradOptions(0.1).initial_accumulator_value(3.0));
+  CHECK(adagrad.state(2).empty());
+  r.set_grad(tensor({1.0f}));
+  adagrad.step();
+  CHECK(adagrad.state(2).at("sum").item<float>() == 1.5f);  // 0.5 + 1 * 1
+  CHECK(adagrad.state(2).at("step").item<float>() == 1.0f);
+  CHECK(adagrad.state(0).at("step").item<float>() == 0.0f);  // p had no gradient
 }
 
 TEST_CASE("bad scheduler settings are errors naming the scheduler and the value") {
@@ -195,7 +286,7 @@ TEST_CASE("a mismatched state_dict is an error naming the optimizer and the key,
   CHECK(error_of([&] { adam.load_state_dict(with("param_groups.0.params", tensor({int64_t{0}}, {1}))); }) ==
         "Adam.load_state_dict: param group 0 has 1 parameters in the state_dict and 2 in this optimizer");
   CHECK(error_of([&] { adam.load_state_dict(with("param_groups.0.betas", tensor({0.9, 1.0}, {2}))); }) ==
-        "Adam (loaded param group 0): invalid beta parameter at index 1: 1 (expected [0, 1))");
+        "Adam (loaded param group 0): Invalid beta parameter at index 1: 1");
   optim::StateDict extra = good;
   extra.emplace_back("state.1.momentum_buffer", zeros({3}));
   CHECK(error_of([&] { adam.load_state_dict(extra); }) ==
