@@ -3,6 +3,7 @@
 // Shape errors name the function and the shapes.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,106 @@ struct MSELossOptions {
   MSELossOptions(Reduction r) : reduction_(r) {}  // NOLINT
   LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
 };
+struct L1LossOptions {
+  L1LossOptions() = default;
+  L1LossOptions(Reduction r) : reduction_(r) {}  // NOLINT
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct SmoothL1LossOptions {
+  SmoothL1LossOptions() = default;
+  SmoothL1LossOptions(Reduction r) : reduction_(r) {}  // NOLINT
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+  LOCKSTEP_ARG(double, beta, 1.0);
+};
+struct HuberLossOptions {
+  HuberLossOptions() = default;
+  HuberLossOptions(Reduction r) : reduction_(r) {}  // NOLINT
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+  LOCKSTEP_ARG(double, delta, 1.0);
+};
+// kl_div's reductions: Reduction's three, or nn::kBatchMean, the sum divided by the batch size (the mean KL
+// divergence per sample, which 'mean', dividing by the element count, is not). A type of its own so that,
+// as in LibTorch, no other loss compiles with kBatchMean.
+struct BatchMean {};
+inline constexpr BatchMean kBatchMean{};
+class KLDivReduction {
+ public:
+  constexpr KLDivReduction(Reduction r) : reduction_(r) {}                       // NOLINT: as nn::kSum
+  constexpr KLDivReduction(BatchMean) : reduction_(Reduction::Sum), batch_mean_(true) {}  // NOLINT
+  constexpr bool batch_mean() const { return batch_mean_; }
+  constexpr Reduction reduction() const { return reduction_; }  // Sum for kBatchMean, divided afterwards
+  bool operator==(const KLDivReduction&) const = default;
+
+ private:
+  Reduction reduction_;
+  bool batch_mean_ = false;
+};
+struct KLDivLossOptions {
+  KLDivLossOptions() = default;
+  KLDivLossOptions(KLDivReduction r) : reduction_(r) {}  // NOLINT
+  KLDivLossOptions(Reduction r) : reduction_(r) {}       // NOLINT: F::kl_div(x, y, nn::kSum)
+  KLDivLossOptions(BatchMean r) : reduction_(r) {}       // NOLINT: F::kl_div(x, y, nn::kBatchMean)
+  LOCKSTEP_ARG(KLDivReduction, reduction, Reduction::Mean);
+  LOCKSTEP_ARG(bool, log_target, false);
+};
+struct PoissonNLLLossOptions {
+  LOCKSTEP_ARG(bool, log_input, true);
+  LOCKSTEP_ARG(bool, full, false);
+  LOCKSTEP_ARG(double, eps, 1e-8);
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+// torch.nn.GaussianNLLLoss's keywords (LibTorch has no such loss).
+struct GaussianNLLLossOptions {
+  LOCKSTEP_ARG(bool, full, false);
+  LOCKSTEP_ARG(double, eps, 1e-6);
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct MarginRankingLossOptions {
+  LOCKSTEP_ARG(double, margin, 0.0);
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct HingeEmbeddingLossOptions {
+  LOCKSTEP_ARG(double, margin, 1.0);
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct CosineEmbeddingLossOptions {
+  LOCKSTEP_ARG(double, margin, 0.0);
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct SoftMarginLossOptions {
+  SoftMarginLossOptions() = default;
+  SoftMarginLossOptions(Reduction r) : reduction_(r) {}  // NOLINT
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct MultiLabelSoftMarginLossOptions {
+  LOCKSTEP_ARG(Tensor, weight, Tensor());  // [C] per class, or undefined
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct MultiMarginLossOptions {
+  LOCKSTEP_ARG(int64_t, p, 1);  // 1 or 2
+  LOCKSTEP_ARG(double, margin, 1.0);
+  LOCKSTEP_ARG(Tensor, weight, Tensor());  // [C] per class, or undefined; gets no gradient
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct MultiLabelMarginLossOptions {
+  MultiLabelMarginLossOptions() = default;
+  MultiLabelMarginLossOptions(Reduction r) : reduction_(r) {}  // NOLINT
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct TripletMarginLossOptions {
+  LOCKSTEP_ARG(double, margin, 1.0);
+  LOCKSTEP_ARG(double, p, 2.0);
+  LOCKSTEP_ARG(double, eps, 1e-6);
+  LOCKSTEP_ARG(bool, swap, false);
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
+struct TripletMarginWithDistanceLossOptions {
+  using distance_function_t = std::function<Tensor(const Tensor&, const Tensor&)>;
+  LOCKSTEP_ARG(std::optional<distance_function_t>, distance_function, std::nullopt);  // pairwise_distance when unset
+  LOCKSTEP_ARG(double, margin, 1.0);
+  LOCKSTEP_ARG(bool, swap, false);
+  LOCKSTEP_ARG(Reduction, reduction, Reduction::Mean);
+};
 
 }  // namespace lockstep::nn
 
@@ -62,6 +163,10 @@ Tensor adaptive_avg_pool2d(const Tensor& input, ExpandingArray<2> output_size);
 // Normalizes over the last normalized_shape.size() dimensions (biased variance).
 Tensor layer_norm(const Tensor& input, const std::vector<int64_t>& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// torch.nn.functional.rms_norm; eps unset: the input dtype's machine epsilon.
+Tensor rms_norm(const Tensor& input, const std::vector<int64_t>& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
+Tensor local_response_norm(const Tensor& input, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
 // input [N, C, ...]. With `training`, normalizes by the batch statistics over all dimensions but 1 and,
 // when running_mean/running_var are defined, updates them in place: r = (1 - momentum) r + momentum s
 // (unbiased variance for running_var); otherwise normalizes by running_mean/running_var.
@@ -120,9 +225,75 @@ inline Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, co
   return binary_cross_entropy(input, target, BCELossOptions().weight(weight).reduction(reduction));
 }
 
+// --- regression and likelihood losses (nn/loss_regression.cpp) ---
+// input and target broadcast, as PyTorch's (which warns when their sizes differ, as the broadcast is
+// rarely meant); 'mean' divides by the broadcast element count. d = input - target.
+// |d|.
+Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossOptions& options = {});
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta = 0 is l1_loss, beta < 0 an error.
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossOptions& options = {});
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta), i.e. delta * smooth_l1_loss(beta = delta); delta > 0.
+Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& options = {});
+// input log-probabilities, target probabilities (log-probabilities with log_target), broadcast:
+// target (log target - input), 0 where target = 0; log_target: exp(target) (target - input). Where a
+// target is 0 its gradient here is -input, where PyTorch's is NaN.
+Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& options = {});
+// Poisson negative log likelihood of target (counts), broadcast: exp(input) - target input with log_input,
+// else input - target log(input + eps); full adds Stirling's approximation of log(target!),
+// target log target - target + 0.5 log(2 pi target), where target > 1.
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNLLLossOptions& options = {});
+// Gaussian negative log likelihood, 0.5 (log var + (input - target)^2 / var) (+ 0.5 log(2 pi) with full);
+// input and target broadcast. var has input's shape, or input's without its last dimension, or input's
+// with one dimension 1 (a variance shared along it); a negative var is an error. var is clamped at eps for
+// the value while its gradient passes as if unclamped: PyTorch clamps it in place under no_grad.
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         const GaussianNLLLossOptions& options = {});
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, double var,
+                         const GaussianNLLLossOptions& options = {});
+
+// --- margin and embedding losses (nn/loss_margin.cpp); targets of 1 / -1 are floating-point ---
+// max(0, -target (input1 - input2) + margin); the three of one rank, broadcast.
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                           const MarginRankingLossOptions& options = {});
+// input where target != -1, plus max(0, margin - input) where target != 1; broadcast.
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, const HingeEmbeddingLossOptions& options = {});
+// Rows input1, input2 [N, D] with target [N], or vectors [D] with target []: 1 - cos where target = 1,
+// max(0, cos - margin) where target = -1 (0 elsewhere), cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)).
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                             const CosineEmbeddingLossOptions& options = {});
+// log(1 + exp(-target input)); broadcast.
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, const SoftMarginLossOptions& options = {});
+// Classes along the last dimension: per sample, the mean over classes of weight * the binary cross entropy of
+// sigmoid(input) with target in [0, 1]; 'none' keeps the other dimensions ([N] for [N, C]).
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
+                                   const MultiLabelSoftMarginLossOptions& options = {});
+// input [N, C] (target int64 [N]) or [C] (target [] or [1]): per sample
+// sum_{j != y} weight_y max(0, margin - x_y + x_j)^p / C, p 1 or 2.
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const MultiMarginLossOptions& options = {});
+// input [N, C] or [C], target int64 of its shape: a sample's classes are its target's entries up to the first
+// -1. Per sample sum_{j target} sum_{k not target} max(0, 1 - (x_j - x_k)) / C; a class listed twice counts
+// twice, as in PyTorch's kernel.
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
+                              const MultiLabelMarginLossOptions& options = {});
+// max(0, margin + d(anchor, positive) - d(anchor, negative)), d = pairwise_distance(p, eps); with swap,
+// d(anchor, negative) becomes min(d(anchor, negative), d(positive, negative)). margin > 0; one rank, broadcast.
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           const TripletMarginLossOptions& options = {});
+// The same with any distance_function (pairwise_distance by default).
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                                         const TripletMarginWithDistanceLossOptions& options = {});
+
 }  // namespace lockstep::nn::functional
 
 namespace lockstep::nn::detail {
+// The losses' shared rules (nn/loss.cpp). A per-element loss reduced as `reduction` says.
+Tensor reduce_loss(const Tensor& loss, Reduction reduction);
+// The checks of a loss on two operands that broadcast: both defined and on one device, `a` floating-point.
+// Returns the broadcast shape, or fails naming fn, both operands' shapes and the first dimension that differs.
+Shape check_broadcast(const char* fn, const char* a_name, const Tensor& a, const char* b_name, const Tensor& b);
+// max(x, min) whose gradient passes everywhere, as PyTorch's in-place clamp_ under no_grad on a clone
+// (gaussian_nll_loss's var, cosine_similarity's norms): the value is guarded, the gradient left as it was.
+Tensor clamp_min_keeping_grad(const Tensor& x, double min);
 // F::scaled_dot_product_attention composed from the differentiable ops (matmul, masked_fill, softmax,
 // matmul: nanoGPT's manual path, storing the weights): the fused kernels' reference, and the path for
 // what they do not take. A row that may attend nowhere gives NaN here.

@@ -1,6 +1,7 @@
 // Losses composed from log_softmax, gather and reductions, with PyTorch's reduction rules: 'mean'
 // over class-index targets divides by the summed weight of the non-ignored targets; over probability
 // targets and elementwise losses, by the element count.
+#include <algorithm>
 #include <vector>
 
 #include "autograd/autocast.h"
@@ -11,6 +12,49 @@
 #include "tensor/backend.h"
 #include "tensor/factory.h"
 
+namespace lockstep::nn::detail {
+
+Tensor reduce_loss(const Tensor& loss, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::None: return loss;
+    case Reduction::Sum: return sum(loss);
+    case Reduction::Mean: return mean(loss);
+  }
+  return loss;
+}
+
+Shape check_broadcast(const char* fn, const char* a_name, const Tensor& a, const char* b_name, const Tensor& b) {
+  LOCKSTEP_CHECK(a.defined() && b.defined(), fn, ": got an undefined ", a.defined() ? b_name : a_name);
+  LOCKSTEP_CHECK(is_floating_point(a.dtype()), fn, ": expected a floating-point ", a_name, ", got ", a.dtype(), " ",
+                 a.shape());
+  LOCKSTEP_CHECK(a.device() == b.device(), fn, ": devices differ: ", a_name, " on ", a.device(), ", ", b_name, " on ",
+                 b.device());
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  const size_t nd = std::max(sa.size(), sb.size());
+  Shape out(nd);
+  for (size_t k = 0; k < nd; ++k) {
+    const int64_t da = k < nd - sa.size() ? 1 : sa[k - (nd - sa.size())];
+    const int64_t db = k < nd - sb.size() ? 1 : sb[k - (nd - sb.size())];
+    LOCKSTEP_CHECK(da == db || da == 1 || db == 1, fn, ": ", a_name, " ", sa, " and ", b_name, " ", sb,
+                   " do not broadcast: the size of ", a_name, " (", da, ") must match the size of ", b_name, " (", db,
+                   ") at non-singleton dimension ", k);
+    out[k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor clamp_min_keeping_grad(const Tensor& x, double min) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = clamp(x.detach(), min);
+  }
+  return autograd::record("clamp_min_", out, {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+}  // namespace lockstep::nn::detail
+
 namespace lockstep::nn::functional {
 
 namespace amp = autograd::amp;
@@ -18,14 +62,7 @@ using amp::AutocastOp;
 
 namespace {
 
-Tensor reduce(const Tensor& per_element, Reduction r) {
-  switch (r) {
-    case Reduction::None: return per_element;
-    case Reduction::Sum: return sum(per_element);
-    case Reduction::Mean: return mean(per_element);
-  }
-  return per_element;
-}
+Tensor reduce(const Tensor& per_element, Reduction r) { return detail::reduce_loss(per_element, r); }
 
 // [N, C, d...] -> [N * d..., C] (classes last), the shape gather works on.
 Tensor classes_last(const Tensor& x) {

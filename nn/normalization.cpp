@@ -1,5 +1,5 @@
-// LayerNorm (one fused kernel each way) and its function; the BatchNorm (1d/2d) and SyncBatchNorm
-// modules over nn/batch_norm.h's function.
+// LayerNorm (one fused kernel each way) and its function; RMSNorm and LocalResponseNorm composed; the
+// BatchNorm (1d/2d/3d) and SyncBatchNorm modules over nn/batch_norm.h's function.
 #include "nn/normalization.h"
 
 #include "autograd/autocast.h"
@@ -13,6 +13,18 @@
 #include "tensor/ops.h"
 
 namespace lockstep::nn {
+
+namespace {
+// torch.finfo(dtype).eps: rms_norm's default.
+double dtype_epsilon(Dtype d) {
+  switch (d) {
+    case kFloat64: return 0x1p-52;
+    case kBFloat16: return 0x1p-7;
+    case kFloat16: return 0x1p-10;
+    default: return 0x1p-23;
+  }
+}
+}  // namespace
 
 namespace functional {
 
@@ -55,7 +67,61 @@ Tensor layer_norm(const Tensor& x_in, const std::vector<int64_t>& normalized_sha
                           });
 }
 
+Tensor rms_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  bool ok = x.defined() && k > 0 && x.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == normalized_shape[i];
+  LOCKSTEP_CHECK(ok, "rms_norm: input ", x.defined() ? x.shape() : Shape{}, " does not end with normalized_shape ",
+                 Shape(normalized_shape));
+  LOCKSTEP_CHECK(!weight.defined() || weight.shape() == Shape(normalized_shape), "rms_norm: weight ",
+                 weight.shape(), " must have normalized_shape ", Shape(normalized_shape));
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < k; ++i) dims.push_back(x.dim() - k + i);
+  const double e = eps ? *eps : dtype_epsilon(x.dtype());
+  Tensor y = lockstep::mul(x, lockstep::rsqrt(lockstep::add(lockstep::mean(lockstep::mul(x, x), dims, true), e)));
+  return weight.defined() ? lockstep::mul(y, weight) : y;
+}
+
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  LOCKSTEP_CHECK(x.defined() && x.dim() >= 3, "local_response_norm: Expected 3D or higher dimensionality input (got ",
+                 x.defined() ? x.dim() : 0, " dimensions)");
+  LOCKSTEP_CHECK(size > 0, "local_response_norm: size must be positive, got ", size);
+  const int64_t c = x.size(1);
+  // The window [c - size/2, c + (size-1)/2] over channels zero-padded at both ends: a sum of `size`
+  // shifted slices (size is a handful of channels).
+  Tensor sq = lockstep::mul(x, x);
+  Shape front = x.shape(), back = x.shape();
+  front[1] = size / 2, back[1] = (size - 1) / 2;
+  Tensor padded = lockstep::cat({zeros(front, TensorOptions(x.dtype(), x.device())), sq,
+                                 zeros(back, TensorOptions(x.dtype(), x.device()))}, 1);
+  Tensor sum = lockstep::narrow(padded, 1, 0, c);
+  for (int64_t j = 1; j < size; ++j) sum = lockstep::add(sum, lockstep::narrow(padded, 1, j, c));
+  Tensor div = lockstep::pow(lockstep::add(lockstep::mul(sum, alpha / static_cast<double>(size)), k), beta);
+  return lockstep::div(x, div);
+}
+
 }  // namespace functional
+
+// --- RMSNorm, LocalResponseNorm ---
+
+RMSNormImpl::RMSNormImpl(const RMSNormOptions& o) : Module("RMSNorm"), options(o) {
+  LOCKSTEP_CHECK(!o.normalized_shape().empty(), "RMSNorm: normalized_shape must not be empty");
+  if (o.elementwise_affine()) weight = register_parameter("weight", lockstep::empty(Shape(o.normalized_shape())));
+  reset_parameters();
+}
+
+void RMSNormImpl::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+}
+
+Tensor RMSNormImpl::forward(const Tensor& x) {
+  return functional::rms_norm(x, options.normalized_shape(), weight, options.eps());
+}
+
+Tensor LocalResponseNormImpl::forward(const Tensor& x) {
+  return functional::local_response_norm(x, options.size(), options.alpha(), options.beta(), options.k());
+}
 
 // --- LayerNorm ---
 
@@ -117,7 +183,10 @@ Tensor BatchNormImpl::forward(const Tensor& x) {
     for (int64_t d : input_dims_) rank_ok = rank_ok || x.dim() == d;
   }
   LOCKSTEP_CHECK(rank_ok && x.size(1) == c, name(), "(", c, "): expected input [N, ", c,
-                 input_dims_ == std::vector<int64_t>{4} ? ", H, W]" : input_dims_.empty() ? ", ...]" : "] or [N, C, L]",
+                 input_dims_ == std::vector<int64_t>{4}   ? ", H, W]"
+                 : input_dims_ == std::vector<int64_t>{5} ? ", D, H, W]"
+                 : input_dims_.empty()                    ? ", ...]"
+                                                          : "] or [N, C, L]",
                  ", got ", x.defined() ? x.shape() : Shape{});
   // Batch statistics in training, or in eval() without running ones (track_running_stats false).
   const bool batch_stats = is_training() || !running_mean.defined();

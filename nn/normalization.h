@@ -1,4 +1,5 @@
-// Normalization layers, as torch.nn.LayerNorm, BatchNorm1d/2d and SyncBatchNorm.
+// Normalization layers, as torch.nn.LayerNorm, RMSNorm, LocalResponseNorm, BatchNorm1d/2d/3d and
+// SyncBatchNorm (GroupNorm and InstanceNorm: nn/group_norm.h).
 //
 // BatchNorm keeps running_mean, running_var and num_batches_tracked as buffers (state_dict names as
 // PyTorch's), updated in training: r = (1 - momentum) r + momentum * batch statistic (the unbiased
@@ -45,6 +46,45 @@ class LayerNormImpl : public Module {
 };
 LOCKSTEP_MODULE(LayerNorm);
 
+// torch.nn.RMSNorm: x / sqrt(mean(x^2 over normalized_shape) + eps) * weight; eps unset is the input
+// dtype's machine epsilon, as PyTorch's.
+struct RMSNormOptions {
+  RMSNormOptions(std::vector<int64_t> normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT
+  RMSNormOptions(int64_t normalized_size) : normalized_shape_{normalized_size} {}  // NOLINT
+  LOCKSTEP_ARG(std::vector<int64_t>, normalized_shape, {});
+  LOCKSTEP_ARG(std::optional<double>, eps, std::nullopt);
+  LOCKSTEP_ARG(bool, elementwise_affine, true);
+};
+
+class RMSNormImpl : public Module {
+ public:
+  explicit RMSNormImpl(const RMSNormOptions& options);
+  void reset_parameters();  // weight 1
+  Tensor forward(const Tensor& input);
+  RMSNormOptions options;
+  Tensor weight;  // normalized_shape; undefined without elementwise_affine
+};
+LOCKSTEP_MODULE(RMSNorm);
+
+// Across channels: x_c / (k + alpha / size * sum of x_j^2 over the `size` channels around c)^beta
+// (zeros beyond the edges), input [N, C, *].
+struct LocalResponseNormOptions {
+  LocalResponseNormOptions(int64_t size) : size_(size) {}  // NOLINT
+  LOCKSTEP_ARG(int64_t, size, 1);
+  LOCKSTEP_ARG(double, alpha, 1e-4);
+  LOCKSTEP_ARG(double, beta, 0.75);
+  LOCKSTEP_ARG(double, k, 1.0);
+};
+
+class LocalResponseNormImpl : public Module {
+ public:
+  explicit LocalResponseNormImpl(const LocalResponseNormOptions& options)
+      : Module("LocalResponseNorm"), options(options) {}
+  Tensor forward(const Tensor& input);
+  LocalResponseNormOptions options;
+};
+LOCKSTEP_MODULE(LocalResponseNorm);
+
 struct BatchNormOptions {
   BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT
   LOCKSTEP_ARG(int64_t, num_features, 0);
@@ -86,6 +126,12 @@ class BatchNorm2dImpl : public BatchNormImpl {
   explicit BatchNorm2dImpl(const BatchNormOptions& o) : BatchNormImpl(o, "BatchNorm2d", {4}) {}
 };
 LOCKSTEP_MODULE(BatchNorm2d);
+
+class BatchNorm3dImpl : public BatchNormImpl {
+ public:
+  explicit BatchNorm3dImpl(const BatchNormOptions& o) : BatchNormImpl(o, "BatchNorm3d", {5}) {}
+};
+LOCKSTEP_MODULE(BatchNorm3d);
 
 // Statistics over all ranks of `reducer` (any input [N, C, ...]); PyTorch's SyncBatchNorm(...,
 // process_group). The reducer may be given later (set_reducer; DDP does it for those without one).

@@ -55,13 +55,55 @@ static Tensor generate(const Shape& shape, TensorOptions o, Fn&& fn) {
   return internal::to_device(host, o.device);
 }
 
-Tensor arange(int64_t end, TensorOptions o) { return arange(0, end, 1, o); }
+Tensor arange(int64_t end, TensorOptions o) { return detail::arange_integral(0, end, 1, o); }
 
-Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions o) {
+namespace detail {
+
+Tensor arange_integral(int64_t start, int64_t end, int64_t step, TensorOptions o) {
   LOCKSTEP_CHECK(step != 0, "arange: step must be nonzero");
   int64_t n = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
   if (n < 0) n = 0;
   return generate({n}, o, [&](int64_t i) { return start + i * step; });
+}
+
+// PyTorch's: ceil((end - start) / step) values start + i * step, computed in double.
+Tensor arange_floating(double start, double end, double step, TensorOptions o) {
+  LOCKSTEP_CHECK(step != 0, "arange: step must be nonzero");
+  LOCKSTEP_CHECK(std::isfinite(start) && std::isfinite(end), "arange: unsupported range: ", start, " -> ", end);
+  LOCKSTEP_CHECK((step > 0 && end >= start) || (step < 0 && end <= start),
+                 "arange: upper bound and larger bound inconsistent with step sign (start ", start, ", end ", end,
+                 ", step ", step, ")");
+  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  return generate({n}, o, [&](int64_t i) { return start + static_cast<double>(i) * step; });
+}
+
+}  // namespace detail
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
+  LOCKSTEP_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
+  // As PyTorch's kernel: the first half counted up from start, the second down from end, so both ends
+  // are exact.
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  const int64_t half = steps > 1 ? steps / 2 : 1;  // one step: start, as PyTorch's
+  return generate({steps}, o, [&](int64_t i) {
+    return i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - i - 1);
+  });
+}
+
+Tensor logspace(double start, double end, int64_t steps, double base, TensorOptions o) {
+  LOCKSTEP_CHECK(steps >= 0, "logspace: number of steps must be non-negative, got ", steps);
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  const int64_t half = steps > 1 ? steps / 2 : 1;
+  return generate({steps}, o, [&](int64_t i) {
+    return std::pow(base, i < half ? start + step * static_cast<double>(i)
+                                   : end - step * static_cast<double>(steps - i - 1));
+  });
+}
+
+Tensor eye(int64_t n, int64_t m, TensorOptions o) {
+  if (m < 0) m = n;
+  LOCKSTEP_CHECK(n >= 0, "eye: n must be greater or equal to 0, got ", n);
+  return generate({n, m}, o, [&](int64_t i) { return i / m == i % m ? 1.0 : 0.0; });
 }
 
 template <typename T>

@@ -5,6 +5,8 @@
 // CPU and a GPU.
 #pragma once
 
+#include <type_traits>
+
 #include <initializer_list>
 #include <vector>
 
@@ -34,9 +36,32 @@ Tensor empty_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
 Tensor rand_like(const Tensor& t);
 Tensor randn_like(const Tensor& t);
-// [0, end) or [start, end) with a step, int64 unless opts says otherwise.
+// [0, end) or [start, end) with a step, as torch.arange: int64 when every bound is an integer, float32
+// when one is floating (arange(0.0, 1.0, 0.3) is [0, 0.3, 0.6, 0.9]), unless opts says otherwise.
 Tensor arange(int64_t end, TensorOptions opts = TensorOptions(kInt64));
-Tensor arange(int64_t start, int64_t end, int64_t step = 1, TensorOptions opts = TensorOptions(kInt64));
+namespace detail {
+Tensor arange_integral(int64_t start, int64_t end, int64_t step, TensorOptions opts);
+Tensor arange_floating(double start, double end, double step, TensorOptions opts);
+}  // namespace detail
+template <typename S, typename E, typename St = int64_t>
+  requires std::is_arithmetic_v<S> && std::is_arithmetic_v<E> && std::is_arithmetic_v<St>
+Tensor arange(S start, E end, St step = 1,
+              TensorOptions opts = TensorOptions(std::is_floating_point_v<S> || std::is_floating_point_v<E> ||
+                                                         std::is_floating_point_v<St>
+                                                     ? kFloat32
+                                                     : kInt64)) {
+  if constexpr (std::is_integral_v<S> && std::is_integral_v<E> && std::is_integral_v<St>)
+    return detail::arange_integral(start, end, step, opts);
+  else
+    return detail::arange_floating(static_cast<double>(start), static_cast<double>(end), static_cast<double>(step),
+                                   opts);
+}
+// `steps` values from start to end inclusive, evenly spaced (torch.linspace: float32 unless opts says).
+Tensor linspace(double start, double end, int64_t steps, TensorOptions opts = {});
+// base ** linspace(start, end, steps).
+Tensor logspace(double start, double end, int64_t steps, double base = 10.0, TensorOptions opts = {});
+// The n x m identity (m = n when negative).
+Tensor eye(int64_t n, int64_t m = -1, TensorOptions opts = {});
 
 // From host values with a shape (numel must match); `tensor({1, 2, 3})` is 1-D.
 Tensor tensor(const std::vector<float>& values, const Shape& shape = {}, Device device = Device::cpu());

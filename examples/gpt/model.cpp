@@ -54,7 +54,7 @@ MLPImpl::MLPImpl(const GPTConfig& c) : Module("MLP") {
 // dropout(c_proj(gelu(c_fc(x)))), with the GELU and c_proj as one recorded op that keeps the GELU's input
 // only (autograd/gelu_linear.h): the MLP saves one [B, T, 4C] activation for backward instead of two.
 Tensor MLPImpl::forward(const Tensor& x) {
-  return dropout(gelu_linear(c_fc(x), c_proj->weight, c_proj->bias, gelu->approximate));
+  return dropout(gelu_linear(c_fc(x), c_proj->weight, c_proj->bias, gelu->options.approximate()));
 }
 
 BlockImpl::BlockImpl(const GPTConfig& c) : Module("Block") {

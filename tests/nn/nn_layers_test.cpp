@@ -15,6 +15,7 @@
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
+using lockstep::testing::contains;
 using lockstep::testing::error_of;
 namespace F = lockstep::nn::functional;
 
@@ -167,6 +168,140 @@ TEST_CASE("LayerNorm and BatchNorm match PyTorch, running statistics included") 
                       {"num_batches_tracked", zeros({}, kInt64)}});
   check_close(m(fx("batchnorm_eval.x")), fx("batchnorm_eval.out"), "BatchNorm2d eval");
   CHECK(m->num_batches_tracked.item<int64_t>() == 0);  // eval does not count
+}
+
+TEST_CASE("GroupNorm, InstanceNorm, RMSNorm, LocalResponseNorm and BatchNorm3d match PyTorch") {
+  check_case("groupnorm", {"x", "weight", "bias"}, [](auto& v) { return F::group_norm(v[0], 2, v[1], v[2]); });
+  check_case("groupnorm_1d_noaffine", {"x"}, [](auto& v) { return F::group_norm(v[0], 3, Tensor(), Tensor(), 1e-3); });
+  nn::GroupNorm gn(nn::GroupNormOptions(2, 4));
+  gn->to(kFloat64);
+  gn->load_state_dict({{"weight", fx("groupnorm.weight")}, {"bias", fx("groupnorm.bias")}});
+  check_close(gn(fx("groupnorm.x")), fx("groupnorm.out"), "GroupNorm module");
+
+  // The function with running statistics: each instance's update, averaged over the batch.
+  Tensor rm = fx("instancenorm.running_mean_before"), rv = fx("instancenorm.running_var_before");
+  check_case("instancenorm", {"x", "weight", "bias"}, [&](auto& v) {
+    return F::instance_norm(v[0], F::InstanceNormFuncOptions().running_mean(rm).running_var(rv).weight(v[1]).bias(
+                                      v[2]).momentum(0.3));
+  });
+  check_close(rm, fx("instancenorm.running_mean_after"), "instance_norm running_mean");
+  check_close(rv, fx("instancenorm.running_var_after"), "instance_norm running_var");
+  // The module: same values and statistics; in eval() the running statistics normalize.
+  nn::InstanceNorm2d in(nn::InstanceNormOptions(3).affine(true).track_running_stats(true).momentum(0.3));
+  in->to(kFloat64);
+  in->load_state_dict({{"weight", fx("instancenorm.weight")},
+                       {"bias", fx("instancenorm.bias")},
+                       {"running_mean", fx("instancenorm.running_mean_before")},
+                       {"running_var", fx("instancenorm.running_var_before")},
+                       {"num_batches_tracked", zeros({}, kInt64)}});
+  check_close(in(fx("instancenorm.x")), fx("instancenorm.out"), "InstanceNorm2d module");
+  check_close(in->running_var, fx("instancenorm.running_var_after"), "InstanceNorm2d running_var");
+  check_case("instancenorm_eval", {"x"}, [](auto& v) {
+    return F::instance_norm(v[0], F::InstanceNormFuncOptions()
+                                      .running_mean(fx("instancenorm.running_mean_before"))
+                                      .running_var(fx("instancenorm.running_var_before"))
+                                      .use_input_stats(false));
+  });
+  nn::InstanceNorm1d in1(nn::InstanceNormOptions(3).track_running_stats(true));
+  in1->to(kFloat64);
+  in1->load_state_dict({{"running_mean", fx("instancenorm.running_mean_before")},
+                        {"running_var", fx("instancenorm.running_var_before")},
+                        {"num_batches_tracked", zeros({}, kInt64)}});
+  in1->eval();
+  check_close(in1(fx("instancenorm_eval.x")), fx("instancenorm_eval.out"), "InstanceNorm1d eval");
+  // Unbatched input [C, L]: the batched result's one sample.
+  check_close(in1(fx("instancenorm_eval.x").select(0, 1)), fx("instancenorm_eval.out").select(0, 1),
+              "InstanceNorm1d unbatched");
+  check_case("instancenorm3d", {"x"}, [](auto& v) { return nn::InstanceNorm3d(nn::InstanceNormOptions(2))(v[0]); });
+
+  check_case("rmsnorm", {"x", "weight"}, [](auto& v) { return F::rms_norm(v[0], {3, 4}, v[1], 1e-6); });
+  check_case("rmsnorm_default_eps", {"x"}, [](auto& v) {
+    return nn::RMSNorm(nn::RMSNormOptions(5).elementwise_affine(false))(v[0]);
+  });
+  check_case("lrn", {"x"}, [](auto& v) {
+    return nn::LocalResponseNorm(nn::LocalResponseNormOptions(3).alpha(0.1).beta(0.6).k(2.0))(v[0]);
+  });
+  check_case("lrn_even_3d", {"x"}, [](auto& v) { return F::local_response_norm(v[0], 4); });
+
+  nn::BatchNorm3d b3(nn::BatchNormOptions(2));
+  b3->to(kFloat64);
+  b3->load_state_dict({{"weight", fx("batchnorm3d.weight")},
+                       {"bias", fx("batchnorm3d.bias")},
+                       {"running_mean", fx("batchnorm3d.running_mean_before")},
+                       {"running_var", fx("batchnorm3d.running_var_before")},
+                       {"num_batches_tracked", zeros({}, kInt64)}});
+  Tensor y3 = b3(fx("batchnorm3d.x"));
+  check_close(y3, fx("batchnorm3d.out"), "BatchNorm3d");
+  check_close(b3->running_mean, fx("batchnorm3d.running_mean_after"), "BatchNorm3d running_mean");
+  check_close(b3->running_var, fx("batchnorm3d.running_var_after"), "BatchNorm3d running_var");
+  sum(y3 * fx("batchnorm3d.gout")).backward();
+  check_close(b3->weight.grad(), fx("batchnorm3d.grad.weight"), "BatchNorm3d weight.grad");
+  check_close(b3->bias.grad(), fx("batchnorm3d.grad.bias"), "BatchNorm3d bias.grad");
+
+  // PyTorch's state-dict names, loaded strictly.
+  std::vector<std::string> keys;
+  for (auto& [k, _] : in->state_dict()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"weight", "bias", "running_mean", "running_var", "num_batches_tracked"});
+  CHECK(nn::RMSNorm(nn::RMSNormOptions({3, 4}))->state_dict().size() == 1);
+}
+
+TEST_CASE("normalization layers reject bad shapes with PyTorch's messages") {
+  CHECK(contains(error_of([] { F::group_norm(randn({2, 6, 3}), 4); }),
+                 "group_norm: Expected number of channels in input to be divisible by num_groups"));
+  CHECK(contains(error_of([] { nn::GroupNorm(4, 6); }), "GroupNorm: num_channels must be divisible by num_groups"));
+  CHECK(contains(error_of([] { nn::InstanceNorm2d(nn::InstanceNormOptions(3))(randn({2, 3})); }),
+                 "InstanceNorm2d: expected 3D or 4D input (got 2D input)"));
+  CHECK(contains(error_of([] { nn::BatchNorm3d(nn::BatchNormOptions(3))(randn({2, 3, 4, 4})); }),
+                 "BatchNorm3d(3): expected input [N, 3, D, H, W]"));
+  CHECK(contains(error_of([] { F::rms_norm(randn({2, 3}), {4}); }), "rms_norm: input [2, 3] does not end with"));
+  CHECK(contains(error_of([] { F::local_response_norm(randn({2, 3}), 2); }),
+                 "local_response_norm: Expected 3D or higher dimensionality input (got 2 dimensions)"));
+}
+
+TEST_CASE("activation modules match PyTorch and keep PReLU's weight as PyTorch names it") {
+  nn::PReLU p(nn::PReLUOptions().num_parameters(3));
+  p->to(kFloat64);
+  CHECK(p->weight.to_vector<double>() == std::vector<double>{0.25, 0.25, 0.25});
+  p->load_state_dict({{"weight", fx("prelu_module.weight")}});
+  check_case("prelu_module", {"x", "weight"}, [](auto& v) { return F::prelu(v[0], v[1]); });
+  Tensor yp = p(fx("prelu_module.x"));
+  check_close(yp, fx("prelu_module.out"), "PReLU");
+  sum(yp * fx("prelu_module.gout")).backward();
+  check_close(p->weight.grad(), fx("prelu_module.grad.weight"), "PReLU weight.grad");
+  // Each module computes its function: the table's rows with LibTorch's options.
+  Tensor x = randn({3, 4}, kFloat64);
+  auto same = [&](Tensor got, Tensor want, const char* what) { check_close(got, want, what, 0); };
+  same(nn::ELU(nn::ELUOptions().alpha(0.5))(x), elu(x, 0.5), "ELU");
+  same(nn::CELU(nn::CELUOptions().alpha(2))(x), celu(x, 2), "CELU");
+  same(nn::SELU()(x), selu(x), "SELU");
+  same(nn::Softplus(nn::SoftplusOptions().beta(2).threshold(3))(x), softplus(x, 2, 3), "Softplus");
+  same(nn::Hardtanh(nn::HardtanhOptions().min_val(-0.5).max_val(0.5))(x), hardtanh(x, -0.5, 0.5), "Hardtanh");
+  same(nn::ReLU6()(x * 4.0), relu6(x * 4.0), "ReLU6");
+  same(nn::Hardshrink(nn::HardshrinkOptions(0.3))(x), hardshrink(x, 0.3), "Hardshrink");
+  same(nn::Softshrink(nn::SoftshrinkOptions().lambda(0.3))(x), softshrink(x, 0.3), "Softshrink");
+  same(nn::Threshold(0.1, 20)(x), threshold(x, 0.1, 20), "Threshold");
+  same(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.2))(x), F::leaky_relu(x, 0.2), "LeakyReLU");
+  same(nn::Mish()(x), mish(x), "Mish");
+  same(nn::Hardswish()(x), hardswish(x), "Hardswish");
+  same(nn::Hardsigmoid()(x), hardsigmoid(x), "Hardsigmoid");
+  same(nn::LogSigmoid()(x), logsigmoid(x), "LogSigmoid");
+  same(nn::Softsign()(x), softsign(x), "Softsign");
+  same(nn::Tanhshrink()(x), tanhshrink(x), "Tanhshrink");
+  same(nn::GLU()(x), glu(x, -1), "GLU");
+  same(nn::Softmin(1)(x), softmax(-x, 1), "Softmin");
+  same(nn::LogSoftmax(nn::LogSoftmaxOptions(1))(x), log_softmax(x, 1), "LogSoftmax");
+  Tensor img = randn({2, 3, 2, 2}, kFloat64);
+  same(nn::Softmax2d()(img), softmax(img, 1), "Softmax2d");
+  nn::RReLU rr;
+  rr->eval();
+  same(rr(x), F::leaky_relu(x, (1.0 / 8 + 1.0 / 3) / 2), "RReLU eval");
+  rr->train();
+  Tensor y = rr(x);  // training: a slope in [lower, upper] per negative element
+  auto xs = x.to_vector<double>(), ys = y.to_vector<double>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i] >= 0) CHECK(ys[i] == xs[i]);
+    else CHECK((ys[i] / xs[i] >= 1.0 / 8 - 1e-12 && ys[i] / xs[i] <= 1.0 / 3 + 1e-12));
+  }
 }
 
 TEST_CASE("Embedding matches PyTorch; the padding row gets no gradient") {

@@ -17,7 +17,30 @@
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
+using lockstep::testing::contains;
 using lockstep::testing::error_of;
+
+TEST_CASE("arange with a floating bound is float32 (not truncated to int64); linspace, logspace and eye as PyTorch's") {
+  Tensor a = arange(0.0, 1.0, 0.3);
+  CHECK(a.dtype() == kFloat32);
+  CHECK(a.to_vector<float>() == std::vector<float>{0.f, 0.3f, 0.6f, 0.9f});  // 3 * 0.3 in double, then rounded
+  CHECK(arange(1, 2.5, 0.5).to_vector<float>() == std::vector<float>{1.f, 1.5f, 2.f});
+  CHECK(arange(2, 11, 3).dtype() == kInt64);
+  CHECK(arange(2, 11, 3).to_vector<int64_t>() == std::vector<int64_t>{2, 5, 8});
+  CHECK(arange(1.0, 0.0, -0.25, kFloat64).to_vector<double>() == std::vector<double>{1.0, 0.75, 0.5, 0.25});
+  CHECK(contains(error_of([] { arange(0.0, 1.0, -0.5); }), "arange: upper bound and larger bound inconsistent"));
+  CHECK(linspace(0, 1, 5).to_vector<float>() == std::vector<float>{0.f, 0.25f, 0.5f, 0.75f, 1.f});
+  // Both ends exact, the middle counted from the nearer end (PyTorch's values).
+  CHECK(linspace(-1, 1, 4, kFloat64).to_vector<double>() == std::vector<double>{-1.0, -1.0 + 2.0 / 3, 1.0 - 2.0 / 3, 1.0});
+  CHECK(linspace(3, 7, 1).to_vector<float>() == std::vector<float>{3.f});
+  CHECK(linspace(3, 7, 0).numel() == 0);
+  CHECK(logspace(0, 2, 3).to_vector<float>() == std::vector<float>{1.f, 10.f, 100.f});
+  CHECK(logspace(0, 3, 4, 2.0).to_vector<float>() == std::vector<float>{1.f, 2.f, 4.f, 8.f});
+  Tensor e = eye(2, 3);
+  CHECK(e.shape() == Shape{2, 3});
+  CHECK(e.to_vector<float>() == std::vector<float>{1, 0, 0, 0, 1, 0});
+  CHECK(eye(3, -1, kInt64).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 0, 1, 0, 0, 0, 1});
+}
 
 TEST_CASE("factories give the requested shape, dtype and values") {
   Tensor z = zeros({2, 3});
