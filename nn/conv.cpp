@@ -1,9 +1,8 @@
-// Conv2d and F::conv2d / F::pad2d. The convolution is im2col through views, a chunk of images at a
-// time: for each kernel offset, the padded images seen through as_strided as [n, C, H_out, W_out]
-// are copied into columns [C, kH, kW, n, H_out, W_out], and one GEMM per group gives the chunk's
-// output. Its backward is written beside it (two GEMMs per chunk, and col2im as kH * kW strided
-// adds): the composed ops' backward (as_strided's index_add over every window element) made a CNN's
-// backward pass about twice as slow.
+// Conv1d/2d/3d and F::conv1d/2d/3d, F::pad2d. The 2-D convolution is one autograd node over the
+// tensor layer's kernels (tensor/conv2d.h: the backend's direct kernel, or im2col and a GEMM per chunk
+// of images, with their own backward: the composed ops' backward, as_strided's index_add over every
+// window element, made a CNN's backward pass about twice as slow). Conv1d is that node on a height-1
+// image; Conv3d a sum of such nodes, one per kernel depth offset, over depth slices folded into the batch.
 #include "nn/conv.h"
 
 #include <algorithm>
@@ -102,38 +101,144 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   return batched ? out : squeeze(out, 0);
 }
 
+
+namespace {
+
+// [N, C, L] as [N, C, 1, L] (or unbatched [C, L] as [C, 1, L]): a 1-D convolution is a 2-D one of height 1.
+Tensor as_height_one(const Tensor& t, const char* op, const char* what) {
+  LOCKSTEP_CHECK(t.defined() && (t.dim() == 2 || t.dim() == 3), op, ": expected ", what, " of 2 or 3 dimensions, got ",
+                 t.defined() ? t.shape() : Shape{});
+  return unsqueeze(t, t.dim() - 1);
+}
+
+}  // namespace
+
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, ExpandingArray<1> stride,
+              ExpandingArray<1> padding, ExpandingArray<1> dilation, int64_t groups) {
+  LOCKSTEP_CHECK(weight.defined() && weight.dim() == 3, "conv1d: expected weight [C_out, C_in / groups, k], got ",
+                 weight.defined() ? weight.shape() : Shape{});
+  Tensor y = conv2d(as_height_one(input, "conv1d", "input"), unsqueeze(weight, 2), bias, {1, stride[0]},
+                    {0, padding[0]}, {1, dilation[0]}, groups);
+  return squeeze(y, y.dim() - 2);
+}
+
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, ExpandingArray<3> stride,
+              ExpandingArray<3> padding, ExpandingArray<3> dilation, int64_t groups) {
+  LOCKSTEP_CHECK(weight.defined() && weight.dim() == 5, "conv3d: expected weight [C_out, C_in / groups, kD, kH, kW], "
+                 "got ", weight.defined() ? weight.shape() : Shape{});
+  LOCKSTEP_CHECK(input.defined() && (input.dim() == 4 || input.dim() == 5),
+                 "conv3d: expected input [N, C, D, H, W] or [C, D, H, W], got ", input.defined() ? input.shape() : Shape{});
+  for (int i = 0; i < 3; ++i)
+    LOCKSTEP_CHECK(stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0, "conv3d: stride ", stride, " and dilation ",
+                   dilation, " must be positive and padding ", padding, " non-negative");
+  const bool batched = input.dim() == 5;
+  Tensor x = batched ? input : unsqueeze(input, 0);
+  LOCKSTEP_CHECK(x.size(1) == weight.size(1) * groups, "conv3d: input ", input.shape(), " has ", x.size(1),
+                 " channels but weight ", weight.shape(), " with groups = ", groups, " expects ", weight.size(1) * groups);
+  const int64_t N = x.size(0), C = x.size(1), D = x.size(2), kd = weight.size(2);
+  const int64_t Dp = D + 2 * padding[0], span = dilation[0] * (kd - 1) + 1;
+  LOCKSTEP_CHECK(Dp >= span, "conv3d: input ", input.shape(), " padded to depth ", Dp, " is shallower than the kernel ",
+                 weight.shape(), " with dilation ", dilation);
+  const int64_t Do = (Dp - span) / stride[0] + 1;
+  if (padding[0]) {
+    Shape z = x.shape();
+    z[2] = padding[0];
+    Tensor zeros_d = zeros(z, {x.dtype(), x.device()});
+    x = cat({zeros_d, x, zeros_d}, 2);
+  }
+  // Kernel depth offset j sees depths j d, j d + s, ...: those Do slices as images of one batch of
+  // N * Do, convolved in 2-D by the kernel's slice j; the offsets' results summed.
+  Tensor sum;
+  for (int64_t j = 0; j < kd; ++j) {
+    Tensor slab = slice(x, 2, j * dilation[0], j * dilation[0] + (Do - 1) * stride[0] + 1, stride[0]);  // [N, C, Do, H, W]
+    Tensor images = reshape(permute(slab, {0, 2, 1, 3, 4}), {N * Do, C, x.size(3), x.size(4)});
+    Tensor y = conv2d(images, select(weight, 2, j), Tensor(), {stride[1], stride[2]}, {padding[1], padding[2]},
+                      {dilation[1], dilation[2]}, groups);
+    sum = j == 0 ? y : add(sum, y);
+  }
+  Tensor y = permute(reshape(sum, {N, Do, sum.size(1), sum.size(2), sum.size(3)}), {0, 2, 1, 3, 4});
+  if (bias.defined()) y = add(y, reshape(bias, {1, bias.numel(), 1, 1, 1}));
+  return batched ? y : squeeze(y, 0);
+}
+
 }  // namespace functional
 
-Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
-  LOCKSTEP_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0, "Conv2d: in_channels (",
+// --- the modules ---
+
+namespace {
+
+template <size_t D>
+Shape kernel_shape(int64_t a, int64_t b, const ExpandingArray<D>& k) {
+  Shape s{a, b};
+  for (size_t i = 0; i < D; ++i) s.push_back(k[i]);
+  return s;
+}
+
+}  // namespace
+
+template <size_t D, bool T>
+ConvNdImpl<D, T>::ConvNdImpl(const Options& o, const char* name) : Module(name), options(o) {
+  LOCKSTEP_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0, name, ": in_channels (",
                  o.in_channels(), "), out_channels (", o.out_channels(), ") and groups (", o.groups(),
                  ") must be positive");
-  LOCKSTEP_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0, "Conv2d: in_channels (",
+  LOCKSTEP_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0, name, ": in_channels (",
                  o.in_channels(), ") and out_channels (", o.out_channels(), ") must be divisible by groups (",
                  o.groups(), ")");
-  LOCKSTEP_CHECK(o.kernel_size()[0] > 0 && o.kernel_size()[1] > 0, "Conv2d: kernel_size must be positive, got ",
-                 o.kernel_size());
-  weight = register_parameter(
-      "weight", empty({o.out_channels(), o.in_channels() / o.groups(), o.kernel_size()[0], o.kernel_size()[1]}));
+  for (size_t i = 0; i < D; ++i)
+    LOCKSTEP_CHECK(o.kernel_size()[i] > 0, name, ": kernel_size must be positive, got ", o.kernel_size());
+  if constexpr (T) {
+    for (size_t i = 0; i < D; ++i)
+      LOCKSTEP_CHECK(o.output_padding()[i] < o.stride()[i] || o.output_padding()[i] < o.dilation()[i], name,
+                     ": output_padding ", o.output_padding(), " must be smaller than either stride ", o.stride(),
+                     " or dilation ", o.dilation());
+  }
+  const int64_t a = T ? o.in_channels() : o.out_channels(), b = (T ? o.out_channels() : o.in_channels()) / o.groups();
+  weight = register_parameter("weight", empty(kernel_shape<D>(a, b, o.kernel_size())));
   if (o.bias()) bias = register_parameter("bias", empty({o.out_channels()}));
   reset_parameters();
 }
 
-void Conv2dImpl::reset_parameters() {
+template <size_t D, bool T>
+void ConvNdImpl<D, T>::reset_parameters() {
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (bias.defined()) init::uniform_(bias, -init::fan_in_bound(weight), init::fan_in_bound(weight));
 }
 
-Tensor Conv2dImpl::forward(const Tensor& x) {
-  const Conv2dOptions& o = options;
-  LOCKSTEP_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4) && x.size(-3) == o.in_channels(), "Conv2d(",
-                 o.in_channels(), ", ", o.out_channels(), ", kernel_size=", o.kernel_size(), "): expected input [N, ",
-                 o.in_channels(), ", H, W] or [", o.in_channels(), ", H, W], got ", x.defined() ? x.shape() : Shape{});
-  // The dtypes as conv2d computes them: after autocast's cast (a bf16 activation meets float32 weights).
+template <size_t D, bool T>
+Tensor ConvNdImpl<D, T>::forward(const Tensor& x) {
+  const Options& o = options;
+  const int64_t dims = static_cast<int64_t>(D);
+  const char* spatial = D == 1 ? "L" : D == 2 ? "H, W" : "D, H, W";
+  LOCKSTEP_CHECK(x.defined() && (x.dim() == dims + 1 || x.dim() == dims + 2) && x.size(-dims - 1) == o.in_channels(),
+                 name(), "(", o.in_channels(), ", ", o.out_channels(), ", kernel_size=", o.kernel_size(),
+                 "): expected input [N, ", o.in_channels(), ", ", spatial, "] or [", o.in_channels(), ", ", spatial,
+                 "], got ", x.defined() ? x.shape() : Shape{});
+  // The dtypes as the convolution computes them: after autocast's cast (a bf16 activation meets float32 weights).
   const auto [xc, wc] = autograd::amp::cast_inputs(autograd::amp::AutocastOp::Conv2d, x, weight);
-  LOCKSTEP_CHECK(xc.dtype() == wc.dtype() && x.device() == weight.device(), "Conv2d: input is ", x.dtype(), " on ",
+  LOCKSTEP_CHECK(xc.dtype() == wc.dtype() && x.device() == weight.device(), name(), ": input is ", x.dtype(), " on ",
                  x.device(), " but the layer is ", weight.dtype(), " on ", weight.device(), " (use .to())");
-  return functional::conv2d(xc, wc, bias, o.stride(), o.padding(), o.dilation(), o.groups());
+  if constexpr (!T) {
+    if constexpr (D == 1) return functional::conv1d(xc, wc, bias, o.stride(), o.padding(), o.dilation(), o.groups());
+    if constexpr (D == 2) return functional::conv2d(xc, wc, bias, o.stride(), o.padding(), o.dilation(), o.groups());
+    if constexpr (D == 3) return functional::conv3d(xc, wc, bias, o.stride(), o.padding(), o.dilation(), o.groups());
+  } else {
+    if constexpr (D == 1)
+      return functional::conv_transpose1d(xc, wc, bias, o.stride(), o.padding(), o.output_padding(), o.groups(),
+                                          o.dilation());
+    if constexpr (D == 2)
+      return functional::conv_transpose2d(xc, wc, bias, o.stride(), o.padding(), o.output_padding(), o.groups(),
+                                          o.dilation());
+    if constexpr (D == 3)
+      return functional::conv_transpose3d(xc, wc, bias, o.stride(), o.padding(), o.output_padding(), o.groups(),
+                                          o.dilation());
+  }
 }
+
+template class ConvNdImpl<1, false>;
+template class ConvNdImpl<2, false>;
+template class ConvNdImpl<3, false>;
+template class ConvNdImpl<1, true>;
+template class ConvNdImpl<2, true>;
+template class ConvNdImpl<3, true>;
 
 }  // namespace lockstep::nn

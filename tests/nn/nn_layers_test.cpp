@@ -79,6 +79,70 @@ TEST_CASE("Conv2d matches PyTorch: padding, stride, dilation, groups, bias") {
   check_close(conv(fx("conv_strided.x").select(0, 1)), fx("conv_strided.out").select(0, 1), "Conv2d unbatched");
 }
 
+TEST_CASE("Conv1d, Conv3d and the transposed convolutions match PyTorch: stride, padding, dilation, groups, output_padding") {
+  check_case("conv1d", {"x", "weight", "bias"}, [](auto& v) { return F::conv1d(v[0], v[1], v[2], 2, 1, 2, 2); });
+  check_case("conv1d_nobias", {"x", "weight"}, [](auto& v) {
+    return F::conv1d(v[0], v[1], F::Conv1dFuncOptions().padding(1));
+  });
+  check_case("conv3d", {"x", "weight", "bias"}, [](auto& v) {
+    return F::conv3d(v[0], v[1], v[2], {2, 1, 2}, {1, 0, 1}, {1, 2, 1}, 2);
+  });
+  check_case("conv3d_plain", {"x", "weight"}, [](auto& v) { return F::conv3d(v[0], v[1]); });
+  check_case("convt2d", {"x", "weight", "bias"}, [](auto& v) {
+    return F::conv_transpose2d(v[0], v[1], F::ConvTranspose2dFuncOptions().bias(v[2]).stride(2).padding(1).output_padding(1));
+  });
+  check_case("convt2d_groups", {"x", "weight", "bias"}, [](auto& v) {
+    return F::conv_transpose2d(v[0], v[1], v[2], {2, 3}, {0, 1}, {1, 2}, 2, {2, 1});
+  });
+  check_case("convt2d_dilated_pad", {"x", "weight"}, [](auto& v) {
+    return F::conv_transpose2d(v[0], v[1], Tensor(), 1, 2, 2, 1, 3);
+  });
+  check_case("convt1d", {"x", "weight", "bias"}, [](auto& v) { return F::conv_transpose1d(v[0], v[1], v[2], 3, 1, 2); });
+  check_case("convt3d", {"x", "weight", "bias"}, [](auto& v) {
+    return F::conv_transpose3d(v[0], v[1], v[2], {2, 1, 2}, {1, 0, 1}, {1, 0, 1}, 1, {1, 2, 1});
+  });
+  check_case("convt3d_groups", {"x", "weight"}, [](auto& v) {
+    return F::conv_transpose3d(v[0], v[1], Tensor(), 2, 0, 0, 2);
+  });
+
+  // The modules: PyTorch's weight layouts, so the fixtures' tensors load strictly, and the same outputs.
+  nn::ConvTranspose2d ct(nn::ConvTranspose2dOptions(4, 3, 4).stride(2).padding(1).output_padding(1));
+  ct->to(kFloat64);
+  CHECK(ct->weight.shape() == Shape{4, 3, 4, 4});
+  ct->load_state_dict({{"weight", fx("convt2d.weight")}, {"bias", fx("convt2d.bias")}});
+  check_close(ct(fx("convt2d.x")), fx("convt2d.out"), "ConvTranspose2d module");
+  nn::Conv3d c3(nn::Conv3dOptions(4, 6, {3, 2, 3}).stride({2, 1, 2}).padding({1, 0, 1}).dilation({1, 2, 1}).groups(2));
+  c3->to(kFloat64);
+  c3->load_state_dict({{"weight", fx("conv3d.weight")}, {"bias", fx("conv3d.bias")}});
+  check_close(c3(fx("conv3d.x")), fx("conv3d.out"), "Conv3d module");
+  nn::Conv1d c1(nn::Conv1dOptions(4, 6, 3).stride(2).padding(1).dilation(2).groups(2));
+  c1->to(kFloat64);
+  c1->load_state_dict({{"weight", fx("conv1d.weight")}, {"bias", fx("conv1d.bias")}});
+  check_close(c1(fx("conv1d.x")), fx("conv1d.out"), "Conv1d module");
+  check_close(c1(fx("conv1d.x").select(0, 1)), fx("conv1d.out").select(0, 1), "Conv1d unbatched");
+  nn::ConvTranspose1d ct1(nn::ConvTranspose1dOptions(3, 2, 4).stride(3).padding(1).output_padding(2));
+  nn::ConvTranspose3d ct3(nn::ConvTranspose3dOptions(4, 2, {2, 3, 2}).stride(2).groups(2).bias(false));
+  CHECK(ct1->weight.shape() == Shape{3, 2, 4});
+  CHECK(ct3->weight.shape() == Shape{4, 1, 2, 3, 2});
+  CHECK(ct3->state_dict().size() == 1);
+}
+
+TEST_CASE("the convolution family rejects bad arguments, naming the op and the shapes") {
+  CHECK(contains(error_of([] { nn::ConvTranspose2d(nn::ConvTranspose2dOptions(2, 2, 3).stride(2).output_padding(2)); }),
+                 "ConvTranspose2d: output_padding (2, 2) must be smaller than either stride (2, 2) or dilation (1, 1)"));
+  CHECK(contains(error_of([] { F::conv_transpose2d(randn({1, 3, 4, 4}), randn({2, 2, 3, 3})); }),
+                 "conv_transpose2d: input [1, 3, 4, 4] has 3 channels but weight [2, 2, 3, 3] expects 2"));
+  CHECK(contains(error_of([] { F::conv_transpose2d(randn({1, 4, 4, 4}), randn({4, 2, 3, 3}), Tensor(), 1, 0, 0, 3); }),
+                 "input channels are not divisible by groups = 3"));
+  CHECK(contains(error_of([] { F::conv1d(randn({2, 3, 4, 5}), randn({2, 3, 3})); }),
+                 "conv1d: expected input of 2 or 3 dimensions, got [2, 3, 4, 5]"));
+  CHECK(contains(error_of([] { F::conv3d(randn({1, 2, 2, 4, 4}), randn({3, 2, 3, 1, 1})); }),
+                 "conv3d: input [1, 2, 2, 4, 4] padded to depth 2 is shallower than the kernel"));
+  CHECK(contains(error_of([] { nn::Conv1d(nn::Conv1dOptions(3, 4, 3).groups(2)); }),
+                 "Conv1d: in_channels (3) and out_channels (4) must be divisible by groups (2)"));
+  CHECK(contains(error_of([] { nn::Conv3d(2, 4, 3)(randn({1, 3, 4, 4, 4})); }), "Conv3d(2, 4, kernel_size=(3, 3, 3)): expected input [N, 2, D, H, W] or [2, D, H, W], got [1, 3, 4, 4, 4]"));
+}
+
 TEST_CASE("conv2d over a batch in chunks equals it image by image, gradients included") {
   // 7 images of 8 x 40 x 40: about 104K column elements per image, so the CPU path takes chunks of
   // 2 images (2, 2, 2 and a last one of 1); each image alone is a one-image chunk.
