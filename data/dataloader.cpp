@@ -4,23 +4,32 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
+#include <limits>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <thread>
 
 #include "common/check.h"
+#include "data/stream_sampler.h"
 #include "tensor/ops.h"
 
 namespace lockstep::data {
 namespace detail {
 
-// One epoch: the indices cut into batches, and (with workers) the threads making them.
+// One epoch: the indices cut into batches (or, with no indices, an unbounded stream's positions), and
+// (with workers) the threads making them. An empty batch from the dataset is the epoch's end.
 class EpochRun {
  public:
-  EpochRun(std::shared_ptr<Dataset> dataset, std::vector<int64_t> indices, const DataLoaderOptions& o)
-      : dataset_(std::move(dataset)), indices_(std::move(indices)), batch_size_(o.batch_size), device_(o.device) {
-    const int64_t n = static_cast<int64_t>(indices_.size());
-    num_batches_ = o.drop_last ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  EpochRun(std::shared_ptr<Dataset> dataset, std::optional<std::vector<int64_t>> indices, const DataLoaderOptions& o)
+      : dataset_(std::move(dataset)), indices_(std::move(indices)), batch_size_(o.batch_size),
+        drop_last_(o.drop_last), stream_(dataset_->size() == kUnknownSize), device_(o.device) {
+    if (indices_) {
+      const int64_t n = static_cast<int64_t>(indices_->size());
+      num_batches_ = drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+    } else {
+      num_batches_ = std::numeric_limits<int64_t>::max() / batch_size_;  // until the stream ends
+    }
     if (o.num_workers > 0 && num_batches_ > 0) {
       slots_.resize(static_cast<size_t>(o.num_workers) * o.prefetch);
       try {
@@ -45,10 +54,11 @@ class EpochRun {
 
   // The next batch in order into `out`; false at the end of the epoch.
   bool next(Batch& out) {
-    if (next_out_ >= num_batches_) return false;
+    if (finished_ || next_out_ >= num_batches_) return false;
     if (workers_.empty()) {
       out = make(next_out_++);
-      return true;
+      finished_ = is_end(out);
+      return !finished_;
     }
     Slot slot;
     {
@@ -61,6 +71,10 @@ class EpochRun {
     }
     space_.notify_all();
     if (slot.error) std::rethrow_exception(slot.error);
+    if (is_end(slot.batch)) {
+      finished_ = true;  // later next() calls return false too
+      return false;
+    }
     out = std::move(slot.batch);
     return true;
   }
@@ -71,11 +85,22 @@ class EpochRun {
     std::exception_ptr error;
   };
 
-  // Batch b: indices [b * B, min((b + 1) * B, n)).
+  static bool is_end(const Batch& b) { return !b.input.defined(); }
+
+  // Batch b: indices [b * B, min((b + 1) * B, n)), or positions [b * B, (b + 1) * B) of a stream. An
+  // empty batch, or with drop_last a stream's short last one, comes back as the end.
   Batch make(int64_t b) const {
-    auto first = indices_.begin() + b * batch_size_;
-    auto last = indices_.begin() + std::min<int64_t>((b + 1) * batch_size_, indices_.size());
-    Batch batch = dataset_->get_batch(std::vector<int64_t>(first, last));
+    std::vector<int64_t> positions;
+    if (indices_) {
+      auto first = indices_->begin() + b * batch_size_;
+      auto last = indices_->begin() + std::min<int64_t>((b + 1) * batch_size_, indices_->size());
+      positions.assign(first, last);
+    } else {
+      positions.resize(batch_size_);
+      std::iota(positions.begin(), positions.end(), b * batch_size_);
+    }
+    Batch batch = dataset_->get_batch(positions);
+    if (is_end(batch) || (stream_ && drop_last_ && batch.input.size(0) < batch_size_)) return {};
     batch.input = internal::to_device(batch.input, device_);
     batch.target = internal::to_device(batch.target, device_);
     return batch;
@@ -89,9 +114,10 @@ class EpochRun {
       {
         std::unique_lock<std::mutex> lock(mu_);
         space_.wait(lock, [&] {
-          return stop_ || next_task_ >= num_batches_ || next_task_ < next_out_ + static_cast<int64_t>(slots_.size());
+          return stop_ || next_task_ >= std::min(num_batches_, end_) ||
+                 next_task_ < next_out_ + static_cast<int64_t>(slots_.size());
         });
-        if (stop_ || next_task_ >= num_batches_) return;
+        if (stop_ || next_task_ >= std::min(num_batches_, end_)) return;
         b = next_task_++;
       }
       Slot slot;
@@ -102,6 +128,7 @@ class EpochRun {
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
+        if (!slot.error && is_end(slot.batch)) end_ = std::min(end_, b + 1);  // claim nothing past the end
         slots_[b % slots_.size()] = std::move(slot);
       }
       ready_.notify_all();
@@ -109,11 +136,14 @@ class EpochRun {
   }
 
   std::shared_ptr<Dataset> dataset_;
-  std::vector<int64_t> indices_;
+  std::optional<std::vector<int64_t>> indices_;  // empty: an unbounded stream
   int64_t batch_size_;
+  bool drop_last_;
+  bool stream_;  // the dataset's size is unknown
   Device device_;
-  int64_t num_batches_ = 0;
-  int64_t next_out_ = 0;  // the next batch the consumer takes
+  int64_t num_batches_ = 0;  // an upper bound for a stream
+  int64_t next_out_ = 0;     // the next batch the consumer takes
+  bool finished_ = false;    // the consumer met the end (an empty batch)
 
   // Shared with the workers, under mu_. Batch b lives in slots_[b % slots_.size()] until taken.
   std::mutex mu_;
@@ -121,6 +151,7 @@ class EpochRun {
   std::condition_variable space_;  // a slot was taken, or stop_
   std::vector<std::optional<Slot>> slots_;
   int64_t next_task_ = 0;  // the next batch a worker claims
+  int64_t end_ = std::numeric_limits<int64_t>::max();  // one past the first empty batch made
   bool stop_ = false;
   std::vector<std::thread> workers_;
 };
@@ -140,6 +171,10 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
                  "DataLoader: sampler option is mutually exclusive with shuffle (the sampler decides the order)");
   if (options_.sampler) {
     sampler_ = options_.sampler;
+  } else if (dataset_->size() == kUnknownSize) {
+    LOCKSTEP_CHECK(!options_.shuffle, "DataLoader: shuffle needs a dataset of known size; a stream of unknown size ",
+                   "(ChunkDataset) is shuffled by its own samplers");
+    sampler_ = std::make_shared<StreamSampler>(kUnknownSize);
   } else if (options_.shuffle) {
     sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
   } else {
@@ -149,11 +184,15 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
 
 int64_t DataLoader::size() const {
   const int64_t n = sampler_->size(), b = options_.batch_size;
+  if (n == kUnknownSize) return kUnknownSize;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  return Iterator(std::make_unique<detail::EpochRun>(dataset_, sampler_->indices(), options_));
+  dataset_->reset();
+  std::optional<std::vector<int64_t>> indices;
+  if (sampler_->size() != kUnknownSize) indices = sampler_->indices();
+  return Iterator(std::make_unique<detail::EpochRun>(dataset_, std::move(indices), options_));
 }
 
 DataLoader::Iterator DataLoader::end() { return Iterator(); }

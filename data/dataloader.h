@@ -6,9 +6,16 @@
 //     for (auto& batch : loader) ...  // batch.input [B, ...], batch.target [B]
 //   }
 //
-// Each begin() starts an epoch: it draws the sampler's indices and cuts them into batches of
-// batch_size (the last one partial unless drop_last). Batches are collated by Dataset::get_batch
-// (one index_select per tensor for a TensorDataset) and moved to options.device as they are made.
+// Each begin() starts an epoch: it calls the dataset's reset() (a no-op but for streams such as
+// ChunkDataset), draws the sampler's indices and cuts them into batches of batch_size (the last one
+// partial unless drop_last). Batches are collated by Dataset::get_batch (one index_select per tensor
+// for a TensorDataset; the mapped collation for a MapDataset, Stack<> by default) and moved to
+// options.device as they are made.
+//
+// Streams (data/stream_sampler.h): a dataset of unknown size (ChunkDataset) given no sampler is read
+// at positions 0, 1, 2, ... batch by batch; size() is then kUnknownSize. Whatever the sampler, an
+// empty batch from the dataset (a stream past its end) ends the epoch, and with drop_last so does a
+// short one.
 //
 // num_workers == 0 makes each batch on the calling thread when the iterator advances. num_workers > 0
 // starts that many threads, which make batches ahead of the consumer, at most num_workers * prefetch
@@ -18,11 +25,13 @@
 // its own reference to the dataset, so it may outlive the loader.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -51,14 +60,25 @@ class DataLoader {
   class Iterator;
 
   explicit DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options = {});
+  // A dataset held by value, e.g. the MapDataset of ds->map(...).map(...), moved into a shared_ptr
+  // (LibTorch's make_data_loader(std::move(dataset), ...)).
+  template <typename D>
+    requires std::derived_from<D, Dataset> && (!std::is_abstract_v<D>)
+  explicit DataLoader(D dataset, DataLoaderOptions options = {})
+      : DataLoader(std::make_shared<D>(std::move(dataset)), std::move(options)) {}
 
   // Starts an epoch (see above); end() is the matching sentinel.
   Iterator begin();
   Iterator end();
-  // Batches per epoch.
+  // Batches per epoch; kUnknownSize for an unbounded stream (and an upper bound for a stream that may
+  // end early).
   int64_t size() const;
-  // Forwards to the sampler (DistributedSampler and RandomSampler reorder by epoch).
-  void set_epoch(int64_t epoch) { sampler_->set_epoch(epoch); }
+  // Forwards to the sampler (DistributedSampler and RandomSampler reorder by epoch) and to the dataset
+  // (a ChunkDataset's chunk and example samplers).
+  void set_epoch(int64_t epoch) {
+    sampler_->set_epoch(epoch);
+    dataset_->set_epoch(epoch);
+  }
 
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
   const std::shared_ptr<Sampler>& sampler() const { return sampler_; }

@@ -24,14 +24,21 @@ Batch collate(const std::vector<Example>& examples) {
   return {internal::stack(inputs), internal::stack(targets)};
 }
 
-Batch Dataset::get_batch(const std::vector<int64_t>& indices) const {
+std::vector<Example> Dataset::get_examples(const std::vector<int64_t>& indices) const {
   const int64_t n = size();
   std::vector<Example> examples;
   examples.reserve(indices.size());
   for (int64_t i : indices) {
-    LOCKSTEP_CHECK(i >= 0 && i < n, "Dataset: index ", i, " is out of range for a dataset of ", n, " examples");
+    LOCKSTEP_CHECK(i >= 0 && (n == kUnknownSize || i < n), "Dataset: index ", i,
+                   " is out of range for a dataset of ", n, " examples");
     examples.push_back(get(i));
   }
+  return examples;
+}
+
+Batch Dataset::get_batch(const std::vector<int64_t>& indices) const {
+  std::vector<Example> examples = get_examples(indices);
+  if (examples.empty()) return {};
   return collate(examples);
 }
 

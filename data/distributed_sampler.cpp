@@ -24,6 +24,13 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
                  ", rank should be in the interval [0, ", num_replicas - 1, "] for num_replicas = ", num_replicas);
   num_replicas_ = num_replicas;
   rank_ = rank;
+  DistributedSampler::reset(dataset_size_);
+}
+
+void DistributedSampler::reset(std::optional<int64_t> new_size) {
+  if (!new_size) return;
+  LOCKSTEP_CHECK(*new_size >= 0, "DistributedSampler::reset: the dataset size must be non-negative, got ", *new_size);
+  dataset_size_ = *new_size;
   // PyTorch: ceil((N - W) / W) when dropping a ragged tail, which is floor(N / W); else ceil(N / W).
   num_samples_ = drop_last_ ? dataset_size_ / num_replicas_ : (dataset_size_ + num_replicas_ - 1) / num_replicas_;
 }

@@ -10,6 +10,8 @@
 // shuffle: list [0, 1, 2, 3, 4, 0]; rank 0 gets [0, 3], rank 1 [1, 4], rank 2 [2, 0].
 //
 // Call set_epoch(e) at the start of each epoch, as in PyTorch, or every epoch has the same order.
+// Over a ChunkDataset's chunks (as its chunk sampler) it is LibTorch's DistributedRandomSampler: each
+// rank reads its share of the chunks, and reset(chunk_count) resizes it to the reader's count.
 #pragma once
 
 #include "data/dataset.h"
@@ -29,6 +31,7 @@ class DistributedSampler : public Sampler {
   std::vector<int64_t> indices() override;
   int64_t size() const override { return num_samples_; }  // indices per rank
   void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+  void reset(std::optional<int64_t> new_size = std::nullopt) override;  // a new dataset size
 
   int num_replicas() const { return num_replicas_; }
   int rank() const { return rank_; }

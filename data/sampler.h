@@ -1,6 +1,7 @@
 // Samplers: the order in which a DataLoader visits a dataset, one index list per epoch, as
 // torch.utils.data.Sampler. SequentialSampler and RandomSampler are here; DistributedSampler, which
-// shards the indices across ranks, is in data/distributed_sampler.h.
+// shards the indices across ranks, is in data/distributed_sampler.h, and StreamSampler, positions in a
+// stream, in data/stream_sampler.h.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,15 @@ class Sampler {
   virtual ~Sampler() = default;
   // The indices of the next epoch, in order (size() of them).
   virtual std::vector<int64_t> indices() = 0;
+  // How many indices() returns; kUnknownSize for an unbounded stream, whose indices() the DataLoader
+  // never calls (it reads positions 0, 1, 2, ... until the dataset runs out).
   virtual int64_t size() const = 0;
   // Makes the next indices() a function of `epoch` (and the seed) alone; a no-op where order is fixed.
   virtual void set_epoch(int64_t /*epoch*/) {}
+  // LibTorch's Sampler::reset: `new_size` replaces the number of examples drawn from (ChunkDataset
+  // resets its chunk sampler to the reader's chunk count, its example sampler to each chunk's size).
+  // The default accepts only no new size: a sampler of yours that ChunkDataset resizes overrides it.
+  virtual void reset(std::optional<int64_t> new_size = std::nullopt);
 };
 
 // 0, 1, ..., n-1 every epoch.
@@ -27,6 +34,7 @@ class SequentialSampler : public Sampler {
   explicit SequentialSampler(int64_t n);
   std::vector<int64_t> indices() override;
   int64_t size() const override { return n_; }
+  void reset(std::optional<int64_t> new_size = std::nullopt) override;
 
  private:
   int64_t n_;
@@ -44,6 +52,7 @@ class RandomSampler : public Sampler {
   std::vector<int64_t> indices() override;
   int64_t size() const override { return n_; }
   void set_epoch(int64_t epoch) override;
+  void reset(std::optional<int64_t> new_size = std::nullopt) override;  // a new n; the generator goes on
 
  private:
   int64_t n_;
