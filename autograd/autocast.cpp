@@ -33,7 +33,7 @@ constexpr Row kTable[] = {
     {AutocastOp::ScaledDotProductAttention, Policy::Lower, Policy::Lower},
     {AutocastOp::Softmax, Policy::Keep, Policy::Float32},   // softmax, log_softmax
     {AutocastOp::LayerNorm, Policy::Keep, Policy::Float32},
-    {AutocastOp::Sum, Policy::Keep, Policy::Float32},       // sum, cumsum
+    {AutocastOp::Sum, Policy::Keep, Policy::Float32},       // sum, cumsum, cumprod
     // exp, log, pow, rsqrt; acos, asin, cosh, sinh, tan, erfinv, expm1, log1p, log2, log10, reciprocal, softplus
     {AutocastOp::Exp, Policy::Keep, Policy::Float32},
     {AutocastOp::Loss, Policy::Float32, Policy::Float32},   // cross_entropy, nll, mse, bce, bce_with_logits

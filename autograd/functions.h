@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/factory.h"  // TensorOptions
 #include "tensor/tensor.h"
 
 namespace lockstep {
@@ -189,6 +190,18 @@ Tensor norm(const Tensor& a, double p = 2, const std::vector<int64_t>& dims = {}
 Tensor softmax(const Tensor& a, int64_t dim);
 Tensor log_softmax(const Tensor& a, int64_t dim);
 
+// --- scans (autograd/scan.cpp), along one dimension ---
+// Running sums and products: bool and integer inputs give int64 unless `dtype` is given (a converted to
+// it first, as torch.cumsum(x, dim, dtype=...)). cumprod's gradient handles zeros as PyTorch's.
+Tensor cumsum(const Tensor& a, int64_t dim, std::optional<Dtype> dtype = std::nullopt);
+Tensor cumprod(const Tensor& a, int64_t dim, std::optional<Dtype> dtype = std::nullopt);
+Tensor logcumsumexp(const Tensor& a, int64_t dim);  // log(cumsum(exp(a))), never overflowing
+// (values, indices), as torch.cummax: the running maximum (minimum) and the int64 position it came from,
+// ties and NaN going to the later one: `auto [v, i] = cummax(x, 1);`. Values carry the gradient, to the
+// positions in indices.
+std::tuple<Tensor, Tensor> cummax(const Tensor& a, int64_t dim);
+std::tuple<Tensor, Tensor> cummin(const Tensor& a, int64_t dim);
+
 // --- matrix products and losses (autograd/linalg.cpp) ---
 // torch.matmul: 1-D, 2-D, batched and broadcast batch dimensions.
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -214,6 +227,49 @@ Tensor gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h);
 // nn::GRU run; one node per call, its backward one product for W_hh's gradient over all steps.
 Tensor lstm_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& c0, const Tensor& w_hh, bool reverse = false);
 Tensor gru_layer(const Tensor& x_gates, const Tensor& h0, const Tensor& w_hh, const Tensor& b_hh, bool reverse = false);
+
+// --- compositions (autograd/composite.cpp, autograd/einsum.cpp), as torch.*: each is built from the
+// differentiable ops above (views, index_select, cat, matmul, mul, where), so its gradient is theirs ---
+// The elements in reverse order along each of dims (a copy, as PyTorch's).
+Tensor flip(const Tensor& a, const std::vector<int64_t>& dims);
+// Elements shifted by shifts[i] along dims[i], those past the end coming back at the start. With no dims,
+// one shift over the flattened elements, the shape kept.
+Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {});
+Tensor roll(const Tensor& a, int64_t shift, std::optional<int64_t> dim = std::nullopt);
+// a tiled sizes[i] times along dimension i; sizes may be longer than a's rank (new leading dimensions).
+Tensor repeat(const Tensor& a, const std::vector<int64_t>& sizes);
+// Each element (slice along dim) repeated `repeats` times in place, or repeats[i] times for the i-th
+// (int64, one per slice or a single count); without dim, over the flattened elements.
+Tensor repeat_interleave(const Tensor& a, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& a, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+// The indices 0, 1, ... each repeated repeats[i] times (torch.repeat_interleave(repeats)); int64.
+Tensor repeat_interleave(const Tensor& repeats);
+// Coordinate grids from 0-D or 1-D tensors: expanded views, one per input. "ij": dimension i of the grid
+// follows input i; "xy": the first two swapped (NumPy's, for images: x along columns).
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
+Tensor outer(const Tensor& a, const Tensor& b);  // [n] x [m] -> [n, m]
+// The cross product of 3-vectors along dim (both of size 3 there; the other dimensions broadcast). Without
+// dim, the first dimension of size 3, as torch.cross's (deprecated) default; torch.linalg.cross's is -1.
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt);
+Tensor bmm(const Tensor& a, const Tensor& b);  // [B, n, k] @ [B, k, m], no broadcasting
+// beta * input + alpha * (mat1 @ mat2), input broadcast to [n, m]; with beta 0 input is ignored (NaN too).
+Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, double beta = 1, double alpha = 1);
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1, double alpha = 1);
+// start + weight * (end - start), computed as PyTorch's (from end for |weight| >= 0.5, so 1 gives end).
+Tensor lerp(const Tensor& start, const Tensor& end, double weight);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+// [..., num_classes] int64 rows with a 1 at each class of the int64 `a` (num_classes -1: max + 1); not
+// differentiable. Also nn::functional::one_hot, LibTorch's spelling.
+Tensor one_hot(const Tensor& a, int64_t num_classes = -1);
+// The [2, N] (row, column) indices of a row x col matrix's lower (upper) triangle, diagonal `offset`
+// included, row by row.
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = TensorOptions(kInt64));
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = TensorOptions(kInt64));
+// Einstein summation: "bhqd,bhkd->bhqk", implicit outputs ("ij,jk"), "..." for broadcast leading
+// dimensions, a repeated subscript in one operand for its diagonal ("ii->i"), sums over subscripts not in
+// the output. Operands contract left to right, each pair one batched matmul, as PyTorch's (without
+// opt_einsum's path).
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 // --- conversion ---
 Tensor to(const Tensor& a, Device device);

@@ -127,7 +127,33 @@ Tensor Tensor::logsumexp(const std::vector<int64_t>& d, bool k) const { return l
 Tensor Tensor::norm(double p, const std::vector<int64_t>& d, bool k) const { return lockstep::norm(*this, p, d, k); }
 Tensor Tensor::softmax(int64_t d) const { return lockstep::softmax(*this, d); }
 Tensor Tensor::log_softmax(int64_t d) const { return lockstep::log_softmax(*this, d); }
+Tensor Tensor::cumsum(int64_t d, std::optional<Dtype> t) const { return lockstep::cumsum(*this, d, t); }
+Tensor Tensor::cumprod(int64_t d, std::optional<Dtype> t) const { return lockstep::cumprod(*this, d, t); }
+Tensor Tensor::logcumsumexp(int64_t d) const { return lockstep::logcumsumexp(*this, d); }
+std::tuple<Tensor, Tensor> Tensor::cummax(int64_t d) const { return lockstep::cummax(*this, d); }
+std::tuple<Tensor, Tensor> Tensor::cummin(int64_t d) const { return lockstep::cummin(*this, d); }
 Tensor Tensor::matmul(const Tensor& o) const { return lockstep::matmul(*this, o); }
+
+// Compositions (autograd/composite.cpp).
+Tensor Tensor::flip(const std::vector<int64_t>& d) const { return lockstep::flip(*this, d); }
+Tensor Tensor::roll(const std::vector<int64_t>& s, const std::vector<int64_t>& d) const { return lockstep::roll(*this, s, d); }
+Tensor Tensor::roll(int64_t s, std::optional<int64_t> d) const { return lockstep::roll(*this, s, d); }
+Tensor Tensor::repeat(const std::vector<int64_t>& s) const { return lockstep::repeat(*this, s); }
+Tensor Tensor::repeat_interleave(int64_t r, std::optional<int64_t> d) const { return lockstep::repeat_interleave(*this, r, d); }
+Tensor Tensor::repeat_interleave(const Tensor& r, std::optional<int64_t> d) const {
+  return lockstep::repeat_interleave(*this, r, d);
+}
+Tensor Tensor::outer(const Tensor& o) const { return lockstep::outer(*this, o); }
+Tensor Tensor::cross(const Tensor& o, std::optional<int64_t> d) const { return lockstep::cross(*this, o, d); }
+Tensor Tensor::bmm(const Tensor& o) const { return lockstep::bmm(*this, o); }
+Tensor Tensor::addmm(const Tensor& m1, const Tensor& m2, double beta, double alpha) const {
+  return lockstep::addmm(*this, m1, m2, beta, alpha);
+}
+Tensor Tensor::baddbmm(const Tensor& b1, const Tensor& b2, double beta, double alpha) const {
+  return lockstep::baddbmm(*this, b1, b2, beta, alpha);
+}
+Tensor Tensor::lerp(const Tensor& e, double w) const { return lockstep::lerp(*this, e, w); }
+Tensor Tensor::lerp(const Tensor& e, const Tensor& w) const { return lockstep::lerp(*this, e, w); }
 
 // x.index({...}) as LibTorch's: integers select (dropping the dimension), slices narrow, None adds a
 // dimension, Ellipsis stands for the full slices left over, an int64 tensor picks with index_select.

@@ -187,6 +187,8 @@ inline Tensor softmax(const Tensor& x, int64_t dim) { return lockstep::softmax(x
 inline Tensor log_softmax(const Tensor& x, int64_t dim) { return lockstep::log_softmax(x, dim); }
 inline Tensor dropout(const Tensor& x, double p = 0.5, bool training = true) { return lockstep::dropout(x, p, training); }
 inline Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor()) { return lockstep::linear(x, w, b); }
+// int64 rows with a 1 at each class (autograd/composite.cpp), as torch::nn::functional::one_hot.
+inline Tensor one_hot(const Tensor& t, int64_t num_classes = -1) { return lockstep::one_hot(t, num_classes); }
 
 // --- attention (nn/attention.cpp) ---
 // torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale + mask) v, with

@@ -1,8 +1,8 @@
 // Backend: the short list of kernels a device must implement, in two parts: the core kernels (class
 // Backend) and the fused extensions (class FusedKernels), each grouped by family; the families with
-// rules (elementwise, reductions, optimizer steps) read them from one table shared by both devices.
-// Everything else in lockstep (views, autograd, nn, optim) is built from these, so a new device is a
-// list to fill, not a second framework.
+// rules (elementwise, reductions, scans, optimizer steps) read them from one table shared by both
+// devices. Everything else in lockstep (views, autograd, nn, optim) is built from these, so a new
+// device is a list to fill, not a second framework.
 //
 // Contract for every kernel: shapes, dtypes and devices were already checked by the ops layer
 // (tensor/ops*.cpp); outputs are allocated and on the backend's device. Elementwise kernels take any
@@ -22,6 +22,7 @@
 #include "tensor/elementwise_ops.h"
 #include "tensor/optim_step.h"
 #include "tensor/reduce_ops.h"
+#include "tensor/scan_ops.h"
 
 namespace lockstep {
 
@@ -107,10 +108,10 @@ struct BackendLimits {
 };
 
 // Fused kernels: each could be composed from the core kernels below, but a device runs it in one pass
-// for speed (softmax, LayerNorm, BatchNorm, max pooling, the NLL loss, the optimizer steps, the LSTM and
-// GRU cells) or to draw on the device (uniform, normal). Each family's rule is shared by both devices: the
-// optimizer steps' in tensor/optim_step.h, the recurrent cells' in tensor/rnn_cell_ops.h, max pooling's
-// NaN rule is argmax's (tensor/reduce_ops.h). Contiguous tensors.
+// for speed (softmax, LayerNorm, GroupNorm, BatchNorm, max pooling, the NLL loss, the optimizer steps,
+// the LSTM and GRU cells) or to draw on the device (uniform, normal). Each family's rule is shared by
+// both devices: the optimizer steps' in tensor/optim_step.h, the recurrent cells' in
+// tensor/rnn_cell_ops.h, max pooling's NaN rule is argmax's (tensor/reduce_ops.h). Contiguous tensors.
 class FusedKernels {
  public:
   virtual ~FusedKernels() = default;
@@ -151,6 +152,21 @@ class FusedKernels {
   virtual void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
                                    const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
                                    int64_t rows, int64_t n) = 0;
+  // GroupNorm over x [N, C, HW] in G groups of C / G consecutive channels, all contiguous and of one
+  // floating dtype: each (n, g)'s C / G * HW values are normalized together, then scaled and shifted
+  // per channel, y = (x - mean) * rstd * weight[c] + bias[c] (weight and bias [C], each may be
+  // undefined), rstd = 1 / sqrt(biased variance + eps); mean and rstd [N, G] (LayerNorm's dtypes) are
+  // kept for the backward. HW may be 1 (a [N, C] input), as C / G may.
+  virtual void group_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                          const Tensor& bias, int64_t N, int64_t C, int64_t HW, int64_t G, double eps) = 0;
+  // Its gradients from grad_y, each where defined: grad_x [N, C, HW], grad_weight and grad_bias [C].
+  // With per-(n, c) sums over HW db = sum grad_y, ds = sum grad_y * (x - mean), and per (n, g) over
+  // its channels dbg = sum weight * db, dsg = sum weight * ds (weight undefined: 1), m = C / G * HW:
+  // grad_x = rstd * weight * grad_y - rstd^3 * dsg / m * (x - mean) - rstd * dbg / m,
+  // grad_weight = sum over n of rstd * ds, grad_bias = sum over n of db.
+  virtual void group_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
+                                   const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                                   int64_t N, int64_t C, int64_t HW, int64_t G) = 0;
   // Batch norm over x [N, C, inner] (tensor/batch_norm.h states the rules), x, grad_y and the outputs of
   // x's dtype; the per-channel statistics (mean, invstd [C], sums [2, C]) float64, so that a channel's
   // millions of values add up exactly enough and SyncBatchNorm all-reduces them as they are. weight and
@@ -230,9 +246,9 @@ class FusedKernels {
                                   const Tensor& lse, const AttentionArgs& args) = 0;
 };
 
-// A device's kernels: the core list (memory, copies, elementwise, GEMM, reductions, index and sort),
-// which everything else in lockstep is built on, plus the fused kernels above. Both are pure virtual:
-// a new device fills both lists.
+// A device's kernels: the core list (memory, copies, elementwise, GEMM, reductions, scans, index and
+// sort), which everything else in lockstep is built on, plus the fused kernels above. Both are pure
+// virtual: a new device fills both lists.
 class Backend : public FusedKernels {
  public:
 
@@ -269,6 +285,13 @@ class Backend : public FusedKernels {
   // a viewed as [outer, n, inner], reduced over n (n > 0) into out [outer, inner] by the row's rule in
   // tensor/reduce_ops.h (its accumulator, its NaN rule). Index rows (argmax, argmin) write int64.
   virtual void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) = 0;
+  // a viewed as [outer, n, inner], scanned along n (n > 0) into out (a's shape and dtype) by the row's
+  // rule in tensor/scan_ops.h: out[o, k, i] is the rule over a[o, 0..k, i], or with `reverse` over
+  // a[o, k..n-1, i], taken from the end (a scan's gradient is a reversed scan: no flipped copies). Index
+  // rows (cummax, cummin) also write the int64 position of each value into `indices` ([outer, n, inner]);
+  // the others leave it undefined.
+  virtual void scan(Scan op, Tensor& out, Tensor& indices, const Tensor& a, int64_t outer, int64_t n,
+                    int64_t inner, bool reverse) = 0;
   // a [outer, n, inner], index int64 [k]: out [outer, k, inner] = a[:, index[j], :].
   virtual void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
                             int64_t inner) = 0;

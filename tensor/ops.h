@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -104,7 +105,19 @@ std::vector<int64_t> reduction_dims(const std::vector<int64_t>& dims, int64_t nd
 // a's shape with the reduced dims set to 1 (for broadcasting a reduction back).
 Shape kept_shape(const Shape& shape, const std::vector<int64_t>& dims);
 
-// --- fused kernels' ops: softmax.cpp, layer_norm.cpp, max_pool2d.cpp, avg_pool2d.cpp, nll_loss.cpp ---
+// --- scans (scan.cpp): a row of tensor/scan_ops.h along one dimension ---
+// values of a's shape; indices (int64, cummax and cummin only, else undefined) the position of each
+// running extreme. dtype: the values', a converted first (torch.cumsum's dtype argument); unset, the
+// sums and products give bool and integer inputs int64 values, as PyTorch. reverse: each position
+// scans from the end of the dimension back to itself (a scan's backward).
+struct ScanResult {
+  Tensor values, indices;
+};
+ScanResult scan(Scan op, const Tensor& a, int64_t dim, std::optional<Dtype> dtype = std::nullopt,
+                bool reverse = false);
+
+// --- fused kernels' ops: softmax.cpp, layer_norm.cpp, group_norm.cpp, max_pool2d.cpp, avg_pool2d.cpp,
+// nll_loss.cpp ---
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log);
 Tensor log_softmax(const Tensor& a, int64_t dim);
@@ -121,6 +134,13 @@ struct LayerNormGrads {
 };
 LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, int64_t n, bool want_x, bool want_weight, bool want_bias);
+// GroupNorm of x [N, C, *] in `groups` groups of C / groups channels (group_norm.cpp), by the backend's
+// fused kernels; weight and bias [C] or undefined. Returns (y, mean, rstd), mean and rstd [N, groups].
+LayerNormResult group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias, double eps);
+// Its gradients for x, weight and bias, each computed only where `want_*` (else undefined).
+LayerNormGrads group_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, int64_t groups, bool want_x, bool want_weight,
+                                   bool want_bias);
 // Max pooling of contiguous planes (tensor/backend.h's MaxPool2dArgs; x is [..., H, W], already
 // padded): (out [..., OH, OW], indices: each maximum's flat position in x, int64).
 struct MaxPoolResult {

@@ -232,7 +232,28 @@ class Tensor {
   Tensor norm(double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  // Scans along dim; `dtype` as torch.cumsum's.
+  Tensor cumsum(int64_t dim, std::optional<Dtype> dtype = std::nullopt) const;
+  Tensor cumprod(int64_t dim, std::optional<Dtype> dtype = std::nullopt) const;
+  Tensor logcumsumexp(int64_t dim) const;
+  std::tuple<Tensor, Tensor> cummax(int64_t dim) const;  // (values, indices)
+  std::tuple<Tensor, Tensor> cummin(int64_t dim) const;
   Tensor matmul(const Tensor& other) const;
+
+  // Compositions (autograd/composite.cpp), as torch.Tensor's; see autograd/functions.h.
+  Tensor flip(const std::vector<int64_t>& dims) const;
+  Tensor roll(const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {}) const;
+  Tensor roll(int64_t shift, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat(const std::vector<int64_t>& sizes) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor outer(const Tensor& other) const;
+  Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor bmm(const Tensor& other) const;
+  Tensor addmm(const Tensor& mat1, const Tensor& mat2, double beta = 1, double alpha = 1) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1, double alpha = 1) const;
+  Tensor lerp(const Tensor& end, double weight) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
 
   // In place (autograd/inplace.cpp), as PyTorch's trailing-underscore methods: they write through any
   // layout (views included, so every handle on the storage sees it), return *this, and bump the

@@ -1,6 +1,7 @@
 // The CPU backend's core kernels (cpu/cpu_backend.h says where the other families are): the allocator,
-// copies, and the dispatch of elementwise ops (cpu/elementwise.cpp), GEMM (cpu/gemm.h) and reductions
-// (cpu/reduce.cpp) to the processor's widest ISA build; and the backend's registration.
+// copies, and the dispatch of elementwise ops (cpu/elementwise.cpp), GEMM (cpu/gemm.h), reductions
+// (cpu/reduce.cpp) and scans (cpu/scan.cpp) to the processor's widest ISA build; and the backend's
+// registration.
 #include "tensor/cpu/cpu_backend.h"
 
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/reduce.h"
+#include "tensor/cpu/scan.h"
 #include "tensor/memory_stats.h"
 #include "tensor/tensor.h"
 
@@ -107,6 +109,13 @@ void CpuBackend::gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmA
 // tensor/cpu/reduce.cpp, by the rules of tensor/reduce_ops.h.
 void CpuBackend::reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) {
   LOCKSTEP_CPU_ISA_CALL(reduce, op, a.dtype(), a.data_ptr(), out.data_ptr(), outer, n, inner);
+}
+
+// tensor/cpu/scan.cpp, by the rules of tensor/scan_ops.h.
+void CpuBackend::scan(Scan op, Tensor& out, Tensor& indices, const Tensor& a, int64_t outer, int64_t n,
+                      int64_t inner, bool reverse) {
+  int64_t* idx = indices.defined() ? indices.data<int64_t>() : nullptr;
+  LOCKSTEP_CPU_ISA_CALL(scan, op, a.dtype(), a.data_ptr(), out.data_ptr(), idx, outer, n, inner, reverse);
 }
 
 namespace {

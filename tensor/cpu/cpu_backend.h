@@ -1,9 +1,9 @@
 // The CPU backend: lockstep's kernels on host memory, one file per kernel family (tensor/backend.h's
-// sections): memory, copies, elementwise, GEMM and reductions in cpu_backend.cpp; index and sort
-// kernels in cpu/index.cpp; the fused kernels (softmax, LayerNorm, max pooling, NLL, optimizer steps,
-// uniform, the LSTM and GRU cells, attention) in cpu/fused.cpp. The vectorized loops themselves live in
-// per-ISA files (cpu/isa.h): cpu/elementwise.cpp, cpu/reduce.cpp, cpu/rows.cpp, cpu/rnn_cells.cpp,
-// cpu/attention.cpp, the GEMMs.
+// sections): memory, copies, elementwise, GEMM, reductions and scans in cpu_backend.cpp; index and
+// sort kernels in cpu/index.cpp; the fused kernels (softmax, LayerNorm, GroupNorm, max pooling, NLL,
+// optimizer steps, uniform, the LSTM and GRU cells, attention) in cpu/fused.cpp. The vectorized loops
+// themselves live in per-ISA files (cpu/isa.h): cpu/elementwise.cpp, cpu/reduce.cpp, cpu/scan.cpp,
+// cpu/rows.cpp, cpu/group_norm.cpp, cpu/rnn_cells.cpp, cpu/attention.cpp, the GEMMs.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,8 @@ class CpuBackend final : public Backend {
   void where(const StridedPlan& p, Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
   void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) override;
   void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override;
+  void scan(Scan op, Tensor& out, Tensor& indices, const Tensor& a, int64_t outer, int64_t n, int64_t inner,
+            bool reverse) override;
 
   // --- index and sort (cpu/index.cpp) ---
   void index_select(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n,
@@ -57,6 +59,11 @@ class CpuBackend final : public Backend {
                   int64_t rows, int64_t n, double eps) override;
   void layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x, const Tensor& mean,
                            const Tensor& rstd, const Tensor& weight, int64_t rows, int64_t n) override;
+  void group_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  int64_t N, int64_t C, int64_t HW, int64_t G, double eps) override;  // cpu/group_norm.cpp's
+  void group_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& weight, int64_t N, int64_t C, int64_t HW,
+                           int64_t G) override;
   void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override;
   void softmax_backward(Tensor& gi, const Tensor& go, const Tensor& y, int64_t outer, int64_t n, int64_t inner,
                         bool log) override;

@@ -1,9 +1,10 @@
 // The CPU backend's fused kernels (tensor/backend.h's FusedKernels): softmax along a middle
-// dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), BatchNorm (cpu/batch_norm.cpp), max
-// pooling, average pooling (cpu/avg_pool2d.cpp), convolutions (oneDNN, cpu/conv2d_onednn.cpp), the NLL
-// loss, the optimizer steps (cpu/optim.cpp, by tensor/optim_step.h's rules), uniform and normal draws
-// (Philox: the reference for the device's), the LSTM and GRU cells (cpu/rnn_cells.cpp, by
-// tensor/rnn_cell_ops.h's rules) and fused attention (cpu/attention.cpp, by tensor/attention_ops.h's).
+// dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), GroupNorm (cpu/group_norm.cpp),
+// BatchNorm (cpu/batch_norm.cpp), max pooling, average pooling (cpu/avg_pool2d.cpp), convolutions
+// (oneDNN, cpu/conv2d_onednn.cpp), the NLL loss, the optimizer steps (cpu/optim.cpp, by
+// tensor/optim_step.h's rules), uniform and normal draws (Philox: the reference for the device's), the
+// LSTM and GRU cells (cpu/rnn_cells.cpp, by tensor/rnn_cell_ops.h's rules) and fused attention
+// (cpu/attention.cpp, by tensor/attention_ops.h's).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "tensor/cpu/batch_norm.h"
 #include "tensor/cpu/conv2d_onednn.h"
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/group_norm.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/optim.h"
 #include "tensor/cpu/rnn_cells.h"
@@ -58,6 +60,27 @@ void CpuBackend::layer_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const T
     LOCKSTEP_CPU_ISA_CALL(layer_norm_backward_rows<T>, gy.data<T>(), x.data<T>(), mean.data<compute_t<T>>(),
                           rstd.data<compute_t<T>>(),
                           ptr(weight), ptr(gx), ptr(gw), ptr(gb), rows, n);
+  });
+}
+
+void CpuBackend::group_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight,
+                            const Tensor& bias, int64_t N, int64_t C, int64_t HW, int64_t G, double eps) {
+  dispatch_rows(x.dtype(), "group_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+    LOCKSTEP_CPU_ISA_CALL(group_norm<T>, x.data<T>(), ptr(weight), ptr(bias), y.data<T>(), mean.data<compute_t<T>>(),
+                          rstd.data<compute_t<T>>(), N, C, HW, G, eps);
+  });
+}
+
+void CpuBackend::group_norm_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x,
+                                     const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t N,
+                                     int64_t C, int64_t HW, int64_t G) {
+  dispatch_rows(x.dtype(), "group_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+    LOCKSTEP_CPU_ISA_CALL(group_norm_backward<T>, gy.data<T>(), x.data<T>(), mean.data<compute_t<T>>(),
+                          rstd.data<compute_t<T>>(), ptr(weight), ptr(gx), ptr(gw), ptr(gb), N, C, HW, G);
   });
 }
 

@@ -12,8 +12,10 @@
 //   gemm                                      gemm.cpp (cuBLAS, strided batched); small ones in
 //                                             small_gemm.cu
 //   reduce                                    reduce.cu
+//   scan                                      scan.cu
 //   softmax(+backward), nll_loss(+backward)   softmax_loss.cu
 //   layer_norm(+backward)                     layer_norm.cu
+//   group_norm(+backward)                     group_norm.cu
 //   batch_norm_stats, _elemt, _backward_*     batch_norm.cu
 //   max_pool2d                                pool.cu
 //   index_select, index_add, gather,          indexing.cu
@@ -53,6 +55,8 @@ class CudaBackend final : public Backend {
 
   void gemm(Tensor& out, const Tensor& a, const Tensor& b, const GemmArgs& args) override;
   void reduce(Reduction op, Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner) override;
+  void scan(Scan op, Tensor& out, Tensor& indices, const Tensor& a, int64_t outer, int64_t n, int64_t inner,
+            bool reverse) override;
   void softmax(Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) override;
   void softmax_backward(Tensor& grad_in, const Tensor& grad_out, const Tensor& output, int64_t outer, int64_t n,
                         int64_t inner, bool log) override;
@@ -61,6 +65,11 @@ class CudaBackend final : public Backend {
   void layer_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
                            const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t rows,
                            int64_t n) override;
+  void group_norm(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  int64_t N, int64_t C, int64_t HW, int64_t G, double eps) override;
+  void group_norm_backward(Tensor& grad_x, Tensor& grad_weight, Tensor& grad_bias, const Tensor& grad_y,
+                           const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t N,
+                           int64_t C, int64_t HW, int64_t G) override;
   void batch_norm_stats(Tensor& sums, const Tensor& x, int64_t N, int64_t C, int64_t inner) override;
   void batch_norm_elemt(Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                         const Tensor& bias, int64_t N, int64_t C, int64_t inner) override;

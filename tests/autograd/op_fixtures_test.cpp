@@ -69,6 +69,7 @@ using Outputs = std::vector<Tensor>;
 Outputs outputs(const Tensor& t) { return {t}; }
 Outputs outputs(const std::pair<Tensor, Tensor>& p) { return {p.first, p.second}; }
 Outputs outputs(const std::vector<Tensor>& v) { return v; }
+Outputs outputs(const std::tuple<Tensor, Tensor>& t) { return {std::get<0>(t), std::get<1>(t)}; }
 Tensor arg(const std::vector<Tensor>& x, size_t k) { return k < x.size() ? x[k] : Tensor(); }
 
 // One way to compute a fixture case with lockstep (a case may have several: function, method, operator).
@@ -439,6 +440,53 @@ std::vector<Impl> reduction_impls() {
   };
 }
 
+// Each scan on the fixtures' dims 1, -1, 0 and a 0-D input, as a function and as a method; then the
+// dtype rules (int64 and bool inputs, dtype=), cumprod's zeros, infinities, ties and NaN.
+std::vector<Impl> scan_impls() {
+  std::vector<Impl> impls;
+  auto add = [&](const std::string& name, const std::string& call, std::function<Outputs(const Tensor&)> f) {
+    impls.push_back(Impl{name, call, [f](const std::vector<Tensor>& x) { return f(x[0]); }});
+  };
+  for (const auto& [suffix, dim] : {std::pair<std::string, int64_t>{"_1", 1}, {"_-1", -1}, {"_0", 0}, {"_of_0d", 0}}) {
+    const int64_t d = dim;
+    const std::string at = std::to_string(d);
+    add("cumsum" + suffix, "cumsum(a, " + at + ")", [d](const Tensor& a) { return outputs(cumsum(a, d)); });
+    add("cumsum" + suffix, "a.cumsum(" + at + ")", [d](const Tensor& a) { return outputs(a.cumsum(d)); });
+    add("cumprod" + suffix, "cumprod(a, " + at + ")", [d](const Tensor& a) { return outputs(cumprod(a, d)); });
+    add("cumprod" + suffix, "a.cumprod(" + at + ")", [d](const Tensor& a) { return outputs(a.cumprod(d)); });
+    add("logcumsumexp" + suffix, "logcumsumexp(a, " + at + ")",
+        [d](const Tensor& a) { return outputs(logcumsumexp(a, d)); });
+    add("logcumsumexp" + suffix, "a.logcumsumexp(" + at + ")",
+        [d](const Tensor& a) { return outputs(a.logcumsumexp(d)); });
+    add("cummax" + suffix, "cummax(a, " + at + ")", [d](const Tensor& a) { return outputs(cummax(a, d)); });
+    add("cummax" + suffix, "a.cummax(" + at + ")", [d](const Tensor& a) { return outputs(a.cummax(d)); });
+    add("cummin" + suffix, "cummin(a, " + at + ")", [d](const Tensor& a) { return outputs(cummin(a, d)); });
+    add("cummin" + suffix, "a.cummin(" + at + ")", [d](const Tensor& a) { return outputs(a.cummin(d)); });
+  }
+  std::vector<Impl> rest = {
+      IMPL("cumsum_0_int64", cumsum(a, 0)),
+      IMPL("cumsum_1_bool", cumsum(a, 1)),
+      IMPL("cumsum_1_bool", a.cumsum(1)),
+      IMPL("cumprod_0_int64", cumprod(a, 0)),
+      IMPL("cumprod_-1_bool", cumprod(a, -1)),
+      IMPL("cumsum_1_dtype_float64", cumsum(a, 1, kFloat64)),
+      IMPL("cumsum_1_dtype_float64", a.cumsum(1, kFloat64)),
+      IMPL("cumsum_0_dtype_float32", to(cumsum(a, 0, kFloat32), kFloat64)),
+      IMPL("cumsum_0_dtype_float32", a.cumsum(0, kFloat32).double_()),
+      IMPL("cumprod_1_dtype_float32", to(cumprod(a, 1, kFloat32), kFloat64)),
+      IMPL("cummax_1_int64", cummax(a, 1)),
+      IMPL("cumprod_-1_zeros", cumprod(a, -1)),
+      IMPL("cumprod_0_zeros", cumprod(a, 0)),
+      IMPL("cumprod_1_zeros_3d", cumprod(a, 1)),
+      IMPL("logcumsumexp_-1_inf", logcumsumexp(a, -1)),
+      IMPL("cummax_-1_ties_nan", cummax(a, -1)),
+      IMPL("cummin_-1_ties_nan", cummin(a, -1)),
+      IMPL("cummax_0_ties_nan", cummax(a, 0)),
+  };
+  impls.insert(impls.end(), rest.begin(), rest.end());
+  return impls;
+}
+
 std::vector<Impl> linalg_impls() {
   std::vector<Impl> impls;
   for (const char* name : {"matmul_1d_1d", "matmul_1d_2d", "matmul_2d_1d", "matmul_2d_2d", "matmul_1d_3d",
@@ -465,6 +513,73 @@ std::vector<Impl> linalg_impls() {
       IMPL("clone", a.clone()),
   };
   impls.insert(impls.end(), rest.begin(), rest.end());
+  return impls;
+}
+
+// flip, roll, repeat, repeat_interleave, meshgrid, outer, cross, bmm / addmm / baddbmm, lerp, one_hot, the
+// triangle indices (autograd/composite.cpp) and einsum (autograd/einsum.cpp), as functions and methods.
+std::vector<Impl> composite_impls() {
+  std::vector<Impl> impls = {
+      IMPL("flip_0", flip(a, {0})),
+      IMPL("flip_0", a.flip({0})),
+      IMPL("flip_-1_0", flip(a, {-1, 0})),
+      IMPL("roll_1_0", roll(a, 1, 0)),
+      IMPL("roll_1_0", a.roll(1, 0)),
+      IMPL("roll_1_0", roll(a, std::vector<int64_t>{1}, std::vector<int64_t>{0})),
+      IMPL("roll_-2_flat", roll(a, -2)),
+      IMPL("roll_-2_flat", a.roll({-2})),
+      IMPL("roll_5_-1_dims12", roll(a, {5, -1}, {1, 2})),
+      IMPL("roll_5_-1_dims12", a.roll({5, -1}, {1, 2})),
+      IMPL("repeat_2_3", repeat(a, {2, 3})),
+      IMPL("repeat_2_3", a.repeat({2, 3})),
+      IMPL("repeat_2_1_3_new_dim", a.repeat({2, 1, 3})),
+      IMPL("repeat_interleave_2_flat", repeat_interleave(a, 2)),
+      IMPL("repeat_interleave_2_flat", a.repeat_interleave(2)),
+      IMPL("repeat_interleave_3_dim1", repeat_interleave(a, 3, 1)),
+      IMPL("repeat_interleave_3_dim1", a.repeat_interleave(3, -1)),
+      IMPL("repeat_interleave_tensor_dim0", repeat_interleave(a, b, 0)),
+      IMPL("repeat_interleave_tensor_dim0", a.repeat_interleave(b, 0)),
+      IMPL("repeat_interleave_indices", repeat_interleave(a)),
+      IMPL("meshgrid_ij", meshgrid({a, b, c})),
+      IMPL("meshgrid_ij", meshgrid({a, b, c}, "ij")),
+      IMPL("meshgrid_xy", meshgrid({a, b, c}, "xy")),
+      IMPL("outer", outer(a, b)),
+      IMPL("outer", a.outer(b)),
+      IMPL("cross_dim1", cross(a, b, 1)),
+      IMPL("cross_dim1", cross(a, b)),  // the first dimension of size 3
+      IMPL("cross_dim1", a.cross(b, -1)),
+      IMPL("cross_bcast_dim-1", cross(a, b, -1)),
+      IMPL("cross_dim0", cross(a, b, 0)),
+      IMPL("cross_dim0", a.cross(b)),
+      IMPL("bmm", bmm(a, b)),
+      IMPL("bmm", a.bmm(b)),
+      IMPL("addmm_bcast", addmm(a, b, c)),
+      IMPL("addmm_bcast", a.addmm(b, c)),
+      IMPL("addmm_beta0.5_alpha2", addmm(a, b, c, 0.5, 2.0)),
+      IMPL("baddbmm", baddbmm(a, b, c)),
+      IMPL("baddbmm_beta-1_alpha0.5", baddbmm(a, b, c, -1.0, 0.5)),
+      IMPL("baddbmm_beta-1_alpha0.5", a.baddbmm(b, c, -1.0, 0.5)),
+      IMPL("lerp_scalar_0.3", lerp(a, b, 0.3)),
+      IMPL("lerp_scalar_0.3", a.lerp(b, 0.3)),
+      IMPL("lerp_scalar_0.8_bcast", lerp(a, b, 0.8)),
+      IMPL("lerp_tensor", lerp(a, b, c)),
+      IMPL("lerp_tensor", a.lerp(b, c)),
+      IMPL("one_hot", one_hot(a)),
+      IMPL("one_hot_5", one_hot(a, 5)),
+      IMPL("tril_indices_4_3", tril_indices(4, 3)),
+      IMPL("tril_indices_3_4_1", tril_indices(3, 4, 1)),
+      IMPL("triu_indices_4_5_-1", triu_indices(4, 5, -1)),
+      IMPL("triu_indices_3_3", triu_indices(3, 3)),
+  };
+  // einsum over all of the case's inputs; "_bcast": the equation again, its b of size 1 in one operand.
+  for (const std::string equation : {"ij,jk->ik", "bij,bjk->bik", "bhqd,bhkd->bhqk", "ii->i", "ii", "i,i->", "ij->ji",
+                                     "...ij,...jk->...ik", "bn,anm,bm->ba", "ij,jk", "ab,Bb", "i,j->ij", "ij,ij->ij",
+                                     "bii->bi", "iji->j", "ijk->", "...ij->ij", "i...->...", "abc,cd,de->abe",
+                                     "bij,bjk->bik_bcast", "ij,jk,kl->il"}) {
+    const std::string eq = equation.substr(0, equation.find('_'));
+    impls.push_back(Impl{"einsum_" + equation, "einsum(\"" + eq + "\", inputs)",
+                         [eq](const std::vector<Tensor>& x) { return outputs(einsum(eq, x)); }});
+  }
   return impls;
 }
 
@@ -596,7 +711,7 @@ void check_all(const std::vector<Impl>& impls) {
 TEST_CASE("every fixture case has a lockstep counterpart, and every counterpart a fixture case") {
   std::set<std::string> implemented;
   for (auto impls : {elementwise_impls(), view_impls(), indexing_impls(), reduction_impls(), linalg_impls(),
-                     math_impls(), activation_impls()})
+                     math_impls(), activation_impls(), scan_impls(), composite_impls()})
     for (const Impl& impl : impls) implemented.insert(impl.name);
   REQUIRE(fixtures().size() > 150);
   for (const auto& [name, f] : fixtures()) {
@@ -613,6 +728,12 @@ TEST_CASE("elementwise math (rounding, logs, trig, erf, remainders, isnan) match
 TEST_CASE("activations match PyTorch, values and gradients") { check_all(activation_impls()); }
 TEST_CASE("indexing, sort and topk match PyTorch") { check_all(indexing_impls()); }
 TEST_CASE("reductions and softmax match PyTorch") { check_all(reduction_impls()); }
+TEST_CASE("scans (cumsum, cumprod, logcumsumexp, cummax, cummin) match PyTorch, values, indices and gradients") {
+  check_all(scan_impls());
+}
+TEST_CASE("flip, roll, repeat, meshgrid, cross, bmm/addmm, lerp, one_hot, tril_indices and einsum match PyTorch") {
+  check_all(composite_impls());
+}
 TEST_CASE("matmul in every rank combination, linear, nll_loss and compositions match PyTorch") {
   check_all(linalg_impls());
 }

@@ -155,6 +155,20 @@ TEST_CASE("reductions: bad dimensions and dtypes") {
   expect_error("log_softmax dim", [&] { log_softmax(a, -3); }, {"log_softmax", "-3"});
 }
 
+TEST_CASE("scans: dimensions out of range name the op and the shape; wrong dtypes") {
+  const Tensor a = r({2, 3});
+  expect_error("cumsum dim", [&] { cumsum(a, 2); }, {"cumsum", "dimension 2", "[2, 3]"});
+  expect_error("cumsum method dim", [&] { a.cumsum(-3); }, {"cumsum", "dimension -3", "[2, 3]"});
+  expect_error("cumprod dim", [&] { cumprod(a, -3); }, {"cumprod", "-3", "[2, 3]"});
+  expect_error("logcumsumexp dim", [&] { logcumsumexp(a, 5); }, {"logcumsumexp", "5", "[2, 3]"});
+  expect_error("cummax dim", [&] { cummax(a, 2); }, {"cummax", "2", "[2, 3]"});
+  expect_error("cummin dim", [&] { cummin(a, -3); }, {"cummin", "-3", "[2, 3]"});
+  expect_error("cumsum of a 0-D tensor, dim 1", [&] { cumsum(scalar_tensor(1.5), 1); },
+               {"cumsum", "dimension 1", "[]"});
+  expect_error("logcumsumexp of int64", [&] { logcumsumexp(arange(6), 0); }, {"logcumsumexp", "int64"});
+  expect_error("cumsum undefined", [&] { cumsum(Tensor(), 0); }, {"cumsum", "undefined"});
+}
+
 TEST_CASE("matmul, linear and nll_loss: mismatched operands") {
   expect_error("matmul 2-D", [] { matmul(r({3, 4}), r({5, 2})); }, {"matmul", "[3, 4]", "[5, 2]"});
   expect_error("matmul 1-D", [] { matmul(r({3}), r({4})); }, {"matmul", "[3]", "[4]"});
@@ -174,6 +188,82 @@ TEST_CASE("matmul, linear and nll_loss: mismatched operands") {
   expect_error("nll_loss target length", [&] { nll_loss(logp, idx({0, 1})); }, {"nll_loss", "[2]", "[3, 5]"});
   expect_error("nll_loss target dtype", [&] { nll_loss(logp, r({3})); }, {"nll_loss", "int64", "float32"});
   expect_error("nll_loss input rank", [&] { nll_loss(r({5}), idx({1})); }, {"nll_loss", "[5]"});
+}
+
+TEST_CASE("compositions and einsum: PyTorch's errors, with the op and the shapes") {
+  const Tensor a = r({2, 3});
+  // einsum: subscripts that do not match an operand's rank, sizes that do not agree, malformed equations.
+  expect_error("einsum rank", [] { einsum("ij,jk->ik", {r({2, 3, 4}), r({4, 5})}); },
+               {"einsum()", "number of subscripts in the equation (2) does not match the number of dimensions (3) "
+                            "for operand 0 and no ellipsis was given", "[2, 3, 4]"});
+  expect_error("einsum rank of the second operand", [&] { einsum("ij,jkl->ik", {a, r({3, 4})}); },
+               {"einsum()", "(3)", "(2)", "operand 1"});
+  expect_error("einsum rank with an ellipsis", [&] { einsum("...ijk", {a}); },
+               {"einsum()", "number of subscripts in the equation (3) is more than the number of dimensions (2)"});
+  expect_error("einsum sizes", [&] { einsum("ij,jk->ik", {a, r({4, 5})}); },
+               {"einsum()", "subscript j has size 4 for operand 1 which does not broadcast with previously seen size 3"});
+  expect_error("einsum diagonal sizes", [&] { einsum("ii", {a}); },
+               {"einsum()", "subscript i is repeated for operand 0 but the sizes don't match, 3 != 2"});
+  expect_error("einsum ellipsis sizes", [] { einsum("...i,...i", {r({2, 3}), r({4, 3})}); },
+               {"einsum()", "covered by ellipsis", "size 4", "size 2"});
+  expect_error("einsum output subscript", [&] { einsum("ij->ik", {a}); },
+               {"einsum()", "output subscript k does not appear in the equation for any input operand"});
+  expect_error("einsum output repeated", [&] { einsum("ij->ii", {a}); },
+               {"einsum()", "output subscript i appears more than once in the output"});
+  expect_error("einsum fewer operands", [&] { einsum("ij,jk->ik", {a}); }, {"einsum()", "fewer operands"});
+  expect_error("einsum more operands", [&] { einsum("ij", {a, a}); }, {"einsum()", "more operands"});
+  expect_error("einsum subscript", [&] { einsum("i1", {a}); }, {"einsum()", "invalid subscript given at index 1"});
+  expect_error("einsum broken ellipsis", [&] { einsum("i..j", {a}); }, {"einsum()", "not part of any ellipsis"});
+  expect_error("einsum two ellipses", [&] { einsum("...i...", {a}); }, {"einsum()", "ellipsis was already found"});
+  expect_error("einsum no operands", [] { einsum("ij", {}); }, {"einsum()", "at least one operand"});
+  // cross: the dimension must have size 3 in both.
+  expect_error("cross dim of size 4", [] { cross(r({2, 4}), r({2, 4}), 1); },
+               {"cross", "dimension 1 must have length 3. Got 4 and 4"});
+  expect_error("cross sizes differ", [] { cross(r({2, 3}), r({2, 4}), -1); }, {"cross", "Got 3 and 4"});
+  expect_error("cross without a dim of size 3", [] { cross(r({2, 4}), r({2, 4})); },
+               {"cross", "no dimension of size 3", "[2, 4]"});
+  expect_error("cross ranks", [] { cross(r({3}), r({2, 3})); }, {"cross", "same number of dimensions", "[2, 3]"});
+  expect_error("cross dim", [&] { cross(a, a, 2); }, {"cross", "2"});
+  // repeat: fewer sizes than dimensions, negative sizes.
+  expect_error("repeat with fewer sizes than dims", [&] { a.repeat({2}); },
+               {"repeat", "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor",
+                "[2, 3]"});
+  expect_error("repeat negative", [&] { repeat(a, {2, -1}); }, {"repeat", "negative dimension -1"});
+  // one_hot: classes out of range, wrong dtype, nothing to infer the class count from.
+  expect_error("one_hot class >= num_classes", [] { one_hot(idx({0, 3, 1}), 3); },
+               {"one_hot", "Class values must be smaller than num_classes", "3"});
+  expect_error("one_hot negative class", [] { one_hot(idx({0, -1})); }, {"one_hot", "non-negative", "-1"});
+  expect_error("one_hot of float", [&] { one_hot(a); }, {"one_hot", "int64", "float32"});
+  expect_error("one_hot of empty", [] { one_hot(zeros({0}, kInt64)); }, {"one_hot", "empty tensor"});
+  // The rest.
+  expect_error("flip repeated dim", [&] { flip(a, {0, -2}); }, {"flip", "dim 0 appears multiple times"});
+  expect_error("flip dim", [&] { a.flip({2}); }, {"flip", "2"});
+  expect_error("roll shifts and dims", [&] { roll(a, {1, 2}, {0}); }, {"roll", "shifts and dimensions must align"});
+  expect_error("roll shifts without dims", [&] { roll(a, {1, 2}); }, {"roll", "shifts and dimensions must align"});
+  expect_error("roll dim", [&] { a.roll(1, 2); }, {"roll", "2"});
+  expect_error("repeat_interleave negative", [&] { repeat_interleave(a, -1); }, {"repeat_interleave", "non-negative"});
+  expect_error("repeat_interleave counts", [&] { repeat_interleave(a, idx({1, 2}), 1); },
+               {"repeat_interleave", "repeats.size(0) = 2", "input.size(1) = 3"});
+  expect_error("repeat_interleave negative count", [&] { repeat_interleave(a, idx({1, -2}), 0); },
+               {"repeat_interleave", "negative", "-2"});
+  expect_error("meshgrid of 2-D", [&] { meshgrid({a, r({3})}); }, {"meshgrid", "0D or 1D", "[2, 3]"});
+  expect_error("meshgrid indexing", [] { meshgrid({r({2}), r({3})}, "xx"); }, {"meshgrid", "indexing", "xx"});
+  expect_error("meshgrid dtypes", [] { meshgrid({r({2}), arange(3)}); }, {"meshgrid", "dtype"});
+  expect_error("outer of 2-D", [&] { outer(a, r({3})); }, {"outer", "1-D", "[2, 3]"});
+  expect_error("bmm of 2-D", [&] { bmm(a, r({2, 3, 4})); }, {"bmm", "batch1 must be a 3D tensor", "[2, 3]"});
+  expect_error("bmm batch", [] { bmm(r({2, 2, 3}), r({3, 3, 4})); },
+               {"bmm", "Expected size for first two dimensions of batch2 tensor to be: [2, 3] but got: [3, 3]"});
+  expect_error("addmm shapes", [] { addmm(r({4}), r({2, 3}), r({2, 4})); },
+               {"addmm", "mat1 and mat2 shapes cannot be multiplied (2x3 and 2x4)"});
+  expect_error("addmm input", [] { addmm(r({3}), r({2, 3}), r({3, 4})); }, {"addmm", "[3]", "[2, 4]"});
+  expect_error("addmm mat1 rank", [] { addmm(r({4}), r({3}), r({3, 4})); }, {"addmm", "mat1 must be a matrix"});
+  expect_error("baddbmm input", [] { baddbmm(r({3, 1, 4}), r({2, 2, 3}), r({2, 3, 4})); },
+               {"baddbmm", "[3, 1, 4]", "[2, 2, 4]"});
+  expect_error("lerp weight dtype", [&] { lerp(a, a, a.to(kFloat64)); }, {"lerp", "`weight`", "float64"});
+  expect_error("lerp end dtype", [&] { lerp(a, a.to(kFloat64), 0.5); }, {"lerp", "`end`", "float64"});
+  expect_error("lerp shapes", [&] { lerp(a, r({4}), 0.5); }, {"lerp", "[2, 3]", "[4]"});
+  expect_error("tril_indices row", [] { tril_indices(-1, 4); }, {"tril_indices", "row must be non-negative", "-1"});
+  expect_error("triu_indices col", [] { triu_indices(3, -4); }, {"triu_indices", "col must be non-negative", "-4"});
 }
 
 TEST_CASE("random ops and backward: bad arguments") {

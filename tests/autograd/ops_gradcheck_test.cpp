@@ -273,6 +273,26 @@ TEST_CASE("gradcheck: reductions") {
   check("log_softmax last", [](V x) { return log_softmax(x[0], -1); }, {r({2, 3, 4})});
 }
 
+TEST_CASE("gradcheck: scans, cumprod through zeros") {
+  manual_seed(19);
+  check("cumsum", [](V x) { return cumsum(x[0], 1); }, {r({2, 3, 4})});
+  check("cumsum last", [](V x) { return cumsum(x[0], -1); }, {r({3, 5})});
+  check("cumsum to float64 from float32 values", [](V x) { return cumsum(x[0], 0, kFloat64); }, {r({4, 3})});
+  check("cumprod", [](V x) { return cumprod(x[0], 1); }, {r({2, 3, 4})});
+  check("cumprod dim 0", [](V x) { return cumprod(x[0], 0); }, {r({4, 3})});
+  // cumprod is linear in each element, so central differences are exact at a zero too: one zero, two,
+  // a zero first and last, and a column of zeros.
+  const Tensor zeros_in = tensor(std::vector<double>{0.5, 0.0, -2.0, 0.8, 1.2, 0.0, 1.5, -2.0, 0.8, 1.2,  //
+                                                     0.5, 1.5, 0.0, 0.8, 0.0, 0.0, 1.5, 0.7, 0.8, 0.0},
+                                 {4, 5});
+  check("cumprod with zeros, last dim", [](V x) { return cumprod(x[0], -1); }, {zeros_in});
+  check("cumprod with zeros, dim 0", [](V x) { return cumprod(x[0], 0); }, {zeros_in});
+  check("logcumsumexp", [](V x) { return logcumsumexp(x[0], 1); }, {r({2, 3, 4})});
+  check("logcumsumexp dim 0", [](V x) { return logcumsumexp(x[0], 0); }, {r({4, 3}) * 5.0});
+  check("cummax", [](V x) { return std::get<0>(cummax(x[0], 1)); }, {r({2, 3, 4})});
+  check("cummin last", [](V x) { return std::get<0>(cummin(x[0], -1)); }, {r({3, 5})});
+}
+
 TEST_CASE("gradcheck: matmul in every rank combination, linear and nll_loss") {
   manual_seed(17);
   auto mm = [](V x) { return matmul(x[0], x[1]); };
@@ -294,6 +314,51 @@ TEST_CASE("gradcheck: matmul in every rank combination, linear and nll_loss") {
   const Tensor target = idx({4, 0, 2, 2});
   check("nll_loss", [&](V x) { return nll_loss(x[0], target); }, {r({4, 5})});
   check("cross entropy", [&](V x) { return nll_loss(log_softmax(x[0], 1), target); }, {r({4, 5})});
+}
+
+TEST_CASE("gradcheck: compositions (flip, roll, repeat, meshgrid, cross, bmm, addmm, lerp) and einsum") {
+  manual_seed(20);
+  check("flip", [](V x) { return flip(x[0], {0, -1}); }, {r({3, 4})});
+  check("roll", [](V x) { return roll(x[0], {2, -1}, {0, 1}); }, {r({3, 4})});
+  check("roll flattened", [](V x) { return x[0].roll(5); }, {r({3, 4})});
+  check("repeat", [](V x) { return repeat(x[0], {2, 1, 3}); }, {r({2, 3})});
+  check("repeat_interleave", [](V x) { return repeat_interleave(x[0], 2, -1); }, {r({2, 3})});
+  check("repeat_interleave counts", [](V x) { return x[0].repeat_interleave(idx({0, 3, 1}), 1); }, {r({2, 3})});
+  check("meshgrid", [](V x) {
+    auto g = meshgrid({x[0], x[1]}, "xy");
+    return g[0] * 2.0 + g[1] * g[1];
+  }, {r({3}), r({4})});
+  check("outer", [](V x) { return outer(x[0], x[1]); }, {r({3}), r({4})});
+  check("cross", [](V x) { return cross(x[0], x[1], -1); }, {r({2, 1, 3}), r({1, 4, 3})});
+  check("bmm", [](V x) { return bmm(x[0], x[1]); }, {r({2, 3, 4}), r({2, 4, 5})});
+  check("addmm", [](V x) { return addmm(x[0], x[1], x[2], 0.5, -2.0); }, {r({3}), r({2, 4}), r({4, 3})});
+  check("baddbmm", [](V x) { return baddbmm(x[0], x[1], x[2], 2.0, 0.5); }, {r({3, 1}), r({2, 3, 4}), r({2, 4, 5})});
+  check("lerp small weight", [](V x) { return lerp(x[0], x[1], 0.3); }, {r({3, 4}), r({4})});
+  check("lerp large weight", [](V x) { return lerp(x[0], x[1], 0.7); }, {r({3, 4}), r({3, 4})});
+  // Weights on both sides of 0.5, where lerp changes form (the same function either way).
+  check("lerp tensor weight", [](V x) { return lerp(x[0], x[1], x[2]); },
+        {r({3, 4}), r({3, 4}), rand({4}, kFloat64) * 1.6 - 0.3});
+  const std::vector<std::pair<std::string, std::vector<Shape>>> einsums = {
+      {"ij,jk->ik", {{3, 4}, {4, 5}}},
+      {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
+      {"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}},
+      {"ii->i", {{4, 4}}},
+      {"ii", {{4, 4}}},
+      {"i,i->", {{5}, {5}}},
+      {"ij->ji", {{3, 4}}},
+      {"...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}},
+      {"bn,anm,bm->ba", {{2, 3}, {4, 3, 5}, {2, 5}}},
+      {"iji->j", {{3, 4, 3}}},
+      {"ij,jk,kl->il", {{2, 3}, {3, 1}, {4, 2}}},
+  };
+  for (const auto& [equation, shapes] : einsums) {
+    std::vector<Tensor> inputs;
+    for (const Shape& s : shapes) inputs.push_back(r(s));
+    check(("einsum " + equation).c_str(), [eq = equation](V x) { return einsum(eq, x); }, inputs);
+  }
+  // beta 0: the input is ignored, NaNs included, as PyTorch's.
+  const Tensor m1 = r({2, 4}), m2 = r({4, 3});
+  CHECK(allclose(addmm(full({2, 3}, std::numeric_limits<double>::quiet_NaN(), kFloat64), m1, m2, 0.0), matmul(m1, m2)));
 }
 
 TEST_CASE("gradcheck: conversions, clone and dropout") {

@@ -2,8 +2,9 @@
 // inputs and layouts: every elementwise table row and dtype on transposed, sliced and broadcast operands
 // into strided outputs (the general path) and on contiguous ones (the flat path), copy_ between every
 // dtype pair, strided batched GEMM with shared operands, every reduction on both reduce layouts and the
-// split paths, softmax, the index kernels with repeated indices, stable sort with ties and NaN, and the
-// errors the device raises at the next synchronization.
+// split paths, softmax, every scan in both directions on rows and columns, the index kernels with
+// repeated indices, stable sort with ties and NaN, and the errors the device raises at the next
+// synchronization.
 //
 // Calls the backends directly (plans from internal::make_plan), so no ops-layer choice (making an
 // operand contiguous first, say) can hide a kernel's handling of strides. Without a CUDA device every
@@ -383,6 +384,63 @@ TEST_CASE("softmax and log_softmax, forward and backward, along rows and columns
         gpu_backend().softmax_backward(gi.gpu, g.gpu, y.gpu, s.outer, s.n, s.inner, log);
         CHECK_MATCH(gi.gpu_base, gi.cpu_base, dt == kFloat32 ? 1e-4 : 1e-10, dt == kFloat32 ? 1e-5 : 1e-12);
       }
+}
+
+// --- scans -----------------------------------------------------------------------------------------
+
+TEST_CASE("scan: every row and dtype, rows (inner 1) and columns, forward and reversed, NaN and ties") {
+  REQUIRE_DEVICE();
+  manual_seed(11);
+  const struct {
+    int64_t outer, n, inner;
+  } shapes[] = {{3, 10, 4}, {9, 50, 1}, {1, 300, 1}, {2, 7, 300}, {1, 1, 1}};
+#define LOCKSTEP_ROW(Name, str, kinds) Scan::Name,
+  const Scan every[] = {LOCKSTEP_SCANS(LOCKSTEP_ROW)};  // every row of tensor/scan_ops.h
+#undef LOCKSTEP_ROW
+  for (Dtype dt : kEveryDtype)
+    for (Scan op : every) {
+      if (!accepts(scan_info(op).dtypes, dt)) continue;
+      for (const auto& s : shapes)
+        for (bool reverse : {false, true}) {
+          CAPTURE(dt);
+          CAPTURE(scan_name(op));
+          CAPTURE(s.n);
+          CAPTURE(s.inner);
+          CAPTURE(reverse);
+          // Floating products of values near 1 stay in range; integers from a small range tie (and
+          // their products wrap, the same way on both devices); a NaN in some columns.
+          const bool product = op == Scan::Cumprod && is_floating_point(dt);
+          Tensor x = random({s.outer, s.n, s.inner}, dt, product ? 0.5 : -4, product ? 1.5 : 4);
+          if (is_floating_point(dt) && s.n > 3) {
+            set_nan(x, 0, 2);
+            set_nan(x, s.outer - 1, s.n - 1);
+          }
+          Both a = both(x);
+          Both out = output({s.outer, s.n, s.inner}, dt);
+          Both idx = output({s.outer, s.n, s.inner}, kInt64);
+          Tensor no_cpu, no_gpu;
+          const bool index = scan_info(op).index;
+          cpu_backend().scan(op, out.cpu, index ? idx.cpu : no_cpu, a.cpu, s.outer, s.n, s.inner, reverse);
+          gpu_backend().scan(op, out.gpu, index ? idx.gpu : no_gpu, a.gpu, s.outer, s.n, s.inner, reverse);
+          // One order, one accumulator on both (tensor/scan_ops.h); logcumsumexp's exp and log1p are
+          // each device's own.
+          CHECK_MATCH(out.gpu_base, out.cpu_base, rtol(dt), atol(dt));
+          if (index) CHECK_MATCH(idx.gpu_base, idx.cpu_base);
+        }
+    }
+  // Through the ops layer, on transposed and sliced inputs along every dimension.
+  for (Scan op : every)
+    for (int64_t dim : {0, 1, 2, -1}) {
+      CAPTURE(scan_name(op));
+      CAPTURE(dim);
+      Both a = both(random({4, 6, 5}, kFloat32), [](const Tensor& t) {
+        return internal::slice(internal::transpose(t, 0, 2), 1, 1, 6, 2);  // [5, 3, 4], non-contiguous
+      });
+      const internal::ScanResult want = internal::scan(op, a.cpu, dim), got = internal::scan(op, a.gpu, dim);
+      CHECK_MATCH(got.values, want.values, rtol(kFloat32), atol(kFloat32));
+      if (want.indices.defined()) CHECK_MATCH(got.indices, want.indices);
+    }
+  CHECK(error_at_sync().empty());
 }
 
 // --- indexing, sort --------------------------------------------------------------------------------
