@@ -16,7 +16,9 @@
 
 #include "autograd/api.h"
 #include "autograd/autocast.h"
+#include "nn/conv.h"
 #include "nn/functional.h"
+#include "nn/group_norm.h"
 #include "tensor/conv2d.h"
 #include "tensor/parallel.h"
 
@@ -143,6 +145,11 @@ int main(int argc, char** argv) {
         {"sum_all", [&] { return sum(h4); }},
         {"max_dim1", [&] { return std::get<0>(max(h4, 1)); }},
         {"argmax_last", [&] { return argmax(h4, -1); }},
+        // Scans along rows (inner 1) and down columns: cumsum along the last and a middle dimension.
+        {"cumsum_last_64x4096", [s = randn({64, 4096})] { return cumsum(s, -1); }},
+        {"cumsum_dim0_64x4096", [s = randn({64, 4096})] { return cumsum(s, 0); }},
+        {"cumsum_last_4096x64x64", [s = randn({4096, 64, 64})] { return cumsum(s, -1); }},
+        {"cumsum_dim1_4096x64x64", [s = randn({4096, 64, 64})] { return cumsum(s, 1); }},
         // c_fc's weight gradient as linear's backward issues it: dy^T x, [512, 512 rows] x [512 rows, 128]
         {"matmul_c_fc_weight_grad", [&] { return matmul(h4.view({-1, 4 * C}).t(), x.view({-1, C})); }},
         {"batch_norm_128x16x32x32", [&] { return bn_step(bn16); }},
@@ -212,6 +219,53 @@ int main(int argc, char** argv) {
                        return y;
                      }});
       for (int i = 0; i < 6; ++i) slow.push_back(ops[ops.size() - 1 - i].first);
+    }
+    // The transposed convolutions of LibTorch's DCGAN generator (pytorch/examples cpp/dcgan, batch 64,
+    // no bias) and Whisper's first Conv1d (80 -> 384 channels, kernel 3, 3000 frames, batch 4): forward
+    // + backward through autograd, as op_bench.py's rows.
+    struct ConvT {
+      const char* name;
+      int64_t N, C, H, O, k, stride, padding;
+    };
+    for (const ConvT& c : {ConvT{"dcgan_100_256_1x1", 64, 100, 1, 256, 4, 1, 0}, ConvT{"dcgan_256_128_4x4", 64, 256, 4, 128, 3, 2, 1},
+                           ConvT{"dcgan_128_64_7x7", 64, 128, 7, 64, 4, 2, 1}, ConvT{"dcgan_64_1_14x14", 64, 64, 14, 1, 4, 2, 1}}) {
+      Tensor tx = randn({c.N, c.C, c.H, c.H}), tw = randn({c.C, c.O, c.k, c.k});
+      tx.set_requires_grad(c.C != 100);  // the generator's first layer takes the noise, no gradient
+      tw.set_requires_grad(true);
+      const int64_t out = (c.H - 1) * c.stride - 2 * c.padding + c.k;
+      Tensor gy = randn({c.N, c.O, out, out});
+      ops.push_back({std::string("convt2d_") + c.name, [=]() mutable {
+                       EnableGradGuard grad;
+                       Tensor y = nn::functional::conv_transpose2d(tx, tw, Tensor(), c.stride, c.padding);
+                       y.backward(gy);
+                       tx.set_grad(Tensor()), tw.set_grad(Tensor());
+                       return y;
+                     }});
+      slow.push_back(ops.back().first);
+    }
+    {
+      Tensor wx = randn({4, 80, 3000}).set_requires_grad(), ww = randn({384, 80, 3}).set_requires_grad(),
+             wb = randn({384}).set_requires_grad(), wg = randn({4, 384, 3000});
+      ops.push_back({"conv1d_whisper_80_384_3000", [=]() mutable {
+                       EnableGradGuard grad;
+                       Tensor y = nn::functional::conv1d(wx, ww, wb, 1, 1);
+                       y.backward(wg);
+                       wx.set_grad(Tensor()), ww.set_grad(Tensor()), wb.set_grad(Tensor());
+                       return y;
+                     }});
+      slow.push_back(ops.back().first);
+    }
+    {  // GroupNorm(32, 256) on a diffusion U-Net's [8, 256, 32, 32], forward + backward
+      Tensor gx = randn({8, 256, 32, 32}).set_requires_grad(), gw = randn({256}).set_requires_grad(),
+             gb = randn({256}).set_requires_grad(), gg = randn({8, 256, 32, 32});
+      ops.push_back({"group_norm_32_8x256x32x32", [=]() mutable {
+                       EnableGradGuard grad;
+                       Tensor y = nn::functional::group_norm(gx, 32, gw, gb);
+                       y.backward(gg);
+                       gx.set_grad(Tensor()), gw.set_grad(Tensor()), gb.set_grad(Tensor());
+                       return y;
+                     }});
+      slow.push_back(ops.back().first);
     }
     // Causal attention with a GPT's heads (batch 4, 4 heads of 32) at T = 256 and 1024: the fused
     // kernels forward, and forward + backward through autograd; _composed rows time the composed path

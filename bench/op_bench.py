@@ -131,6 +131,10 @@ def main():
         ("sum_all", lambda: h4.sum()),
         ("max_dim1", lambda: h4.max(1).values),
         ("argmax_last", lambda: h4.argmax(-1)),
+        ("cumsum_last_64x4096", lambda s=torch.randn(64, 4096): torch.cumsum(s, -1)),
+        ("cumsum_dim0_64x4096", lambda s=torch.randn(64, 4096): torch.cumsum(s, 0)),
+        ("cumsum_last_4096x64x64", lambda s=torch.randn(4096, 64, 64): torch.cumsum(s, -1)),
+        ("cumsum_dim1_4096x64x64", lambda s=torch.randn(4096, 64, 64): torch.cumsum(s, 1)),
         ("matmul_c_fc_weight_grad", lambda: h4.view(-1, 4 * C).t() @ x.view(-1, C)),
         ("batch_norm_128x16x32x32", bn_case(128, 16, 32)),
         ("batch_norm_128x32x16x16", bn_case(128, 32, 16)),
@@ -143,6 +147,50 @@ def main():
         ops.append(("conv2d_" + name, conv_op(*shape)))
         ops.append(("conv2d_" + name + "_bf16", conv_op(*shape, bf16=True)))
         slow |= {"conv2d_" + name, "conv2d_" + name + "_bf16"}
+    # LibTorch's DCGAN generator's transposed convolutions and Whisper's first Conv1d, as op_bench.cpp's rows.
+    def convt_op(N, C, H, O, k, stride, padding):
+        x = torch.randn(N, C, H, H, requires_grad=C != 100)
+        w = torch.randn(C, O, k, k, requires_grad=True)
+        out = (H - 1) * stride - 2 * padding + k
+        gy = torch.randn(N, O, out, out)
+
+        def op():
+            with torch.enable_grad():
+                y = torch.nn.functional.conv_transpose2d(x, w, None, stride, padding)
+                y.backward(gy)
+            x.grad = w.grad = None
+            return y
+
+        return op
+
+    for name, shape in (("dcgan_100_256_1x1", (64, 100, 1, 256, 4, 1, 0)), ("dcgan_256_128_4x4", (64, 256, 4, 128, 3, 2, 1)),
+                        ("dcgan_128_64_7x7", (64, 128, 7, 64, 4, 2, 1)), ("dcgan_64_1_14x14", (64, 64, 14, 1, 4, 2, 1))):
+        ops.append(("convt2d_" + name, convt_op(*shape)))
+        slow.add("convt2d_" + name)
+    wx, ww, wb = (torch.randn(*s, requires_grad=True) for s in ((4, 80, 3000), (384, 80, 3), (384,)))
+    wg = torch.randn(4, 384, 3000)
+
+    def whisper_op():
+        with torch.enable_grad():
+            y = torch.nn.functional.conv1d(wx, ww, wb, 1, 1)
+            y.backward(wg)
+        wx.grad = ww.grad = wb.grad = None
+        return y
+
+    ops.append(("conv1d_whisper_80_384_3000", whisper_op))
+    slow.add("conv1d_whisper_80_384_3000")
+    gx, gw, gb = (torch.randn(*s, requires_grad=True) for s in ((8, 256, 32, 32), (256,), (256,)))
+    gg = torch.randn(8, 256, 32, 32)
+
+    def group_norm_op():
+        with torch.enable_grad():
+            y = torch.nn.functional.group_norm(gx, 32, gw, gb)
+            y.backward(gg)
+        gx.grad = gw.grad = gb.grad = None
+        return y
+
+    ops.append(("group_norm_32_8x256x32x32", group_norm_op))
+    slow.add("group_norm_32_8x256x32x32")
     # Causal attention with a GPT's heads at T = 256 and 1024, as op_bench.cpp's sdpa_* rows.
     for T in (256, 1024):
         sq, sk, sv = (torch.randn(4, 4, T, 32, requires_grad=True) for _ in range(3))

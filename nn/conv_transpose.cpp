@@ -62,6 +62,15 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const T
   const bool batched = input.dim() == 4;
   Tensor x = batched ? input : unsqueeze(input, 0);
   const int64_t N = x.size(0), H = x.size(2), W = x.size(3), O = weight.size(1) * groups;
+  if (H == 1 && W == 1 && groups == 1 && padding[0] == 0 && padding[1] == 0 && output_padding[0] == 0 &&
+      output_padding[1] == 0 && dilation[0] == 1 && dilation[1] == 1) {
+    // A 1 x 1 input (a generator's noise vector) places one kernel per sample: x [N, C_in] times the
+    // weight seen as [C_in, C_out kH kW], one GEMM each way instead of backward-data over mostly padding.
+    Tensor y = reshape(matmul(reshape(x, {N, x.size(1)}), reshape(weight, {weight.size(0), -1})),
+                       {N, O, weight.size(2), weight.size(3)});
+    if (bias.defined()) y = add(y, reshape(bias, {1, O, 1, 1}));
+    return batched ? y : squeeze(y, 0);
+  }
   const int64_t Ho = (H - 1) * stride[0] - 2 * padding[0] + dilation[0] * (weight.size(2) - 1) + output_padding[0] + 1;
   const int64_t Wo = (W - 1) * stride[1] - 2 * padding[1] + dilation[1] * (weight.size(3) - 1) + output_padding[1] + 1;
   const internal::Conv2dParams p{.stride = {stride[0], stride[1]},

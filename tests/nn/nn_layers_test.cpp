@@ -98,6 +98,7 @@ TEST_CASE("Conv1d, Conv3d and the transposed convolutions match PyTorch: stride,
     return F::conv_transpose2d(v[0], v[1], Tensor(), 1, 2, 2, 1, 3);
   });
   check_case("convt1d", {"x", "weight", "bias"}, [](auto& v) { return F::conv_transpose1d(v[0], v[1], v[2], 3, 1, 2); });
+  check_case("convt2d_1x1", {"x", "weight", "bias"}, [](auto& v) { return F::conv_transpose2d(v[0], v[1], v[2], 2); });
   check_case("convt3d", {"x", "weight", "bias"}, [](auto& v) {
     return F::conv_transpose3d(v[0], v[1], v[2], {2, 1, 2}, {1, 0, 1}, {1, 0, 1}, 1, {1, 2, 1});
   });
