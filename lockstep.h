@@ -1,6 +1,6 @@
 // All of lockstep in one include, with `deps = ["//:lockstep"]` in Bazel: tensors and safetensors
-// checkpoints, autograd, nn (with nn::utils' clip_grad_norm_ / clip_grad_value_), optim (with
-// save_checkpoint / load_checkpoint), data and distributed (process groups, DDP, SyncBatchNorm's reducer).
+// checkpoints, autograd, nn (with nn::utils' clip_grad_norm_ / clip_grad_value_ / parameters_to_vector),
+// optim (with save_checkpoint / load_checkpoint), data and distributed (process groups, DDP, SyncBatchNorm's reducer).
 #pragma once
 
 #include "amp/grad_scaler.h"
@@ -9,6 +9,7 @@
 #include "distributed/api.h"
 #include "nn/api.h"
 #include "nn/utils/clip_grad.h"
+#include "nn/utils/convert_parameters.h"
 #include "optim/api.h"
 #include "optim/checkpoint.h"
 #include "tensor/api.h"

@@ -157,6 +157,51 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
 // out = a with src added at index along dim (out-of-place scatter_add / index_add).
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+// --- scatters and index_put (autograd/scatter_ops.cpp); in place: Tensor::scatter_, scatter_reduce_,
+// index_put_ ---
+// a with src (or value) written at index along dim; reduce "add" or "multiply" (scatter's deprecated
+// form) adds or multiplies instead. src's dtype must be a's.
+Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, double value);
+Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce);
+Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, double value, const std::string& reduce);
+// src reduced into a at index along dim: reduce "sum", "prod", "mean", "amax" or "amin"; without
+// include_self, a's values where something is scattered are left out. Gradients as PyTorch's (amax and
+// amin split among ties; prod's exact with one zero).
+Tensor scatter_reduce(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self = true);
+// a[indices] = values (or += with accumulate): int64 or bool index tensors for a's leading dimensions
+// (a bool mask takes as many as it has), broadcast together and read on the host; values broadcast to
+// the indexed shape and of a's dtype.
+Tensor index_put(const Tensor& a, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false);
+
+// --- ops sized by the values (autograd/selection_ops.cpp): they read values on the host ---
+Tensor nonzero(const Tensor& a);   // int64 [n, a.dim()], the coordinates of the nonzero elements
+Tensor argwhere(const Tensor& a);  // nonzero(a)
+// a's elements where mask (bool, broadcast with a) is true, 1-D; differentiable.
+Tensor masked_select(const Tensor& a, const Tensor& mask);
+// a with the positions where mask is true filled from source's elements in order; differentiable.
+Tensor masked_scatter(const Tensor& a, const Tensor& mask, const Tensor& source);
+// (values, inverse, counts) over the flattened elements, as torch._unique2: values sorted (also for
+// sorted=false), inverse (a's shape) each element's position in values, counts per value; the ones
+// not asked for are empty int64 tensors. unique is the same call.
+std::tuple<Tensor, Tensor, Tensor> _unique2(const Tensor& a, bool sorted = true, bool return_inverse = false,
+                                            bool return_counts = false);
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& a, bool sorted = true, bool return_inverse = false,
+                                          bool return_counts = false);
+// The same for runs of equal consecutive elements, unsorted (dim: only std::nullopt, the flattened ones).
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& a, bool return_inverse = false,
+                                                      bool return_counts = false,
+                                                      std::optional<int64_t> dim = std::nullopt);
+// Occurrences of each value of a 1-D non-negative integer tensor (int64), or the sums of their weights
+// (float32 weights: float32, others float64); at least minlength bins. Not differentiable.
+Tensor bincount(const Tensor& a, const Tensor& weights = Tensor(), int64_t minlength = 0);
+// Histogram in `bins` equal bins over [min, max] (both 0: the data's range), in a's dtype; not differentiable.
+Tensor histc(const Tensor& a, int64_t bins = 100, double min = 0, double max = 0);
+// With a tensor bound (autograd/clamp_tensor.cpp): broadcast, NaN propagates.
+Tensor clamp_min(const Tensor& a, const Tensor& min);
+Tensor clamp_max(const Tensor& a, const Tensor& max);
+
 // Values are differentiable; indices (int64) are not.
 std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim = -1, bool descending = false);
 Tensor argsort(const Tensor& a, int64_t dim = -1, bool descending = false);

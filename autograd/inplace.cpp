@@ -172,6 +172,16 @@ const Tensor& Tensor::fill_(double value) const {
   return *this;
 }
 
+// Draws replace every element, as fill_: the old history gets no gradient (copy_'s rule).
+const Tensor& Tensor::uniform_(double from, double to) const {
+  LOCKSTEP_CHECK(from <= to, "uniform_: expects from <= to, got from=", from, " to=", to);
+  return copy_(uniform(shape(), from, to, {dtype(), device()}));
+}
+const Tensor& Tensor::normal_(double mean, double std) const {
+  LOCKSTEP_CHECK(std >= 0, "normal_: expects std >= 0.0, but found std ", std);
+  return copy_(normal(mean, std, shape(), {dtype(), device()}));
+}
+
 const Tensor& Tensor::copy_(const Tensor& src) const {
   const bool recorded = check_in_place(*this, "copy_", &src);
   LOCKSTEP_CHECK(src.defined(), "copy_: the source is undefined");

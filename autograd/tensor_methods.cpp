@@ -133,6 +133,15 @@ Tensor Tensor::logcumsumexp(int64_t d) const { return lockstep::logcumsumexp(*th
 std::tuple<Tensor, Tensor> Tensor::cummax(int64_t d) const { return lockstep::cummax(*this, d); }
 std::tuple<Tensor, Tensor> Tensor::cummin(int64_t d) const { return lockstep::cummin(*this, d); }
 Tensor Tensor::matmul(const Tensor& o) const { return lockstep::matmul(*this, o); }
+Tensor Tensor::mm(const Tensor& o) const {
+  LOCKSTEP_CHECK(dim() == 2 && o.defined() && o.dim() == 2, "mm: expected two 2-D tensors, got ", shape(), " and ",
+                 o.defined() ? o.shape() : Shape{});
+  return lockstep::matmul(*this, o);
+}
+Tensor Tensor::all() const { return lockstep::eq(lockstep::sum(lockstep::ne(*this, zeros({}, {dtype(), device()}))),
+                                                  full({}, static_cast<double>(numel()), {kInt64, device()})); }
+Tensor Tensor::any() const { return lockstep::ne(lockstep::sum(lockstep::ne(*this, zeros({}, {dtype(), device()}))),
+                                                  zeros({}, {kInt64, device()})); }
 
 // Compositions (autograd/composite.cpp).
 Tensor Tensor::flip(const std::vector<int64_t>& d) const { return lockstep::flip(*this, d); }
@@ -154,6 +163,28 @@ Tensor Tensor::baddbmm(const Tensor& b1, const Tensor& b2, double beta, double a
 }
 Tensor Tensor::lerp(const Tensor& e, double w) const { return lockstep::lerp(*this, e, w); }
 Tensor Tensor::lerp(const Tensor& e, const Tensor& w) const { return lockstep::lerp(*this, e, w); }
+
+// Scatters and value-sized selections (autograd/scatter_ops.cpp, selection_ops.cpp, clamp_tensor.cpp);
+// the in-place scatter_, scatter_reduce_ and index_put_ are in scatter_ops.cpp.
+Tensor Tensor::scatter(int64_t d, const Tensor& i, const Tensor& s) const { return lockstep::scatter(*this, d, i, s); }
+Tensor Tensor::scatter(int64_t d, const Tensor& i, double v) const { return lockstep::scatter(*this, d, i, v); }
+Tensor Tensor::scatter_add(int64_t d, const Tensor& i, const Tensor& s) const {
+  return lockstep::scatter_add(*this, d, i, s);
+}
+Tensor Tensor::scatter_reduce(int64_t d, const Tensor& i, const Tensor& s, const std::string& r, bool self) const {
+  return lockstep::scatter_reduce(*this, d, i, s, r, self);
+}
+Tensor Tensor::index_put(const std::vector<Tensor>& i, const Tensor& v, bool acc) const {
+  return lockstep::index_put(*this, i, v, acc);
+}
+Tensor Tensor::nonzero() const { return lockstep::nonzero(*this); }
+Tensor Tensor::argwhere() const { return lockstep::argwhere(*this); }
+Tensor Tensor::masked_select(const Tensor& m) const { return lockstep::masked_select(*this, m); }
+Tensor Tensor::masked_scatter(const Tensor& m, const Tensor& s) const { return lockstep::masked_scatter(*this, m, s); }
+Tensor Tensor::bincount(const Tensor& w, int64_t n) const { return lockstep::bincount(*this, w, n); }
+Tensor Tensor::histc(int64_t bins, double lo, double hi) const { return lockstep::histc(*this, bins, lo, hi); }
+Tensor Tensor::clamp_min(const Tensor& m) const { return lockstep::clamp_min(*this, m); }
+Tensor Tensor::clamp_max(const Tensor& m) const { return lockstep::clamp_max(*this, m); }
 
 // x.index({...}) as LibTorch's: integers select (dropping the dimension), slices narrow, None adds a
 // dimension, Ellipsis stands for the full slices left over, an int64 tensor picks with index_select.

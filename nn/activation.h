@@ -126,6 +126,14 @@ inline Tensor softmin(const Tensor& x, int64_t dim) { return lockstep::softmin(x
 inline Tensor softmin(const Tensor& x, const SoftminFuncOptions& o) { return lockstep::softmin(x, o.dim()); }
 inline Tensor glu(const Tensor& x, int64_t dim = -1) { return lockstep::glu(x, dim); }
 inline Tensor glu(const Tensor& x, const GLUFuncOptions& o) { return lockstep::glu(x, o.dim()); }
+// softmax((logits + g) / tau) with g Gumbel(0, 1) noise from the default generator; with hard, the one-hot
+// of its argmax carrying the soft sample's gradient (straight-through), as torch's gumbel_softmax.
+struct GumbelSoftmaxFuncOptions {
+  LOCKSTEP_ARG(double, tau, 1.0);
+  LOCKSTEP_ARG(bool, hard, false);
+  LOCKSTEP_ARG(int64_t, dim, -1);
+};
+Tensor gumbel_softmax(const Tensor& logits, const GumbelSoftmaxFuncOptions& options = {});
 inline Tensor prelu(const Tensor& x, const Tensor& weight) { return lockstep::prelu(x, weight); }
 inline Tensor rrelu(const Tensor& x, const RReLUFuncOptions& o = {}, bool training = false) {
   return lockstep::rrelu(x, o.lower(), o.upper(), training);

@@ -98,6 +98,68 @@ class ModuleDictImpl : public Module {
 };
 LOCKSTEP_MODULE(ModuleDict);
 
+// Parameters in a list or a dict, as LibTorch's ParameterList / ParameterDict: each one registered (named
+// "0", "1", ... or by its key), so parameters(), state_dict() and DDP see them; no forward.
+class ParameterListImpl : public Module {
+ public:
+  ParameterListImpl() : Module("ParameterList") {}
+  explicit ParameterListImpl(const std::vector<Tensor>& params) : ParameterListImpl() {
+    for (const Tensor& p : params) append(p);
+  }
+  // Registers t (requires_grad set, as register_parameter does) and returns the registered handle.
+  Tensor& append(const Tensor& t, bool requires_grad = true) {
+    LOCKSTEP_CHECK(t.defined(), "ParameterList::append: the tensor is undefined");
+    return items_.emplace_back(register_parameter(std::to_string(items_.size()), t, requires_grad));
+  }
+  void extend(const std::vector<Tensor>& params) {
+    for (const Tensor& p : params) append(p);
+  }
+  size_t size() const { return items_.size(); }
+  bool is_empty() const { return items_.empty(); }
+  const Tensor& operator[](size_t i) const {
+    LOCKSTEP_CHECK(i < items_.size(), "ParameterList: index ", i, " out of range for ", items_.size(), " parameters");
+    return items_[i];
+  }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<Tensor> items_;
+};
+LOCKSTEP_MODULE(ParameterList);
+
+class ParameterDictImpl : public Module {
+ public:
+  ParameterDictImpl() : Module("ParameterDict") {}
+  Tensor& insert(const std::string& key, const Tensor& t, bool requires_grad = true) {
+    LOCKSTEP_CHECK(t.defined(), "ParameterDict::insert: the tensor for '", key, "' is undefined");
+    LOCKSTEP_CHECK(!contains(key), "ParameterDict: key '", key, "' is already present");
+    return items_.emplace_back(key, register_parameter(key, t, requires_grad)).second;
+  }
+  bool contains(const std::string& key) const {
+    for (const auto& [k, _] : items_)
+      if (k == key) return true;
+    return false;
+  }
+  const Tensor& operator[](const std::string& key) const {
+    for (const auto& [k, t] : items_)
+      if (k == key) return t;
+    fail("ParameterDict: no key '", key, "' (keys: ", keys(), ")");
+  }
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    for (const auto& [k, _] : items_) out.push_back(k);
+    return out;
+  }
+  size_t size() const { return items_.size(); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::pair<std::string, Tensor>> items_;
+};
+LOCKSTEP_MODULE(ParameterDict);
+
 // A function as a module, for Sequential: Functional(f) or Functional(f, extra args...) calling
 // f(input, extra args...), as LibTorch's nn::Functional.
 class FunctionalImpl : public Module {

@@ -1,4 +1,4 @@
-// Conv1d/2d/3d and F::conv1d/2d/3d, F::pad2d. The 2-D convolution is one autograd node over the
+// Conv1d/2d/3d and F::conv1d/2d/3d. The 2-D convolution is one autograd node over the
 // tensor layer's kernels (tensor/conv2d.h: the backend's direct kernel, or im2col and a GEMM per chunk
 // of images, with their own backward: the composed ops' backward, as_strided's index_add over every
 // window element, made a CNN's backward pass about twice as slow). Conv1d is that node on a height-1
@@ -21,35 +21,6 @@
 namespace lockstep::nn {
 
 namespace functional {
-
-Tensor pad2d(const Tensor& x, int64_t left, int64_t right, int64_t top, int64_t bottom, double value) {
-  LOCKSTEP_CHECK(x.defined() && x.dim() >= 2, "pad2d: expected a tensor of at least 2 dimensions, got ",
-                 x.defined() ? x.shape() : Shape{});
-  LOCKSTEP_CHECK(left >= 0 && right >= 0 && top >= 0 && bottom >= 0, "pad2d: padding must be non-negative, got (",
-                 left, ", ", right, ", ", top, ", ", bottom, ")");
-  const int64_t h = x.dim() - 2, w = x.dim() - 1;
-  auto fill = [&](int64_t d, int64_t n, const Tensor& like) {
-    Shape s = like.shape();
-    s[d] = n;
-    return full(s, value, {like.dtype(), like.device()});
-  };
-  Tensor out = x;
-  if (left || right) {
-    std::vector<Tensor> parts;
-    if (left) parts.push_back(fill(w, left, out));
-    parts.push_back(out);
-    if (right) parts.push_back(fill(w, right, out));
-    out = cat(parts, w);
-  }
-  if (top || bottom) {
-    std::vector<Tensor> parts;
-    if (top) parts.push_back(fill(h, top, out));
-    parts.push_back(out);
-    if (bottom) parts.push_back(fill(h, bottom, out));
-    out = cat(parts, h);
-  }
-  return out;
-}
 
 Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, ExpandingArray<2> stride,
               ExpandingArray<2> padding, ExpandingArray<2> dilation, int64_t groups) {

@@ -54,6 +54,18 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, const PairwiseDista
   return norm_along(d, o.p(), rank - 1, o.keepdim());
 }
 
+Tensor pdist(const Tensor& input, double p) {
+  LOCKSTEP_CHECK(input.defined() && input.dim() == 2, "pdist only supports 2D tensors, got: ",
+                 input.defined() ? input.dim() : 0, "D");
+  LOCKSTEP_CHECK(p >= 0, "pdist only supports non-negative p values, got ", p);
+  const int64_t n = input.size(0);
+  if (n < 2) return zeros({0}, {input.dtype(), input.device()});
+  // Rows i and j of every pair above the diagonal, then their distance.
+  Tensor pairs = to(triu_indices(n, n, 1), input.device());  // [2, n (n - 1) / 2]
+  return pairwise_distance(index_select(input, 0, pairs.select(0, 0)), index_select(input, 0, pairs.select(0, 1)),
+                           PairwiseDistanceOptions().p(p).eps(0));
+}
+
 Tensor normalize(const Tensor& input, const NormalizeFuncOptions& o) {
   LOCKSTEP_CHECK(input.defined(), "normalize: got an undefined input");
   LOCKSTEP_CHECK(is_floating_point(input.dtype()), "normalize: expected a floating-point input, got ", input.dtype());

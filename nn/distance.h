@@ -41,6 +41,9 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, const CosineSimilar
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, const PairwiseDistanceOptions& options = {});
 // input / max(|input|_p, eps) along dim.
 Tensor normalize(const Tensor& input, const NormalizeFuncOptions& options = {});
+// The p-norm distance between every pair of rows i < j of input [N, M], in row-major order of (i, j):
+// [N (N - 1) / 2], as torch.pdist.
+Tensor pdist(const Tensor& input, double p = 2.0);
 
 }  // namespace lockstep::nn::functional
 

@@ -150,7 +150,7 @@ namespace lockstep::nn::functional {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), ExpandingArray<2> stride = 1,
               ExpandingArray<2> padding = 0, ExpandingArray<2> dilation = 1, int64_t groups = 1);
 // Pads the last two dimensions: left/right on W, top/bottom on H, with `value` (torch's F.pad with
-// (left, right, top, bottom)).
+// (left, right, top, bottom)); non-negative pads. F::pad (nn/padding.h) has the other modes.
 Tensor pad2d(const Tensor& input, int64_t left, int64_t right, int64_t top, int64_t bottom, double value = 0);
 // stride defaults to kernel_size (0 means "kernel_size").
 Tensor max_pool2d(const Tensor& input, ExpandingArray<2> kernel_size, ExpandingArray<2> stride = 0,

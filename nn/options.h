@@ -16,19 +16,20 @@
 
 namespace lockstep::nn {
 
-// D sizes given as one number for all (3) or one per dimension ({3, 5}), as LibTorch's ExpandingArray.
-template <size_t D>
+// D sizes given as one number for all (3) or one per dimension ({3, 5}), as LibTorch's ExpandingArray
+// (T double for ratios: FractionalMaxPool2dOptions's output_ratio).
+template <size_t D, typename T = int64_t>
 class ExpandingArray {
  public:
-  ExpandingArray(int64_t v) { values_.fill(v); }  // NOLINT: implicit, as kernel_size = 3
-  ExpandingArray(std::initializer_list<int64_t> list) {
+  ExpandingArray(T v) { values_.fill(v); }  // NOLINT: implicit, as kernel_size = 3
+  ExpandingArray(std::initializer_list<T> list) {
     LOCKSTEP_CHECK(list.size() == D, "expected ", D, " sizes, got ", list.size());
     size_t i = 0;
-    for (int64_t v : list) values_[i++] = v;
+    for (T v : list) values_[i++] = v;
   }
-  ExpandingArray(const std::array<int64_t, D>& a) : values_(a) {}
-  int64_t operator[](size_t i) const { return values_[i]; }
-  const std::array<int64_t, D>& values() const { return values_; }
+  ExpandingArray(const std::array<T, D>& a) : values_(a) {}
+  T operator[](size_t i) const { return values_[i]; }
+  const std::array<T, D>& values() const { return values_; }
   bool operator==(const ExpandingArray&) const = default;
   friend std::ostream& operator<<(std::ostream& os, const ExpandingArray& a) {
     if (D == 1) return os << a.values_[0];
@@ -38,7 +39,7 @@ class ExpandingArray {
   }
 
  private:
-  std::array<int64_t, D> values_{};
+  std::array<T, D> values_{};
 };
 
 // How a loss reduces its per-element values: torch's reduction='none' | 'mean' | 'sum'.

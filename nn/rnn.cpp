@@ -49,6 +49,27 @@ void cell_step(RNNMode mode, const RNNCellImplBase& m, const Tensor& x, Tensor& 
   step(mode, linear(cast_input(op, x), m.weight_ih, m.bias_ih), h, c, m.weight_hh, m.bias_hh);
 }
 
+// Packed input, run padded: states [R, B, H] -> [B, H], row lengths[b] + shift of column b (the state
+// after each sequence's own last step).
+Tensor at_lengths(const Tensor& states, const std::vector<int64_t>& lengths, int64_t shift) {
+  const int64_t R = states.size(0), B = states.size(1);
+  std::vector<int64_t> idx(B);
+  for (int64_t b = 0; b < B; ++b) idx[b] = (lengths[b] + shift) * B + b;
+  Tensor index = tensor(idx, {B}).to(states.device());
+  return index_select(reshape(states, {R * B, states.size(2)}), 0, index);
+}
+
+// x [T, B, F] with each column's first lengths[b] steps in reverse order (the rest kept): the reverse
+// direction of a packed sequence runs forward over this, and the same gather puts its outputs back.
+Tensor reverse_within_lengths(const Tensor& x, const std::vector<int64_t>& lengths) {
+  const int64_t T = x.size(0), B = x.size(1);
+  std::vector<int64_t> idx(T * B);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b) idx[t * B + b] = (t < lengths[b] ? lengths[b] - 1 - t : t) * B + b;
+  Tensor index = tensor(idx, {T * B}).to(x.device());
+  return view(index_select(reshape(x, {T * B, x.size(2)}), 0, index), x.shape());
+}
+
 RNNMode rnn_mode(const std::string& nonlinearity, const char* name) {
   LOCKSTEP_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", name,
                  ": nonlinearity must be \"tanh\" or \"relu\", got \"", nonlinearity, "\"");
@@ -87,7 +108,39 @@ void RNNImplBase::reset_parameters() {
 }
 
 std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const Tensor& hx, const Tensor& cx) {
-  if (!autograd::amp::any_enabled) return run_layers(input, hx, cx, weights_);
+  return run_any(input, hx, cx, nullptr);
+}
+
+std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> RNNImplBase::run_packed(const utils::rnn::PackedSequence& input,
+                                                                               const Tensor& hx, const Tensor& cx) {
+  namespace packing = utils::rnn::detail;
+  const Tensor& data = input.data();
+  LOCKSTEP_CHECK(data.defined() && data.dim() == 2, name_, ": expected packed data [N, ", input_size, "], got ",
+                 shape_of(data));
+  const std::vector<int64_t> lengths = packing::lengths_of(input.batch_sizes());
+  const int64_t T = input.batch_sizes().size(0), B = static_cast<int64_t>(lengths.size());
+  const Shape state{num_layers * (bidirectional ? 2 : 1), B, hidden_size};
+  // The states come in the original batch order; the packed columns are sorted by length.
+  auto sorted = [&](const Tensor& s, const char* what) {
+    if (!s.defined()) return s;
+    LOCKSTEP_CHECK(s.shape() == state, name_, ": expected ", what, " of shape ", state, " for a PackedSequence of ", B,
+                   " sequences, got ", s.shape());
+    return input.sorted_indices().defined() ? index_select(s, 1, input.sorted_indices()) : s;
+  };
+  auto unsorted = [&](const Tensor& s) {
+    return s.defined() && input.unsorted_indices().defined() ? index_select(s, 1, input.unsorted_indices()) : s;
+  };
+  Tensor x = packing::packed_to_padded(data, input.batch_sizes(), 0.0, T);  // [T, B, in], sorted
+  Tensor h0 = sorted(hx, "h0"), c0 = sorted(cx, "c0");  // checked in this order
+  auto [out, h, c] = run_any(x, h0, c0, &lengths);
+  utils::rnn::PackedSequence packed(packing::padded_to_packed(out, input.batch_sizes()), input.batch_sizes(),
+                                    input.sorted_indices(), input.unsorted_indices());
+  return {packed, unsorted(h), unsorted(c)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run_any(const Tensor& input, const Tensor& hx, const Tensor& cx,
+                                                        const std::vector<int64_t>* lengths) {
+  if (!autograd::amp::any_enabled) return run_layers(input, hx, cx, weights_, lengths);
   // Under autocast the layer runs as its row of the autocast table says (amp::run_layer): one op in one
   // dtype, or PyTorch's composite.
   using autograd::amp::AutocastOp;
@@ -99,12 +152,13 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run(const Tensor& input, const T
                                   [&](const std::vector<Tensor>& t) {
     std::vector<Weights> ws;
     for (size_t i = 3; i + 3 < t.size(); i += 4) ws.push_back({t[i], t[i + 1], t[i + 2], t[i + 3]});
-    return run_layers(t[0], t[1], t[2], ws);
+    return run_layers(t[0], t[1], t[2], ws, lengths);
   });
 }
 
 std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run_layers(const Tensor& input, const Tensor& hx, const Tensor& cx,
-                                                           const std::vector<Weights>& weights) {
+                                                           const std::vector<Weights>& weights,
+                                                           const std::vector<int64_t>* lengths) {
   const int64_t dirs = bidirectional ? 2 : 1, H = hidden_size;
   const Tensor& w0 = weights[0].w_ih;
   LOCKSTEP_CHECK(input.defined() && (input.dim() == 2 || input.dim() == 3), name_, ": expected a 2-D (unbatched) or 3-D input, got ",
@@ -114,9 +168,9 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run_layers(const Tensor& input, 
   LOCKSTEP_CHECK(input.dtype() == w0.dtype(), name_, ": expected a ", w0.dtype(), " input, got ", input.dtype());
   LOCKSTEP_CHECK(input.device() == w0.device(), name_, ": input on ", input.device(), " but the layer on ", w0.device(),
                  " (move one with .to(device))");
-  const bool unbatched = input.dim() == 2;
-  // x: [T, B, in]
-  Tensor x = unbatched ? unsqueeze(input, 1) : batch_first ? transpose(input, 0, 1) : input;
+  const bool unbatched = input.dim() == 2 && !lengths;
+  // x: [T, B, in] (packed input comes so)
+  Tensor x = unbatched ? unsqueeze(input, 1) : batch_first && !lengths ? transpose(input, 0, 1) : input;
   const int64_t T = x.size(0), B = x.size(1);
   const Shape state = unbatched ? Shape{num_layers * dirs, H} : Shape{num_layers * dirs, B, H};
   auto initial = [&](const Tensor& s, const char* what) {
@@ -144,31 +198,40 @@ std::tuple<Tensor, Tensor, Tensor> RNNImplBase::run_layers(const Tensor& input, 
       // xp: [T, B, G*H], all time steps' input projections in one product.
       Tensor xp = view(linear(reshape(x, {T * B, x.size(2)}), w.w_ih, fold ? w.b_ih + w.b_hh : w.b_ih), {T, B, G});
       Tensor h = select(h0, 0, l * dirs + d), c = c0.defined() ? select(c0, 0, l * dirs + d) : Tensor();
+      // Packed, the reverse direction runs forward over each sequence reversed within its length.
+      const bool reverse = d == 1 && !lengths, reversed = d == 1 && lengths;
+      if (reversed) xp = reverse_within_lengths(xp, *lengths);
       if (fused) {
         // One op for all T steps: states in position order, h0 at row 0 (row T in reverse), so the
         // outputs are rows [1, T] ([0, T)) and h_n is row T (row 0).
         const bool lstm = mode_ == RNNMode::LSTM;
-        Tensor hc = lstm ? lstm_layer(xp, h, c, w.w_hh, d == 1) : gru_layer(xp, h, w.w_hh, w.b_hh, d == 1);
+        Tensor hc = lstm ? lstm_layer(xp, h, c, w.w_hh, reverse) : gru_layer(xp, h, w.w_hh, w.b_hh, reverse);
         Tensor hs = lstm ? select(hc, 0, 0) : hc;  // LSTM: [2, T + 1, B, H], the h rows then the c rows
-        outs.push_back(narrow(hs, 0, d ? 0 : 1, T));
-        h_n.push_back(select(hs, 0, d ? 0 : T));
-        if (lstm) c_n.push_back(select(select(hc, 0, 1), 0, d ? 0 : T));
+        Tensor out = narrow(hs, 0, reverse ? 0 : 1, T);
+        outs.push_back(reversed ? reverse_within_lengths(out, *lengths) : out);
+        h_n.push_back(lengths ? at_lengths(hs, *lengths, 0) : select(hs, 0, reverse ? 0 : T));
+        if (lstm) {
+          Tensor cs = select(hc, 0, 1);
+          c_n.push_back(lengths ? at_lengths(cs, *lengths, 0) : select(cs, 0, reverse ? 0 : T));
+        }
         continue;
       }
+      // Only RNN gets here with packed input (T > 0), so there is no c to pick at the lengths.
       std::vector<Tensor> hs(T);
       for (int64_t i = 0; i < T; ++i) {
-        const int64_t t = d ? T - 1 - i : i;
+        const int64_t t = reverse ? T - 1 - i : i;
         step(mode_, select(xp, 0, t), h, c, w.w_hh, fold ? Tensor() : w.b_hh);
         hs[t] = h;
       }
-      outs.push_back(stack(hs, 0));  // [T, B, H]
-      h_n.push_back(h);
+      Tensor out = stack(hs, 0);  // [T, B, H]
+      outs.push_back(reversed ? reverse_within_lengths(out, *lengths) : out);
+      h_n.push_back(lengths ? at_lengths(out, *lengths, -1) : h);
       if (c.defined()) c_n.push_back(c);
     }
     x = dirs == 2 ? cat(outs, 2) : outs[0];  // [T, B, D*H]
     if (dropout > 0 && is_training() && l + 1 < num_layers) x = lockstep::dropout(x, dropout, true);
   }
-  Tensor out = unbatched ? squeeze(x, 1) : batch_first ? transpose(x, 0, 1) : x;
+  Tensor out = unbatched ? squeeze(x, 1) : batch_first && !lengths ? transpose(x, 0, 1) : x;
   Tensor hn = stack(h_n, 0), cn = c_n.empty() ? Tensor() : stack(c_n, 0);
   if (unbatched) {
     hn = squeeze(hn, 1);
@@ -228,6 +291,12 @@ std::tuple<Tensor, Tensor> RNNImpl::forward(const Tensor& input, const Tensor& h
   return {out, h};
 }
 
+std::tuple<utils::rnn::PackedSequence, Tensor> RNNImpl::forward_with_packed_input(
+    const utils::rnn::PackedSequence& input, const Tensor& hx) {
+  auto [out, h, c] = run_packed(input, hx, Tensor());
+  return {out, h};
+}
+
 LSTMImpl::LSTMImpl(const LSTMOptions& o)
     : RNNImplBase("LSTM", RNNMode::LSTM, o.input_size(), o.hidden_size(), o.num_layers(), o.bias(), o.batch_first(),
                   o.dropout(), o.bidirectional()),
@@ -242,6 +311,15 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTMImpl::forward(const Tensor& i
   return {out, {h, c}};
 }
 
+std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> LSTMImpl::forward_with_packed_input(
+    const utils::rnn::PackedSequence& input, std::optional<std::tuple<Tensor, Tensor>> hx) {
+  Tensor h0, c0;
+  if (hx) std::tie(h0, c0) = *hx;
+  LOCKSTEP_CHECK(h0.defined() == c0.defined(), "LSTM: give both h0 and c0, or neither");
+  auto [out, h, c] = run_packed(input, h0, c0);
+  return {out, {h, c}};
+}
+
 GRUImpl::GRUImpl(const GRUOptions& o)
     : RNNImplBase("GRU", RNNMode::GRU, o.input_size(), o.hidden_size(), o.num_layers(), o.bias(), o.batch_first(),
                   o.dropout(), o.bidirectional()),
@@ -249,6 +327,12 @@ GRUImpl::GRUImpl(const GRUOptions& o)
 
 std::tuple<Tensor, Tensor> GRUImpl::forward(const Tensor& input, const Tensor& hx) {
   auto [out, h, c] = run(input, hx, Tensor());
+  return {out, h};
+}
+
+std::tuple<utils::rnn::PackedSequence, Tensor> GRUImpl::forward_with_packed_input(
+    const utils::rnn::PackedSequence& input, const Tensor& hx) {
+  auto [out, h, c] = run_packed(input, hx, Tensor());
   return {out, h};
 }
 

@@ -8,6 +8,9 @@
 //   auto [out2, h_n2] = gru(x, h0);              // GRU and RNN: (output, h_n)
 // Input is [T, B, in] ([B, T, in] with batch_first) or unbatched [T, in]; the state is
 // [num_layers * num_directions, B, hidden] ([.., hidden] unbatched), zeros when not given.
+// forward_with_packed_input takes a PackedSequence (nn/utils/rnn.h) and returns one, with h_n (c_n)
+// each sequence's state after its own last step (the reverse direction starts there), in the
+// original batch order, as PyTorch's.
 //
 // Per layer and direction, the input projection of all time steps is one matrix product
 // ([T*B, in] @ W_ih^T + b_ih); LSTM and GRU then run all steps as one op (lstm_layer / gru_layer,
@@ -24,6 +27,7 @@
 #include "nn/module.h"
 #include "nn/module_holder.h"
 #include "nn/options.h"
+#include "nn/utils/rnn.h"
 
 namespace lockstep::nn {
 
@@ -84,6 +88,9 @@ class RNNImplBase : public Module {
               bool batch_first, double dropout, bool bidirectional);
   // (output, h_n, c_n); c0 and c_n only for LSTM. hx / cx undefined: zeros.
   std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, const Tensor& hx, const Tensor& cx);
+  // The same over a PackedSequence; hx / cx in the original batch order.
+  std::tuple<utils::rnn::PackedSequence, Tensor, Tensor> run_packed(const utils::rnn::PackedSequence& input,
+                                                                    const Tensor& hx, const Tensor& cx);
 
  private:
   RNNMode mode_;
@@ -92,9 +99,13 @@ class RNNImplBase : public Module {
     Tensor w_ih, w_hh, b_ih, b_hh;
   };
   std::vector<Weights> weights_;  // [layer * directions + direction]
-  // run's layers over `weights` (weights_, or their autocast casts) in the input's dtype.
+  // run's layers over `weights` (weights_, or their autocast casts) in the input's dtype. With
+  // `lengths` (packed input) the input is [T, B, in] padded, the batch sorted by decreasing length.
   std::tuple<Tensor, Tensor, Tensor> run_layers(const Tensor& input, const Tensor& hx, const Tensor& cx,
-                                                const std::vector<Weights>& weights);
+                                                const std::vector<Weights>& weights,
+                                                const std::vector<int64_t>* lengths = nullptr);
+  std::tuple<Tensor, Tensor, Tensor> run_any(const Tensor& input, const Tensor& hx, const Tensor& cx,
+                                             const std::vector<int64_t>* lengths);
 };
 
 // What the cells share: weight_ih [G*H, in], weight_hh [G*H, H], bias_ih, bias_hh [G*H].
@@ -121,6 +132,8 @@ class RNNImpl : public detail::RNNImplBase {
   RNNImpl(int64_t input_size, int64_t hidden_size) : RNNImpl(RNNOptions(input_size, hidden_size)) {}
   // (output [T, B, D*H], h_n [L*D, B, H]).
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                           const Tensor& hx = {});
   RNNOptions options;
 };
 LOCKSTEP_MODULE(RNN);
@@ -132,6 +145,8 @@ class LSTMImpl : public detail::RNNImplBase {
   // (output [T, B, D*H], (h_n, c_n) [L*D, B, H]).
   std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(const Tensor& input,
                                                          std::optional<std::tuple<Tensor, Tensor>> hx = {});
+  std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> forward_with_packed_input(
+      const utils::rnn::PackedSequence& input, std::optional<std::tuple<Tensor, Tensor>> hx = {});
   LSTMOptions options;
 };
 LOCKSTEP_MODULE(LSTM);
@@ -141,6 +156,8 @@ class GRUImpl : public detail::RNNImplBase {
   explicit GRUImpl(const GRUOptions& options);
   GRUImpl(int64_t input_size, int64_t hidden_size) : GRUImpl(GRUOptions(input_size, hidden_size)) {}
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward_with_packed_input(const utils::rnn::PackedSequence& input,
+                                                                           const Tensor& hx = {});
   GRUOptions options;
 };
 LOCKSTEP_MODULE(GRU);

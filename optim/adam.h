@@ -12,6 +12,8 @@
 // (float32 []), "exp_avg", "exp_avg_sq", and "max_exp_avg_sq" with amsgrad.
 #pragma once
 
+#include <tuple>
+
 #include "common/options.h"
 #include "optim/optimizer.h"
 
@@ -32,6 +34,8 @@ struct AdamOptions {
  public:
   // betas(0.9, 0.95), as betas({0.9, 0.95}).
   AdamOptions& betas(double beta1, double beta2) { return betas(Betas{beta1, beta2}); }
+  // LibTorch's spelling: betas(std::make_tuple(0.5, 0.999)).
+  AdamOptions& betas(const std::tuple<double, double>& b) { return betas(std::get<0>(b), std::get<1>(b)); }
   // Throws, naming `who`, for options torch.optim.Adam rejects.
   void check(const std::string& who) const;
   // The options under PyTorch's param_group keys.

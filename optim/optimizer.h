@@ -58,10 +58,10 @@ class Optimizer {
   // before its first step.
   const std::map<std::string, Tensor>& state(size_t i) const;
 
-  StateDict state_dict() const;
+  virtual StateDict state_dict() const;
   // Loads options and state saved by state_dict(); tensors are copied to each parameter's device and,
-  // except step counts, its dtype.
-  void load_state_dict(const StateDict& state);
+  // except step counts, its dtype. Virtual for LBFGS, whose state is not shaped like its parameters.
+  virtual void load_state_dict(const StateDict& state);
 
  protected:
   explicit Optimizer(std::string name) : name_(std::move(name)) {}

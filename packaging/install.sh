@@ -89,8 +89,19 @@ done
 # Rewrite includes of our headers, i.e. of paths under one of our top-level folders.
 dirs=$(printf '%s\n' "${!seen[@]}" | sed -n 's@/.*@@p' | sort -u | paste -sd '|')
 installed=()
+# Where header h goes under include/: lockstep.h at the top, LibTorch's names as lockstep/torch.h, the
+# rest under lockstep/ by their paths.
+installed_path() {
+  case "$1" in
+    lockstep.h) echo lockstep.h ;;
+    compat/torch.h) echo lockstep/torch.h ;;
+    *) echo "lockstep/$1" ;;
+  esac
+}
+declare -A kept=()
 for h in "${!seen[@]}"; do
-  if [ "$h" = lockstep.h ]; then dest="$prefix/include/lockstep.h"; else dest="$prefix/include/lockstep/$h"; fi
+  dest="$prefix/include/$(installed_path "$h")"
+  kept[$dest]=1
   mkdir -p "$(dirname "$dest")"
   sed -E "s@^([[:space:]]*#[[:space:]]*include[[:space:]]*\")(($dirs)/)@\1lockstep/\2@" "$runfiles/$h" >"$dest"
   chmod 0644 "$dest"
@@ -98,8 +109,7 @@ for h in "${!seen[@]}"; do
 done
 # Headers an earlier install left that this one does not have (a backend no longer built) would not compile.
 while read -r old; do
-  rel=${old#"$prefix/include/lockstep/"}
-  [ -n "${seen[$rel]:-}" ] || rm -f "$old"
+  [ -n "${kept[$old]:-}" ] || rm -f "$old"
 done < <(find "$prefix/include/lockstep" -name '*.h' -type f)
 
 # Usage requirements from what was linked in: each system library becomes a find_dependency (CMake) and

@@ -23,6 +23,7 @@
 #include "tensor/optim_step.h"
 #include "tensor/reduce_ops.h"
 #include "tensor/scan_ops.h"
+#include "tensor/scatter_ops.h"
 
 namespace lockstep {
 
@@ -303,6 +304,10 @@ class Backend : public FusedKernels {
   // out [outer, n, inner] [o, index[o, j, i], i] += src[o, j, i]; index and src [outer, k, inner].
   virtual void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                            int64_t inner) = 0;
+  // out [outer, n, inner] [o, index[o, j, i], i] = rule(that element, src[o, j, i]) by row `op` of
+  // tensor/scatter_ops.h (scatter_, scatter_reduce_'s prod, amax, amin); index and src [outer, k, inner].
+  virtual void scatter(Scatter op, Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                       int64_t inner) = 0;
   // Each row of a [rows, n] sorted (stable) into values and int64 indices, both [rows, n].
   virtual void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) = 0;
  protected:

@@ -1,5 +1,5 @@
-// Indexing in the ops layer: index_select/index_add along a dimension, gather/scatter_add, cat/stack
-// (copies into views of the result) and sort/topk. Index tensors are int64; an index out of range is
+// Indexing in the ops layer: index_select/index_add along a dimension, gather/scatter_add/scatter_,
+// cat/stack (copies into views of the result) and sort/topk. Index tensors are int64; an index out of range is
 // an error naming the op, the index and the bound (raised by the kernel, which sees the values).
 // 16-bit tensors go to the kernels as they are on both devices: index_select and gather move their
 // elements, sort compares them in float32, and the adds (index_add_, scatter_add_) into a 16-bit
@@ -96,20 +96,26 @@ Tensor gather(const Tensor& a_in, int64_t dim, const Tensor& index) {
   return out;
 }
 
-void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src_in) {
-  check_defined(out, "scatter_add_");
-  check_defined(src_in, "scatter_add_");
-  check_index(index, out, "scatter_add_");
-  LOCKSTEP_CHECK(src_in.dim() == index.dim(), "scatter_add_: source ", src_in.shape(), " and index ", index.shape(),
+namespace {
+// scatter_add_ and scatter_: checks, then `run(target, idx, src, outer, n, inner)` on contiguous
+// [outer, *, inner] layouts: a contiguous tensor of out's dtype narrowed to index's sizes outside dim,
+// src converted to out's dtype and narrowed to index's sizes.
+template <typename Run>
+void scatter_into(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src_in, const char* op, Run run) {
+  check_defined(out, op);
+  check_defined(src_in, op);
+  check_index(index, out, op);
+  LOCKSTEP_CHECK(src_in.dim() == index.dim(), op, ": source ", src_in.shape(), " and index ", index.shape(),
                  " differ in rank");
   for (int64_t k = 0; k < index.dim(); ++k)
-    LOCKSTEP_CHECK(index.shape()[k] <= src_in.shape()[k], "scatter_add_: index ", index.shape(),
+    LOCKSTEP_CHECK(index.shape()[k] <= src_in.shape()[k], op, ": index ", index.shape(),
                    " is larger than source ", src_in.shape(), " in dimension ", k);
-  const int64_t d = wrap_dim(dim, std::max<int64_t>(out.dim(), 1), "scatter_add_");
+  LOCKSTEP_CHECK(src_in.device() == out.device(), op, ": source on ", src_in.device(), " but tensor on ",
+                 out.device());
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(out.dim(), 1), op);
   if (!index.numel()) return;
-  // The kernel adds into a contiguous tensor of out's dtype, narrowed to index's sizes outside dim.
   Tensor work = out.is_contiguous() ? out : contiguous(out);
-  Tensor target = narrow_to(work, index, d, "scatter_add_");
+  Tensor target = narrow_to(work, index, d, op);
   Tensor src = to_dtype(src_in, work.dtype());
   for (int64_t k = 0; k < index.dim(); ++k)
     if (src.shape()[k] != index.shape()[k]) src = narrow(src, k, 0, index.shape()[k]);
@@ -118,14 +124,29 @@ void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& s
   int64_t outer, n, inner;
   if (target.is_contiguous()) {
     split_dim(target.shape(), d, outer, n, inner);
-    backend_for(work.device()).scatter_add(target, idx, src, outer, n, inner);
+    run(target, idx, src, outer, n, inner);
   } else {
     Tensor t = contiguous(target);
     split_dim(t.shape(), d, outer, n, inner);
-    backend_for(work.device()).scatter_add(t, idx, src, outer, n, inner);
+    run(t, idx, src, outer, n, inner);
     copy_(target, t);
   }
   if (!work.is_same(out)) copy_(out, work);
+}
+}  // namespace
+
+void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_into(out, dim, index, src, "scatter_add_",
+               [](Tensor& t, const Tensor& idx, const Tensor& s, int64_t outer, int64_t n, int64_t inner) {
+                 backend_for(t.device()).scatter_add(t, idx, s, outer, n, inner);
+               });
+}
+
+void scatter_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, Scatter op) {
+  scatter_into(out, dim, index, src, scatter_name(op),
+               [op](Tensor& t, const Tensor& idx, const Tensor& s, int64_t outer, int64_t n, int64_t inner) {
+                 backend_for(t.device()).scatter(op, t, idx, s, outer, n, inner);
+               });
 }
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {

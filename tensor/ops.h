@@ -209,6 +209,9 @@ void index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src
 void index_add_(Tensor& out, const Tensor& index, const Tensor& src);  // dim 0
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
 void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// out[..., index[...], ...] = rule(out there, src) by row `op` of tensor/scatter_ops.h, in place on any
+// layout (as scatter_add_: index of out's rank, no larger than src, nor than out outside dim).
+void scatter_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, Scatter op);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Sorted values and their int64 indices along `dim` (stable).

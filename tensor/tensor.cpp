@@ -103,6 +103,11 @@ std::vector<T> Tensor::to_vector() const {
   return out;
 }
 
+Scalar Tensor::item() const {
+  if (is_floating_point()) return Scalar(item<double>());
+  return Scalar(item<int64_t>());
+}
+
 template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template int64_t Tensor::item<int64_t>() const;

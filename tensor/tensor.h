@@ -18,10 +18,12 @@
 #include <optional>
 #include <climits>
 #include <ostream>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "tensor/device.h"
+#include "tensor/scalar.h"
 #include "tensor/dtype.h"
 #include "tensor/storage.h"
 
@@ -79,8 +81,10 @@ class Tensor {
   // The first element's address; kernels on a non-contiguous tensor must use strides().
   void* data_ptr() const;
   template <typename T> T* data() const;  // checks that T matches dtype()
-  // The single element, copied to the host (synchronizes with the device).
+  // The single element, copied to the host (synchronizes with the device); untyped, as a Scalar
+  // (tensor/scalar.h: integral for integer and bool tensors).
   template <typename T> T item() const;
+  Scalar item() const;
   // All elements in row-major order, copied to the host, converted to T.
   template <typename T> std::vector<T> to_vector() const;
 
@@ -239,6 +243,11 @@ class Tensor {
   std::tuple<Tensor, Tensor> cummax(int64_t dim) const;  // (values, indices)
   std::tuple<Tensor, Tensor> cummin(int64_t dim) const;
   Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& other) const;  // 2-D @ 2-D only, as torch.mm
+  // Row i along the first dimension (a view), as LibTorch's t[i].
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor all() const;  // bool []: every element non-zero
+  Tensor any() const;  // bool []: some element non-zero
 
   // Compositions (autograd/composite.cpp), as torch.Tensor's; see autograd/functions.h.
   Tensor flip(const std::vector<int64_t>& dims) const;
@@ -254,6 +263,24 @@ class Tensor {
   Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1, double alpha = 1) const;
   Tensor lerp(const Tensor& end, double weight) const;
   Tensor lerp(const Tensor& end, const Tensor& weight) const;
+
+  // Scatters, value-sized selections and tensor bounds (autograd/scatter_ops.cpp, selection_ops.cpp,
+  // clamp_tensor.cpp), as torch.Tensor's; see autograd/functions.h. reduce: scatter_reduce's "sum",
+  // "prod", "mean", "amax", "amin".
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter(int64_t dim, const Tensor& index, double value) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                        bool include_self = true) const;
+  Tensor index_put(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false) const;
+  Tensor nonzero() const;   // int64 [n, dim()]
+  Tensor argwhere() const;  // nonzero()
+  Tensor masked_select(const Tensor& mask) const;
+  Tensor masked_scatter(const Tensor& mask, const Tensor& source) const;
+  Tensor bincount(const Tensor& weights = Tensor(), int64_t minlength = 0) const;
+  Tensor histc(int64_t bins = 100, double min = 0, double max = 0) const;
+  Tensor clamp_min(const Tensor& min) const;
+  Tensor clamp_max(const Tensor& max) const;
 
   // In place (autograd/inplace.cpp), as PyTorch's trailing-underscore methods: they write through any
   // layout (views included, so every handle on the storage sees it), return *this, and bump the
@@ -278,9 +305,26 @@ class Tensor {
   const Tensor& div_(double other) const;
   const Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   const Tensor& fill_(double value) const;
+  // Overwritten with draws from U[from, to) or N(mean, std) (the default generator), as PyTorch's.
+  const Tensor& uniform_(double from = 0, double to = 1) const;
+  const Tensor& normal_(double mean = 0, double std = 1) const;
   const Tensor& zero_() const { return fill_(0); }
   const Tensor& copy_(const Tensor& src) const;  // src broadcast to this shape, converted to this dtype and device
   const Tensor& masked_fill_(const Tensor& mask, double value) const;
+  // scatter_ (src or value; reduce "add" or "multiply"), scatter_reduce_ and index_put_, recorded by the
+  // same rules (autograd/scatter_ops.cpp). index_put_ as LibTorch's: x.index_put_({mask}, v) and
+  // x.index_put_({i, j}, v, true) take int64 or bool index tensors for the leading dimensions (the
+  // accumulate form names accumulate); x.index_put_({Slice(), 0}, 1.0), without tensors, copies into the
+  // view x.index({...}).
+  const Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src) const;
+  const Tensor& scatter_(int64_t dim, const Tensor& index, double value) const;
+  const Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) const;
+  const Tensor& scatter_(int64_t dim, const Tensor& index, double value, const std::string& reduce) const;
+  const Tensor& scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                                bool include_self = true) const;
+  const Tensor& index_put_(const std::vector<TensorIndex>& indices, const Tensor& values) const;
+  const Tensor& index_put_(const std::vector<TensorIndex>& indices, double value) const;
+  const Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) const;
   // As PyTorch's x.data: this tensor's storage without grad (detach()). Unlike PyTorch's, in-place
   // changes through it still count in the version check above.
   Tensor data() const { return detach(); }

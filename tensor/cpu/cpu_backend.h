@@ -46,6 +46,8 @@ class CpuBackend final : public Backend {
   void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) override;
   void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                    int64_t inner) override;
+  void scatter(Scatter op, Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+               int64_t inner) override;
   void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) override;
 
   // --- fused kernels (cpu/fused.cpp) ---

@@ -87,6 +87,35 @@ void CpuBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src
   gather_or_scatter<true>(out, src, index, outer, n, inner, "scatter_add_");
 }
 
+// out[row] = rule(out[row], src[pos]) in index order, by row `op` of tensor/scatter_ops.h.
+void CpuBackend::scatter(Scatter op, Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                         int64_t inner) {
+  const char* name = scatter_name(op);
+  visit_scatter(op, [&](auto s, auto kinds) {
+    dispatch(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (!op_accepts<decltype(kinds)::value, T>()) {
+        fail(name, ": not defined for ", dtype_name(out.dtype()), " tensors");
+      } else {
+        using C = compute_t<T>;
+        using R = ScatterRule<decltype(s)::value, C>;
+        const int64_t k = index.numel() / (outer * inner);
+        const int64_t* idx = index.data<int64_t>();
+        const T* x = src.data<T>();
+        T* y = out.data<T>();
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t j = 0; j < k; ++j)
+            for (int64_t i = 0; i < inner; ++i) {
+              const int64_t pos = (o * k + j) * inner + i, v = idx[pos];
+              check_index(v, n, pos, name);
+              const int64_t row = (o * n + v) * inner + i;
+              y[row] = static_cast<T>(R::apply(static_cast<C>(y[row]), static_cast<C>(x[pos])));
+            }
+      }
+    });
+  });
+}
+
 // Every dtype, bfloat16 and float16 as they are: compared in compute_t (float32, exact for them), the
 // values moved as stored.
 void CpuBackend::sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) {

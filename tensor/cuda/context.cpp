@@ -28,6 +28,8 @@ std::string describe(const IndexError& e) {
     case IndexErrorKind::IndexAdd: op = "index_add_"; break;
     case IndexErrorKind::Gather: op = "gather"; break;
     case IndexErrorKind::ScatterAdd: op = "scatter_add_"; break;
+    case IndexErrorKind::Scatter: op = "scatter_"; break;
+    case IndexErrorKind::ScatterReduce: op = "scatter_reduce_"; break;
     case IndexErrorKind::None: break;
   }
   const bool target = e.kind == static_cast<int32_t>(IndexErrorKind::NllTarget) ||

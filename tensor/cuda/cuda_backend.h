@@ -19,7 +19,7 @@
 //   batch_norm_stats, _elemt, _backward_*     batch_norm.cu
 //   max_pool2d                                pool.cu
 //   index_select, index_add, gather,          indexing.cu
-//   scatter_add
+//   scatter_add, scatter
 //   sort                                      sort.cu
 //   adam_step                                 optim.cu
 //   uniform, normal, dropout_mask, bernoulli  random.cu
@@ -88,6 +88,8 @@ class CudaBackend final : public Backend {
   void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) override;
   void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                    int64_t inner) override;
+  void scatter(Scatter op, Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+               int64_t inner) override;
   void sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t rows, int64_t n, bool descending) override;
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, double lr, double momentum,
                 double dampening, double weight_decay, bool nesterov, bool first_step) override;

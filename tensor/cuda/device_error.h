@@ -28,6 +28,8 @@ enum class IndexErrorKind : int32_t {
   IndexAdd,
   Gather,
   ScatterAdd,
+  Scatter,        // scatter_ (tensor/scatter_ops.h's Assign row)
+  ScatterReduce,  // its other rows
   DivisionByZero,  // position: the output element; value: the dividend; limit unused
 };
 

@@ -1,10 +1,11 @@
 // Data movement by position, with positions read from an int64 tensor: index_select / index_add along
-// the middle dimension of [outer, n, inner], gather / scatter_add elementwise along it. Every index is
-// checked on the device: an out-of-range one skips its read or write and is recorded, then raised at the
-// next synchronization (device_error.h). The adds use atomics, since indices may repeat; bfloat16 and
+// the middle dimension of [outer, n, inner], gather / scatter_add / scatter (tensor/scatter_ops.h's rows)
+// elementwise along it. Every index is checked on the device: an out-of-range one skips its read or
+// write and is recorded, then raised at the next synchronization (device_error.h). The adds use atomics, since indices may repeat; bfloat16 and
 // float16 destinations are added to at 16 bits (each add in float32, rounded once), as PyTorch's CUDA
 // index_add_ and scatter_add_ do.
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "tensor/cuda/cuda_backend.h"
@@ -72,6 +73,60 @@ __device__ void atomic_add(T* p, T v) {
   } while (old != assumed);
 }
 
+// *p = R::apply(*p, v), atomically (indices may repeat), for every dtype: a compare-and-swap loop on the
+// element's own 32- or 64-bit word, or for 1- and 2-byte types on the aligned 32-bit word that holds it
+// (inside the allocation, as above). The rule computes in compute_t<T>; a value it leaves unchanged
+// (an amax that loses) writes nothing.
+// T's bits as the unsigned word W of its size and back (16-bit floats through their .bits).
+template <typename T>
+constexpr bool kHalf = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+template <typename T, typename W>
+__device__ T from_bits(W w) {
+  T t;
+  if constexpr (kHalf<T>) t.bits = w;
+  else memcpy(&t, &w, sizeof(T));
+  return t;
+}
+template <typename W, typename T>
+__device__ W to_bits(T t) {
+  if constexpr (kHalf<T>) return t.bits;
+  W w;
+  memcpy(&w, &t, sizeof(T));
+  return w;
+}
+
+template <typename T, typename R>
+__device__ void atomic_apply(T* p, T v) {
+  using C = compute_t<T>;
+  const C x = static_cast<C>(v);
+  auto next_of = [&](T current) { return static_cast<T>(R::apply(static_cast<C>(current), x)); };
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+    using W = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned>;
+    W* word = reinterpret_cast<W*>(p);
+    W old = *word, assumed;
+    do {
+      assumed = old;
+      const W updated = to_bits<W>(next_of(from_bits<T>(assumed)));
+      if (updated == assumed) return;
+      old = atomicCAS(word, assumed, updated);
+    } while (old != assumed);
+  } else {
+    using Bits = std::conditional_t<sizeof(T) == 1, uint8_t, uint16_t>;
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+    unsigned* word = reinterpret_cast<unsigned*>(addr & ~uintptr_t{3});
+    const unsigned shift = static_cast<unsigned>(addr & 3) * 8, mask = sizeof(T) == 1 ? 0xffu : 0xffffu;
+    unsigned old = *word, assumed;
+    do {
+      assumed = old;
+      const T current = from_bits<T>(static_cast<Bits>((assumed >> shift) & mask));
+      const Bits next_bits = to_bits<Bits>(next_of(current));
+      const unsigned updated = (assumed & ~(mask << shift)) | (static_cast<unsigned>(next_bits) << shift);
+      if (updated == assumed) return;
+      old = atomicCAS(word, assumed, updated);
+    } while (old != assumed);
+  }
+}
+
 // The four moves in one kernel, between the small side [outer, k, inner] (element e) and the big side
 // [outer, n, inner] (row r): r = index[j] for the whole row j of the small side (kPerRow: index_select,
 // index_add), or r = index[e] for each element (gather, scatter_add). kAdd adds the small side into the
@@ -115,6 +170,21 @@ void launch_index(Tensor& dst, const Tensor& src, const Tensor& index, int64_t o
   });
 }
 
+// scatter's rows (tensor/scatter_ops.h), elementwise as scatter_add: dst [outer, n, inner] at row
+// index[e] of element e of src [outer, k, inner]. Assign stores (a repeated index keeps any one value,
+// as PyTorch's); the reductions apply their rule atomically.
+template <typename T, Scatter Op>
+__global__ void scatter_kernel(T* dst, const T* src, const int64_t* index, int64_t outer, int64_t k, int64_t n,
+                               int64_t inner, IndexErrorKind kind, IndexError* err) {
+  LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
+    const int64_t i = e % inner, o = e / (inner * k), r = index[e];
+    if (!index_ok(err, kind, e, r, n)) continue;
+    const int64_t big = (o * n + r) * inner + i;
+    if constexpr (Op == Scatter::Assign) dst[big] = src[e];
+    else atomic_apply<T, ScatterRule<Op, compute_t<T>>>(&dst[big], src[e]);
+  }
+}
+
 void check_dims(const char* op, int64_t outer, int64_t n, int64_t inner, const Tensor& big, const Tensor& small,
                 int64_t k) {
   LOCKSTEP_CHECK(outer >= 0 && n >= 0 && inner >= 0 && big.numel() == outer * n * inner &&
@@ -154,6 +224,32 @@ void CudaBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& sr
   LOCKSTEP_CHECK(src.numel() == index.numel(), "scatter_add_: source of ", src.numel(), " elements for an index of ",
                  index.numel());
   if (index.numel() > 0) launch_index<false, true>(out, src, index, outer, k, n, inner, IndexErrorKind::ScatterAdd);
+}
+
+void CudaBackend::scatter(Scatter op, Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
+                          int64_t inner) {
+  const char* name = scatter_name(op);
+  const int64_t k = outer * inner == 0 ? 0 : index.numel() / (outer * inner);
+  check_dims(name, outer, n, inner, out, index, k);
+  LOCKSTEP_CHECK(src.numel() == index.numel(), name, ": source of ", src.numel(), " elements for an index of ",
+                 index.numel());
+  if (index.numel() == 0) return;
+  const IndexErrorKind kind = op == Scatter::Assign ? IndexErrorKind::Scatter : IndexErrorKind::ScatterReduce;
+  OnDevice on(out.device());
+  visit_scatter(op, [&](auto s, auto kinds) {
+    dispatch(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (!op_accepts<decltype(kinds)::value, T>()) {
+        fail(name, ": not defined for ", dtype_name(out.dtype()), " tensors");
+      } else {
+        on.ctx.launch_checked([&](IndexError* err) {
+          LOCKSTEP_LAUNCH("scatter_kernel", scatter_kernel<T, decltype(s)::value>, grid_for(index.numel(), on.ctx),
+                          kThreads, on.stream(), out.data<T>(), src.data<T>(), index.data<int64_t>(), outer, k, n,
+                          inner, kind, err);
+        });
+      }
+    });
+  });
 }
 
 }  // namespace lockstep::cuda::detail

@@ -85,6 +85,7 @@ step "every installed header alone"
 n=$(wc -l <"$tmp/headers")
 ((n > 20)) || fail "only $n headers installed"
 grep -qx lockstep.h "$tmp/headers" || fail "include/lockstep.h is missing"
+grep -qx lockstep/torch.h "$tmp/headers" || fail "include/lockstep/torch.h (LibTorch's names) is missing"
 mkdir -p "$tmp/alone"
 export tmp cflags
 # shellcheck disable=SC2016  # expanded by the inner shell

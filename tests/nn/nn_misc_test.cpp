@@ -1,0 +1,85 @@
+// The last LibTorch nn names, each a short composition: F::pdist, F::affine_grid (values from PyTorch),
+// F::gumbel_softmax (its rules, whatever the draw), ParameterList and ParameterDict; gradchecks and errors.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "nn/api.h"
+#include "tests/util/gradcheck.h"
+#include "tests/util/test_util.h"
+
+using namespace lockstep;
+using lockstep::testing::contains;
+using lockstep::testing::error_of;
+namespace F = lockstep::nn::functional;
+
+namespace {
+void check_values(const Tensor& got, const std::vector<double>& want) {
+  const std::vector<double> g = got.to(kFloat64).contiguous().to_vector<double>();
+  REQUIRE(g.size() == want.size());
+  for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(want[i]).epsilon(1e-12));
+}
+}  // namespace
+
+TEST_CASE("pdist: distances of row pairs (i < j) for p = 2, 1, inf, as torch.pdist") {
+  Tensor x = tensor({0.0, 0.0, 3.0, 4.0, 1.0, 1.0}, {3, 2});
+  check_values(F::pdist(x), {5.0, 1.4142135623730951, 3.605551275463989});
+  check_values(F::pdist(x, 1), {7, 2, 5});
+  check_values(F::pdist(x, INFINITY), {4, 1, 3});
+  CHECK(F::pdist(tensor({1.0, 2.0}, {1, 2})).shape() == Shape{0});
+  testing::gradcheck([](auto& v) { return F::pdist(v[0], 2); }, {randn({4, 3}, kFloat64)});
+  CHECK(contains(error_of([] { F::pdist(randn({2, 2, 2})); }), "pdist only supports 2D tensors, got: 3D"));
+  CHECK(contains(error_of([] { F::pdist(randn({2, 2}), -1); }), "pdist only supports non-negative p values"));
+}
+
+TEST_CASE("affine_grid matches PyTorch in 2-D and 3-D, with and without align_corners") {
+  Tensor theta = tensor({0.5, -0.25, 0.1, 0.3, 0.8, -0.2}, {1, 2, 3});
+  check_values(F::affine_grid(theta, {1, 1, 2, 3}),
+               {-0.10833333333333331, -0.8, 0.225, -0.6000000000000001, 0.5583333333333333, -0.4, -0.3583333333333333,
+                2.7755575615628914e-17, -0.024999999999999994, 0.2, 0.30833333333333335, 0.39999999999999997});
+  check_values(F::affine_grid(theta, {1, 1, 2, 3}, true),
+               {-0.15, -1.3, 0.35, -1.0, 0.85, -0.7, -0.65, 0.3, -0.15, 0.6000000000000001, 0.35, 0.9000000000000001});
+  CHECK(F::affine_grid(theta, {1, 1, 2, 3}).shape() == Shape{1, 2, 3, 2});
+  Tensor theta3 = tensor({1.0, 0.0, 0.0, 0.5, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0}, {1, 3, 4});
+  Tensor grid3 = F::affine_grid(theta3, {1, 1, 2, 1, 2});
+  CHECK(grid3.shape() == Shape{1, 2, 1, 2, 3});
+  check_values(grid3, {0.0, 0.0, -1.5, 1.0, 0.0, -1.5, 0.0, 0.0, -0.5, 1.0, 0.0, -0.5});
+  testing::gradcheck([](auto& v) { return F::affine_grid(v[0], {2, 3, 3, 4}); }, {randn({2, 2, 3}, kFloat64)});
+  CHECK(contains(error_of([] { F::affine_grid(randn({1, 2, 3}), {1, 1, 2}); }), "affine_grid only supports 4D and 5D"));
+  CHECK(contains(error_of([] { F::affine_grid(randn({1, 3, 4}), {1, 1, 2, 3}); }), "Nx2x3"));
+}
+
+TEST_CASE("gumbel_softmax: soft samples are distributions, hard ones one-hot with the soft gradient") {
+  manual_seed(7);
+  Tensor logits = randn({5, 4}, kFloat64).set_requires_grad();
+  Tensor soft = F::gumbel_softmax(logits, F::GumbelSoftmaxFuncOptions().tau(0.5));
+  CHECK(allclose(sum(soft, 1), ones({5}, kFloat64)));
+  CHECK(soft.min().item<double>() >= 0);
+  Tensor hard = F::gumbel_softmax(logits, F::GumbelSoftmaxFuncOptions().hard(true).dim(1));
+  CHECK(hard.eq(1).sum().item<int64_t>() == 5);  // one 1 per row, zeros elsewhere
+  CHECK(hard.eq(0).sum().item<int64_t>() == 15);
+  // Straight-through: the gradient of sum(hard * w) is that of the soft sample's, which sums to 0 per row.
+  sum(hard * randn({5, 4}, kFloat64)).backward();
+  CHECK(allclose(sum(logits.grad(), 1), zeros({5}, kFloat64), 0, 1e-12));
+  CHECK(contains(error_of([&] { F::gumbel_softmax(logits, F::GumbelSoftmaxFuncOptions().tau(0)); }), "tau must be positive"));
+}
+
+TEST_CASE("ParameterList and ParameterDict register their tensors as parameters, in order") {
+  nn::ParameterList list;
+  list->append(zeros({2}));
+  list->extend({ones({3}), full({1}, 2.0)});
+  CHECK(list->size() == 3);
+  CHECK(list->parameters().size() == 3);
+  CHECK(list->named_parameters()[1].first == "1");
+  CHECK((*list)[2].item<float>() == 2.0f);
+  CHECK((*list)[0].requires_grad());
+  CHECK(contains(error_of([&] { (*list)[3]; }), "ParameterList: index 3 out of range for 3"));
+  nn::ParameterDict dict;
+  dict->insert("scale", ones({4}));
+  dict->insert("shift", zeros({4}), /*requires_grad=*/false);
+  CHECK(dict->keys() == std::vector<std::string>{"scale", "shift"});
+  CHECK(dict->named_parameters()[0].first == "scale");
+  CHECK(!(*dict)["shift"].requires_grad());
+  CHECK(contains(error_of([&] { dict->insert("scale", ones({1})); }), "key 'scale' is already present"));
+  CHECK(contains(error_of([&] { (*dict)["bias"]; }), "no key 'bias'"));
+}
