@@ -19,6 +19,7 @@
 #include "nn/conv.h"
 #include "nn/functional.h"
 #include "nn/group_norm.h"
+#include "nn/upsampling.h"
 #include "tensor/conv2d.h"
 #include "tensor/parallel.h"
 
@@ -263,6 +264,19 @@ int main(int argc, char** argv) {
                        Tensor y = nn::functional::group_norm(gx, 32, gw, gb);
                        y.backward(gg);
                        gx.set_grad(Tensor()), gw.set_grad(Tensor()), gb.set_grad(Tensor());
+                       return y;
+                     }});
+      slow.push_back(ops.back().first);
+    }
+    {  // Bilinear 2x upsampling of [8, 128, 64, 64] (a U-Net decoder's), forward + backward
+      Tensor ix = randn({8, 128, 64, 64}).set_requires_grad(), ig = randn({8, 128, 128, 128});
+      ops.push_back({"interpolate_bilinear2x_8x128x64x64", [=]() mutable {
+                       EnableGradGuard grad;
+                       Tensor y = nn::functional::interpolate(
+                           ix, nn::functional::InterpolateFuncOptions().scale_factor(std::vector<double>{2, 2})
+                                   .mode(nn::kBilinear).align_corners(false));
+                       y.backward(ig);
+                       ix.set_grad(Tensor());
                        return y;
                      }});
       slow.push_back(ops.back().first);

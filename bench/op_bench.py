@@ -191,6 +191,18 @@ def main():
 
     ops.append(("group_norm_32_8x256x32x32", group_norm_op))
     slow.add("group_norm_32_8x256x32x32")
+    ix = torch.randn(8, 128, 64, 64, requires_grad=True)
+    ig = torch.randn(8, 128, 128, 128)
+
+    def interpolate_op():
+        with torch.enable_grad():
+            y = torch.nn.functional.interpolate(ix, scale_factor=2, mode="bilinear", align_corners=False)
+            y.backward(ig)
+        ix.grad = None
+        return y
+
+    ops.append(("interpolate_bilinear2x_8x128x64x64", interpolate_op))
+    slow.add("interpolate_bilinear2x_8x128x64x64")
     # Causal attention with a GPT's heads at T = 256 and 1024, as op_bench.cpp's sdpa_* rows.
     for T in (256, 1024):
         sq, sk, sv = (torch.randn(4, 4, T, 32, requires_grad=True) for _ in range(3))
