@@ -351,8 +351,7 @@ std::tuple<Tensor, Tensor> fractional_max_pool_with_indices(const Tensor& input,
 }
 
 // Max unpooling: out[plane, indices] = x, zeros elsewhere; every input gets its position's gradient
-// (a gather), as PyTorch's. Indices repeated within a plane (overlapping windows) write once: only the
-// first of each run of equal indices is added, so values are exact.
+// (a gather), as PyTorch's.
 template <size_t D>
 Tensor max_unpool(const Tensor& input, const Tensor& indices, const MaxUnpoolFuncOptions<D>& o) {
   namespace in = internal;
@@ -388,25 +387,14 @@ Tensor max_unpool(const Tensor& input, const Tensor& indices, const MaxUnpoolFun
   const int64_t lo = lockstep::min(idx).item<int64_t>(), hi = lockstep::max(idx).item<int64_t>();
   LOCKSTEP_CHECK(lo >= 0 && hi < L, fn, ": Found an invalid max index: ", lo < 0 ? lo : hi,
                  " (output volumes are of size ", out, ")");
-  // Global positions [P * M]: plane * L + index.
-  Tensor g = in::reshape(in::add(idx, in::reshape(to(arange(0, P * L, L), input.device()), {P, 1})), {P * M});
-  auto [sorted, perm] = in::sort(g, 0);
-  Tensor first = ones({P * M}, {input.dtype(), input.device()});
-  if (P * M > 1) {
-    Tensor rest = in::to_dtype(lockstep::ne(in::narrow(sorted, 0, 1, P * M - 1), in::narrow(sorted, 0, 0, P * M - 1)),
-                               input.dtype());
-    first = in::cat({ones({1}, {input.dtype(), input.device()}), rest}, 0);
-  }
-  Tensor keep = zeros({P * M}, {input.dtype(), input.device()});
-  in::index_add_(keep, 0, perm, first);
-  Tensor vals = in::where(in::to_dtype(keep, kBool), in::reshape(in::contiguous(p.x.detach()), {P * M}),
-                          zeros({1}, {input.dtype(), input.device()}));
-  Tensor y = zeros({P * L}, {input.dtype(), input.device()});
-  in::index_add_(y, 0, g, vals);
+  // Each plane's values written at its indices (tensor/scatter_ops.h's Assign row: a repeated index,
+  // from overlapping windows, holds one value, written as it is), zeros elsewhere.
+  Tensor y = zeros({P, L}, {input.dtype(), input.device()});
+  in::scatter_(y, 1, idx, in::reshape(in::contiguous(p.x.detach()), {P, M}), Scatter::Assign);
   y = in::reshape(y, result);
   if (autograd::needs_grad({input}))
-    y = autograd::record(fn, y, {input}, [g, shape = input.shape()](const Tensor& grad) {
-      return std::vector<Tensor>{in::reshape(in::index_select(in::reshape(in::contiguous(grad), {-1}), 0, g), shape)};
+    y = autograd::record(fn, y, {input}, [idx, P, shape = input.shape()](const Tensor& grad) {
+      return std::vector<Tensor>{in::reshape(in::gather(in::reshape(in::contiguous(grad), {P, -1}), 1, idx), shape)};
     });
   return y;
 }

@@ -5,13 +5,19 @@
 
 #include <cstdint>
 #include <ostream>
+#include <type_traits>
 
 namespace lockstep {
 
 class Scalar {
  public:
-  Scalar(double v) : d_(v), i_(static_cast<int64_t>(v)), integral_(false) {}  // NOLINT: implicit, as c10's
-  Scalar(int64_t v) : d_(static_cast<double>(v)), i_(v), integral_(true) {}   // NOLINT
+  // Any integer (bool included, as 0 or 1) or floating-point number, implicitly, as c10's.
+  template <typename T>
+    requires std::is_integral_v<T>
+  Scalar(T v) : d_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), integral_(true) {}  // NOLINT
+  template <typename T>
+    requires std::is_floating_point_v<T>
+  Scalar(T v) : d_(static_cast<double>(v)), i_(0), integral_(false) {}  // NOLINT
   bool isIntegral() const { return integral_; }
   bool isFloatingPoint() const { return !integral_; }
   double toDouble() const { return d_; }

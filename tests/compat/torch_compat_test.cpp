@@ -165,6 +165,8 @@ TEST_CASE("torch:: names: Reduction codes, requires_grad options, str, MNIST-for
   CHECK(s.isFloatingPoint());
   CHECK(s.toDouble() == 2.0);
   CHECK(torch::arange(5).sum().item().isIntegral());
+  torch::Scalar five = 5, half = 0.5f;  // any integer or floating-point number converts, as c10::Scalar
+  CHECK((five.isIntegral() && five.toLong() == 5 && half.isFloatingPoint() && half.toDouble() == 0.5));
   CHECK((w.mm(w) + w[0][0].item()).view({-1}).to_vector<double>() == std::vector<double>{8, 11, 16, 23});
   CHECK(lockstep::testing::contains(lockstep::testing::error_of([&] { w.view({-1}).mm(w); }), "mm: expected two 2-D"));
   CHECK(w.gt(0).all().item<bool>());

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "nn/api.h"
-#include "tensor/safetensors.h"
+#include "tests/util/fixtures.h"
 #include "tests/util/gradcheck.h"
 #include "tests/util/test_util.h"
 
@@ -21,40 +21,14 @@ namespace F = lockstep::nn::functional;
 
 namespace {
 
-constexpr const char* kFixtures = "tests/fixtures/interpolate_fixtures.safetensors";
 // The fixture script's MODES, in order.
 const nn::InterpolateMode kModes[] = {nn::kNearest,  nn::kNearestExact, nn::kLinear, nn::kBilinear,
                                       nn::kBicubic, nn::kTrilinear,    nn::kArea};
 
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [k, v] : load_safetensors(kFixtures).tensors) m.emplace(k, v);
-    return m;
-  }();
-  return all;
-}
 
-Tensor fx(const std::string& key) {
-  auto it = fixtures().find(key);
-  REQUIRE_MESSAGE(it != fixtures().end(), "fixture '", key, "' is missing (rerun make_interpolate_fixtures.py)");
-  return it->second.clone();
-}
+const testing::Fixtures fx("tests/fixtures/interpolate_fixtures.safetensors", "make_interpolate_fixtures.py");
 
-// Element by element, |got - want| / (1 + |want|) <= tol.
-void check_close(const Tensor& got, const Tensor& want, const std::string& what, double tol) {
-  REQUIRE_MESSAGE(got.defined(), what, ": undefined");
-  REQUIRE_MESSAGE(got.shape() == want.shape(), what, ": shape ", got.shape(), " vs PyTorch's ", want.shape());
-  auto g = got.to(kFloat64).contiguous().to_vector<double>(), w = want.to_vector<double>();
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double err = std::abs(g[i] - w[i]) / (1 + std::abs(w[i]));
-    if (!(err <= worst)) worst = err, at = i;
-  }
-  CHECK_MESSAGE(worst <= tol, what, ": element ", at, " is ", g.empty() ? 0 : g[at], ", PyTorch's ",
-                w.empty() ? 0 : w[at]);
-}
+using testing::check_close;
 
 // The options case c was made with.
 F::InterpolateFuncOptions options_of(const std::string& c) {
@@ -65,8 +39,8 @@ F::InterpolateFuncOptions options_of(const std::string& c) {
                .align_corners(flag(opts[1]))
                .recompute_scale_factor(flag(opts[2]))
                .antialias(opts[3] != 0);
-  if (fixtures().count(c + ".size")) o.size(fx(c + ".size").to_vector<int64_t>());
-  if (fixtures().count(c + ".scale_factor")) o.scale_factor(fx(c + ".scale_factor").to_vector<double>());
+  if (fx.contains(c + ".size")) o.size(fx(c + ".size").to_vector<int64_t>());
+  if (fx.contains(c + ".scale_factor")) o.scale_factor(fx(c + ".scale_factor").to_vector<double>());
   return o;
 }
 
@@ -81,7 +55,7 @@ void run_case(const std::string& c, Dtype dtype, double tol) {
 
 std::vector<std::string> case_names() {
   std::vector<std::string> names;
-  for (auto& [k, v] : fixtures()) {
+  for (auto& [k, v] : fx.all()) {
     const std::string suffix = ".opts";
     if (k.size() > suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0)
       names.push_back(k.substr(0, k.size() - suffix.size()));

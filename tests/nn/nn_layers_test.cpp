@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "nn/api.h"
-#include "tensor/safetensors.h"
+#include "tests/util/fixtures.h"
 #include "tests/util/gradcheck.h"
 #include "tests/util/test_util.h"
 
@@ -21,34 +21,10 @@ namespace F = lockstep::nn::functional;
 
 namespace {
 
-constexpr const char* kFixtures = "tests/fixtures/nn_fixtures.safetensors";
-
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [k, v] : load_safetensors(kFixtures).tensors) m.emplace(k, v);
-    return m;
-  }();
-  return all;
-}
-
-Tensor fx(const std::string& key) {
-  auto it = fixtures().find(key);
-  REQUIRE_MESSAGE(it != fixtures().end(), "fixture '", key, "' is missing (rerun tools/fixtures/make_nn_fixtures.py)");
-  return it->second.clone();
-}
+const testing::Fixtures fx("tests/fixtures/nn_fixtures.safetensors", "make_nn_fixtures.py");
 
 void check_close(const Tensor& got, const Tensor& want, const std::string& what, double tol = 1e-9) {
-  REQUIRE_MESSAGE(got.defined(), what, ": undefined");
-  REQUIRE_MESSAGE(got.shape() == want.shape(), what, ": shape ", got.shape(), " vs PyTorch's ", want.shape());
-  auto g = got.to(kFloat64).contiguous().to_vector<double>(), w = want.to_vector<double>();
-  double worst = 0;
-  int64_t at = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    double err = std::abs(g[i] - w[i]) / (1 + std::abs(w[i]));
-    if (err > worst) worst = err, at = static_cast<int64_t>(i);
-  }
-  CHECK_MESSAGE(worst <= tol, what, ": element ", at, " is ", g[at], ", PyTorch's ", w[at]);
+  testing::check_close(got, want, what, tol);
 }
 
 // Runs fn on case c's named inputs (leaves requiring grad) and compares out and every input's gradient.

@@ -12,7 +12,7 @@
 
 #include "nn/api.h"
 #include "nn/utils/rnn.h"
-#include "tensor/safetensors.h"
+#include "tests/util/fixtures.h"
 #include "tests/util/gradcheck.h"
 #include "tests/util/test_util.h"
 
@@ -22,35 +22,10 @@ namespace rnn_utils = lockstep::nn::utils::rnn;
 
 namespace {
 
-const std::map<std::string, Tensor>& packed_fixtures() {
-  static const std::map<std::string, Tensor> all = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [k, v] : load_safetensors("tests/fixtures/packed_fixtures.safetensors").tensors) m.emplace(k, v);
-    return m;
-  }();
-  return all;
-}
-
-bool has_fx(const std::string& key) { return packed_fixtures().count(key) > 0; }
-
-Tensor pfx(const std::string& key) {
-  auto it = packed_fixtures().find(key);
-  REQUIRE_MESSAGE(it != packed_fixtures().end(), "fixture '", key,
-                  "' is missing (rerun tools/fixtures/make_packed_fixtures.py)");
-  return it->second.clone();
-}
+const testing::Fixtures pfx("tests/fixtures/packed_fixtures.safetensors", "make_packed_fixtures.py");
 
 void check_near(const Tensor& got, const Tensor& want, const std::string& what, double tol = 1e-9) {
-  REQUIRE_MESSAGE(got.defined(), what, ": undefined");
-  REQUIRE_MESSAGE(got.shape() == want.shape(), what, ": shape ", got.shape(), " vs PyTorch's ", want.shape());
-  auto g = got.to(kFloat64).contiguous().to_vector<double>(), w = want.to(kFloat64).contiguous().to_vector<double>();
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    double err = std::abs(g[i] - w[i]) / (1 + std::abs(w[i]));
-    if (err > worst) worst = err, at = i;
-  }
-  CHECK_MESSAGE(worst <= tol, what, ": element ", at, " is ", g[at], ", PyTorch's ", w[at]);
+  testing::check_close(got, want, what, tol);
 }
 
 std::vector<int64_t> ints(const Tensor& t) { return t.to(kInt64).contiguous().to_vector<int64_t>(); }
@@ -64,13 +39,13 @@ void check_packed_case(const std::string& c, nn::Module& m, bool batch_first, co
   INFO("case ", c);
   m.to(kFloat64);
   nn::NamedTensors state;
-  for (auto& [k, v] : packed_fixtures())
+  for (auto& [k, v] : pfx.all())
     if (k.rfind(c + ".param.", 0) == 0) state.emplace_back(k.substr(c.size() + 7), v.clone());
   REQUIRE(state.size() == m.named_parameters().size());
   m.load_state_dict(state);
   Tensor x = pfx(c + ".x").set_requires_grad(), h0, c0;
-  if (has_fx(c + ".h0")) h0 = pfx(c + ".h0").set_requires_grad();
-  if (has_fx(c + ".c0")) c0 = pfx(c + ".c0").set_requires_grad();
+  if (pfx.contains(c + ".h0")) h0 = pfx(c + ".h0").set_requires_grad();
+  if (pfx.contains(c + ".c0")) c0 = pfx(c + ".c0").set_requires_grad();
   auto packed = rnn_utils::pack_padded_sequence(x, pfx(c + ".lengths"), batch_first, /*enforce_sorted=*/false);
   Outputs outs = fn(packed, h0, c0);
   auto [padded, lengths] = rnn_utils::pad_packed_sequence(

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "nn/api.h"
-#include "tensor/safetensors.h"
+#include "tests/util/fixtures.h"
 #include "tests/util/gradcheck.h"
 #include "tests/util/test_util.h"
 
@@ -26,37 +26,11 @@ namespace F = lockstep::nn::functional;
 
 namespace {
 
-constexpr const char* kFixtures = "tests/fixtures/padding_fixtures.safetensors";
 
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [k, v] : load_safetensors(kFixtures).tensors) m.emplace(k, v);
-    return m;
-  }();
-  return all;
-}
+const testing::Fixtures fx("tests/fixtures/padding_fixtures.safetensors", "make_padding_fixtures.py");
 
-Tensor fx(const std::string& key) {
-  auto it = fixtures().find(key);
-  REQUIRE_MESSAGE(it != fixtures().end(), "fixture '", key,
-                  "' is missing (rerun tools/fixtures/make_padding_fixtures.py)");
-  return it->second.clone();
-}
-
-// Element by element, |got - want| / (1 + |want|) <= tol.
 void check_close(const Tensor& got, const Tensor& want, const std::string& what, double tol = 1e-12) {
-  REQUIRE_MESSAGE(got.defined(), what, ": undefined");
-  REQUIRE_MESSAGE(got.shape() == want.shape(), what, ": shape ", got.shape(), " vs PyTorch's ", want.shape());
-  auto g = got.to(kFloat64).contiguous().to_vector<double>(), w = want.to(kFloat64).contiguous().to_vector<double>();
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double err = std::abs(g[i] - w[i]) / (1 + std::abs(w[i]));
-    if (!(err <= worst)) worst = err, at = i;
-  }
-  CHECK_MESSAGE(worst <= tol, what, ": element ", at, " is ", g.empty() ? 0 : g[at], ", PyTorch's ",
-                w.empty() ? 0 : w[at]);
+  testing::check_close(got, want, what, tol);
 }
 
 using CaseFn = std::function<Tensor(const std::vector<Tensor>&)>;

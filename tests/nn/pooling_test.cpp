@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "nn/api.h"
-#include "tensor/safetensors.h"
+#include "tests/util/fixtures.h"
 #include "tests/util/gradcheck.h"
 #include "tests/util/test_util.h"
 
@@ -20,32 +20,11 @@ namespace F = lockstep::nn::functional;
 
 namespace {
 
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [k, v] : load_safetensors("tests/fixtures/pooling_fixtures.safetensors").tensors) m.emplace(k, v);
-    return m;
-  }();
-  return all;
-}
 
-Tensor fx(const std::string& key) {
-  auto it = fixtures().find(key);
-  REQUIRE_MESSAGE(it != fixtures().end(), "fixture '", key, "' is missing (rerun make_pooling_fixtures.py)");
-  return it->second.clone();
-}
+const testing::Fixtures fx("tests/fixtures/pooling_fixtures.safetensors", "make_pooling_fixtures.py");
 
 void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  REQUIRE_MESSAGE(got.defined(), what, ": undefined");
-  REQUIRE_MESSAGE(got.shape() == want.shape(), what, ": shape ", got.shape(), " vs PyTorch's ", want.shape());
-  auto g = got.to(kFloat64).contiguous().to_vector<double>(), w = want.to(kFloat64).to_vector<double>();
-  double worst = 0;
-  int64_t at = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double err = std::abs(g[i] - w[i]) / (1 + std::abs(w[i]));
-    if (err > worst) worst = err, at = static_cast<int64_t>(i);
-  }
-  CHECK_MESSAGE(worst <= 1e-9, what, ": element ", at, " is ", g[at], ", PyTorch's ", w[at]);
+  testing::check_close(got, want, what, 1e-9);
 }
 
 using Result = std::tuple<Tensor, Tensor>;  // (out, indices); indices undefined where the op has none
