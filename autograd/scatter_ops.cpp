@@ -84,13 +84,41 @@ Tensor where_scalar(const Tensor& cond, double v, const Tensor& b) {
   return in::where(cond, full({}, v, {b.dtype(), b.device()}), b);
 }
 
+// How many values index sends to each position of out (out's dtype): one count per row ([.., n, 1, ..])
+// when index repeats along every dimension after dim, as a graph's expanded edge targets do, so the
+// counts cost one pass over the rows; else out's shape.
+Tensor scatter_counts(const Tensor& out, int64_t dim, const Tensor& index) {
+  const int64_t d = dim < 0 ? dim + out.dim() : dim;
+  bool per_row = d + 1 < index.dim();
+  for (int64_t k = d + 1; per_row && k < index.dim(); ++k) per_row = index.stride(k) == 0 || index.size(k) == 1;
+  Tensor idx = index;
+  Shape shape = out.shape();
+  if (per_row) {
+    for (int64_t k = d + 1; k < index.dim(); ++k) {
+      idx = in::narrow(idx, k, 0, std::min<int64_t>(index.size(k), 1));
+      shape[k] = 1;
+    }
+  }
+  Tensor count = zeros(shape, {out.dtype(), out.device()});
+  in::scatter_add_(count, d, idx, in::expand(ones({}, {out.dtype(), out.device()}), idx.shape()));
+  return count;
+}
+
 // scatter_reduce into out in place, graph-free. Without self, the positions scattered to start from the
 // reduction's identity (amax and amin: from one of their own values, which the reduction then keeps).
 void scatter_reduce_raw(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, Reduce r,
                         bool include_self) {
+  // mean: the sum over the count of values at each position (self counting as one), in out's dtype;
+  // integers round down, as PyTorch's.
+  Tensor count;
+  if (r == Reduce::Mean || (!include_self && r != Reduce::Amax && r != Reduce::Amin))
+    count = scatter_counts(out, dim, index);
   if (!include_self) {
-    if (r == Reduce::Amax || r == Reduce::Amin) in::scatter_(out, dim, index, src, Scatter::Assign);
-    else in::scatter_(out, dim, index, value_like(out, index, r == Reduce::Prod ? 1 : 0), Scatter::Assign);
+    if (r == Reduce::Amax || r == Reduce::Amin) {
+      in::scatter_(out, dim, index, src, Scatter::Assign);
+    } else {
+      in::copy_(out, where_scalar(in::binary_scalar(BinaryOp::Gt, count, 0), r == Reduce::Prod ? 1 : 0, out));
+    }
   }
   switch (r) {
     case Reduce::Sum: in::scatter_add_(out, dim, index, src); return;
@@ -99,11 +127,8 @@ void scatter_reduce_raw(Tensor& out, int64_t dim, const Tensor& index, const Ten
     case Reduce::Amin: in::scatter_(out, dim, index, src, Scatter::Amin); return;
     case Reduce::Mean: break;
   }
-  // mean: the sum over the count of values at each position (self counting as one), in out's dtype;
-  // integers round down, as PyTorch's.
   in::scatter_add_(out, dim, index, src);
-  Tensor count = full(out.shape(), include_self ? 1 : 0, {out.dtype(), out.device()});
-  in::scatter_add_(count, dim, index, in::expand(ones({}, {out.dtype(), out.device()}), index.shape()));
+  if (include_self) count = in::add(count, ones({}, {count.dtype(), count.device()}));
   count = where_scalar(equal_to(count, 0), 1, count);
   Tensor mean = out.is_floating_point()
                     ? in::div(out, count)

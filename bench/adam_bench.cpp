@@ -4,14 +4,21 @@
 // bfloat16 parameters and state (float32 math, each element rounded once). With `gpt`, the parameters
 // are the GPT example's 6 layers x 384 wide (10.7M: per layer qkv, projection and MLP weights and
 // biases and two LayerNorms, plus a 256 x 384 position table). Prints "BENCH <name> <value> <unit>"
-// lines; bench/torch_adam.py [gpt] prints PyTorch's.
-//   tools/bazel run //bench:adam_bench [-- gpt]
+// lines; bench/torch_adam.py [gpt] prints PyTorch's. With `optims`: the step of Adagrad, RMSprop,
+// NAdam, Adamax and RAdam (default options) on the GPT's 10.7M parameters, which `torch_adam.py optims`
+// times in PyTorch (single-tensor, foreach and, where PyTorch has one, fused).
+//   tools/bazel run //bench:adam_bench [-- gpt | optims]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
+#include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/adamax.h"
+#include "optim/nadam.h"
+#include "optim/radam.h"
+#include "optim/rmsprop.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -49,7 +56,30 @@ std::vector<Shape> gpt_shapes() {
   return s;
 }
 
+// ms per step of optimizer O (default options) over `steps` steps after one warm-up step.
+template <typename O>
+double ms_per_step(const std::vector<Tensor>& params, int steps) {
+  O opt(params);
+  opt.step();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s) opt.step();
+  return seconds(t0) / steps * 1e3;
+}
+
+int optimizer_steps() {
+  std::vector<Tensor> params;
+  for (const auto& s : gpt_shapes()) params.push_back(randn(s).set_requires_grad()), params.back().set_grad(randn(s));
+  const int steps = 20;
+  std::printf("BENCH adagrad_step %.3f ms\n", ms_per_step<optim::Adagrad>(params, steps));
+  std::printf("BENCH rmsprop_step %.3f ms\n", ms_per_step<optim::RMSprop>(params, steps));
+  std::printf("BENCH nadam_step %.3f ms\n", ms_per_step<optim::NAdam>(params, steps));
+  std::printf("BENCH adamax_step %.3f ms\n", ms_per_step<optim::Adamax>(params, steps));
+  std::printf("BENCH radam_step %.3f ms\n", ms_per_step<optim::RAdam>(params, steps));
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "optims") == 0) return optimizer_steps();
   const bool gpt = argc > 1 && std::strcmp(argv[1], "gpt") == 0;
   const std::vector<Shape> shapes = gpt ? gpt_shapes() : std::vector<Shape>{{1024, 512}, {512}, {512, 1024}, {1024}};
   std::vector<Tensor> params, grads;

@@ -281,6 +281,22 @@ int main(int argc, char** argv) {
                      }});
       slow.push_back(ops.back().first);
     }
+    {  // The tensor-op parity rows, forward only: a GNN's aggregation (1M edges of 64 features into 100k
+       // nodes, the index expanded over the features as PyG passes it), einsum's attention scores and a
+       // batched matmul, index_put_ accumulating 1M rows, unique over 1M int64.
+      Tensor dst = randint(0, 100000, {1000000}), edges = randn({1000000, 64}), nodes = zeros({100000, 64});
+      Tensor eidx = dst.unsqueeze(1).expand({1000000, 64});
+      for (const char* r : {"amax", "mean"})
+        ops.push_back({std::string("scatter_reduce_") + r + "_1Mx64_100k",
+                       [=] { return nodes.scatter_reduce(0, eidx, edges, r, false); }});
+      ops.push_back({"index_put_accumulate_1Mx64_100k", [=] { return nodes.index_put_({dst}, edges, true); }});
+      ops.push_back({"unique_1M_int64", [=] { return std::get<0>(unique(dst)); }});
+      Tensor eq = randn({8, 4, 256, 32}), ek = randn({8, 4, 256, 32}), ea = randn({64, 128, 128}),
+             eb = randn({64, 128, 128});
+      ops.push_back({"einsum_bhqd_bhkd_8x4x256x32", [=] { return einsum("bhqd,bhkd->bhqk", {eq, ek}); }});
+      ops.push_back({"einsum_bij_bjk_64x128x128", [=] { return einsum("bij,bjk->bik", {ea, eb}); }});
+      for (size_t i = ops.size() - 6; i < ops.size(); ++i) slow.push_back(ops[i].first);
+    }
     // Causal attention with a GPT's heads (batch 4, 4 heads of 32) at T = 256 and 1024: the fused
     // kernels forward, and forward + backward through autograd; _composed rows time the composed path
     // (matmul, mask, softmax, matmul), which PyTorch's twin has no row for.

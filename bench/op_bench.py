@@ -203,6 +203,20 @@ def main():
 
     ops.append(("interpolate_bilinear2x_8x128x64x64", interpolate_op))
     slow.add("interpolate_bilinear2x_8x128x64x64")
+    # The tensor-op parity rows, as op_bench.cpp's: scatter_reduce, index_put_, unique, einsum.
+    dst = torch.randint(0, 100000, (1000000,))
+    edges, nodes = torch.randn(1000000, 64), torch.zeros(100000, 64)
+    eidx = dst.unsqueeze(1).expand(1000000, 64)
+    for r in ("amax", "mean"):
+        ops.append((f"scatter_reduce_{r}_1Mx64_100k",
+                    lambda r=r: nodes.scatter_reduce(0, eidx, edges, r, include_self=False)))
+    ops.append(("index_put_accumulate_1Mx64_100k", lambda: nodes.index_put_((dst,), edges, accumulate=True)))
+    ops.append(("unique_1M_int64", lambda: torch.unique(dst)))
+    eq, ek = torch.randn(8, 4, 256, 32), torch.randn(8, 4, 256, 32)
+    ea, eb = torch.randn(64, 128, 128), torch.randn(64, 128, 128)
+    ops.append(("einsum_bhqd_bhkd_8x4x256x32", lambda: torch.einsum("bhqd,bhkd->bhqk", eq, ek)))
+    ops.append(("einsum_bij_bjk_64x128x128", lambda: torch.einsum("bij,bjk->bik", ea, eb)))
+    slow |= {name for name, _ in ops[-6:]}
     # Causal attention with a GPT's heads at T = 256 and 1024, as op_bench.cpp's sdpa_* rows.
     for T in (256, 1024):
         sq, sk, sv = (torch.randn(4, 4, T, 32, requires_grad=True) for _ in range(3))

@@ -34,18 +34,25 @@ using ::lockstep::cuda::device_count;
 using ::lockstep::cuda::is_available;
 }  // namespace cuda
 using ::lockstep::set_num_threads;
-// The option tags LibTorch keeps in namespace torch: padding and interpolation modes.
+// The option tags LibTorch keeps in namespace torch: padding, interpolation, grid_sample and
+// EmbeddingBag modes.
 using ::lockstep::nn::kArea;
 using ::lockstep::nn::kBicubic;
 using ::lockstep::nn::kBilinear;
+using ::lockstep::nn::kBorder;
 using ::lockstep::nn::kCircular;
 using ::lockstep::nn::kConstant;
 using ::lockstep::nn::kLinear;
+using ::lockstep::nn::kMax;
+using ::lockstep::nn::kMean;
 using ::lockstep::nn::kNearest;
 using ::lockstep::nn::kNearestExact;
 using ::lockstep::nn::kReflect;
+using ::lockstep::nn::kReflection;
 using ::lockstep::nn::kReplicate;
+using ::lockstep::nn::kSum;
 using ::lockstep::nn::kTrilinear;
+using ::lockstep::nn::kZeros;
 
 // ATen's reduction codes, as torch::Reduction::Sum.
 namespace Reduction {

@@ -7,6 +7,7 @@
 //   nn::MultiheadAttention attn(nn::MultiheadAttentionOptions(256, 8).dropout(0.1).batch_first(true));
 //   auto [out, weights] = attn(x, x, x);                       // out [N, L, 256], weights [N, L, L]
 //   auto [y, none] = attn(q, k, v, pad, /*need_weights=*/false);  // scaled_dot_product_attention's path
+// Its forward is F::multi_head_attention_forward over the module's parameters, as PyTorch's.
 //
 // Masks, as PyTorch's: key_padding_mask [N, S] ([S] unbatched) and attn_mask [L, S] or [N * num_heads, L, S];
 // a bool mask marks the positions that may NOT be attended (the opposite of scaled_dot_product_attention's
@@ -38,6 +39,45 @@ struct MultiheadAttentionOptions {
   LOCKSTEP_ARG(bool, batch_first, false);    // [N, L, E] instead of [L, N, E]
 };
 
+namespace functional {
+// LibTorch's F::multi_head_attention_forward options: the module's parameters passed in, in its order.
+struct MultiheadAttentionForwardFuncOptions {
+  MultiheadAttentionForwardFuncOptions(int64_t embed_dim_to_check, int64_t num_heads, Tensor in_proj_weight,
+                                       Tensor in_proj_bias, Tensor bias_k, Tensor bias_v, bool add_zero_attn,
+                                       double dropout_p, Tensor out_proj_weight, Tensor out_proj_bias)
+      : embed_dim_to_check_(embed_dim_to_check), num_heads_(num_heads), in_proj_weight_(std::move(in_proj_weight)),
+        in_proj_bias_(std::move(in_proj_bias)), bias_k_(std::move(bias_k)), bias_v_(std::move(bias_v)),
+        add_zero_attn_(add_zero_attn), dropout_p_(dropout_p), out_proj_weight_(std::move(out_proj_weight)),
+        out_proj_bias_(std::move(out_proj_bias)) {}
+  LOCKSTEP_ARG(int64_t, embed_dim_to_check, 0);
+  LOCKSTEP_ARG(int64_t, num_heads, 0);
+  LOCKSTEP_ARG(Tensor, in_proj_weight, {});  // [3E, E]; undefined with use_separate_proj_weight
+  LOCKSTEP_ARG(Tensor, in_proj_bias, {});    // [3E] or undefined
+  LOCKSTEP_ARG(Tensor, bias_k, {});          // [1, 1, E] or undefined
+  LOCKSTEP_ARG(Tensor, bias_v, {});
+  LOCKSTEP_ARG(bool, add_zero_attn, false);
+  LOCKSTEP_ARG(double, dropout_p, 0.0);
+  LOCKSTEP_ARG(Tensor, out_proj_weight, {});  // [E, E]
+  LOCKSTEP_ARG(Tensor, out_proj_bias, {});    // [E] or undefined
+  LOCKSTEP_ARG(bool, training, true);
+  LOCKSTEP_ARG(Tensor, key_padding_mask, {});
+  LOCKSTEP_ARG(bool, need_weights, true);
+  LOCKSTEP_ARG(Tensor, attn_mask, {});
+  LOCKSTEP_ARG(bool, use_separate_proj_weight, false);
+  LOCKSTEP_ARG(Tensor, q_proj_weight, {});  // [E, E], [E, kdim], [E, vdim] with use_separate_proj_weight
+  LOCKSTEP_ARG(Tensor, k_proj_weight, {});
+  LOCKSTEP_ARG(Tensor, v_proj_weight, {});
+  LOCKSTEP_ARG(Tensor, static_k, {});  // [N * num_heads, S, head_dim]: the keys, instead of projecting key
+  LOCKSTEP_ARG(Tensor, static_v, {});
+  LOCKSTEP_ARG(bool, average_attn_weights, true);
+  LOCKSTEP_ARG(bool, is_causal, false);  // PyTorch's hint that attn_mask is the causal mask
+};
+// torch.nn.functional.multi_head_attention_forward: query [L, N, E], key [S, N, kdim], value [S, N, vdim]
+// (sequence first; [L, E] ... unbatched) -> (output [L, N, E], attention weights as MultiheadAttention's).
+std::tuple<Tensor, Tensor> multi_head_attention_forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                        const MultiheadAttentionForwardFuncOptions& options);
+}  // namespace functional
+
 class MultiheadAttentionImpl : public Module {
  public:
   explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
@@ -65,9 +105,6 @@ class MultiheadAttentionImpl : public Module {
   Tensor in_proj_bias;                                // [3E] (bias)
   Tensor bias_k, bias_v;                              // [1, 1, E] (add_bias_kv)
   Linear out_proj{nullptr};
-
- private:
-  std::string label_;  // "MultiheadAttention(embed_dim=8, num_heads=2)", for messages
 };
 LOCKSTEP_MODULE(MultiheadAttention);
 

@@ -123,6 +123,56 @@ Tensor LocalResponseNormImpl::forward(const Tensor& x) {
   return functional::local_response_norm(x, options.size(), options.alpha(), options.beta(), options.k());
 }
 
+// --- CrossMapLRN2d ---
+
+CrossMapLRN2dImpl::CrossMapLRN2dImpl(const CrossMapLRN2dOptions& o) : Module("CrossMapLRN2d"), options(o) {
+  LOCKSTEP_CHECK(o.size() > 0, "CrossMapLRN2d: size must be positive, got ", o.size());
+}
+
+namespace {
+
+// Per channel c of v [N, C, H, W], the sum over channels [lo[c], up[c]) (lo, up int64 [C] on v's device),
+// from prefix sums along the channels.
+Tensor channel_windows(const Tensor& v, const Tensor& lo, const Tensor& up) {
+  Tensor P = cat({zeros_like(v.narrow(1, 0, 1)), cumsum(v, 1)}, 1);  // [N, C + 1, H, W]
+  return index_select(P, 1, up) - index_select(P, 1, lo);
+}
+
+}  // namespace
+
+Tensor CrossMapLRN2dImpl::forward(const Tensor& input) {
+  LOCKSTEP_CHECK(input.defined() && input.dim() == 4, "CrossMapLRN2d: Expected input to be 4D, got ",
+                 input.defined() ? input.dim() : 0, "D instead.");
+  const int64_t C = input.size(1), size = options.size();
+  const double alpha = options.alpha(), beta = options.beta(), k = static_cast<double>(options.k());
+  // The forward's window, as LibTorch's running update leaves it: channel c sums x^2 over [0, min(c + pre,
+  // C)) less [1, c - pre + 1) once c > pre (channel 0 is never taken out). The backward's: ratio = g * y /
+  // scale summed over channels [c - inv, c + size - inv), inv = size - (size - 1) / 2, clipped to the input.
+  const int64_t pre = (size - 1) / 2 + 1, inv = size - (size - 1) / 2;
+  std::vector<int64_t> zero(C, 0), one(C, 1), hi(C), cut(C), blo(C), bhi(C);
+  for (int64_t c = 0; c < C; ++c) {
+    hi[c] = std::min(c + pre, C);
+    cut[c] = c > pre ? c - pre + 1 : 1;
+    blo[c] = std::clamp<int64_t>(c - inv, 0, C);
+    bhi[c] = std::clamp<int64_t>(c + size - inv, 0, C);
+  }
+  auto ids = [&](const std::vector<int64_t>& v) { return tensor(v, {C}, input.device()); };
+  const bool grad = autograd::needs_grad({input});
+  Tensor x = input.detach(), s, y;
+  {
+    NoGradGuard no_grad;
+    const Tensor sq = x * x;
+    s = (channel_windows(sq, ids(zero), ids(hi)) - channel_windows(sq, ids(one), ids(cut))) *
+            (alpha / static_cast<double>(size)) + k;
+    y = pow(s, -beta) * x;
+  }
+  if (!grad) return y;
+  return autograd::record("CrossMapLRN2d", y, {input}, [=, lo = ids(blo), up = ids(bhi)](const Tensor& g) {
+    const Tensor accum = channel_windows(g * y / s, lo, up);
+    return std::vector<Tensor>{pow(s, -beta) * g - (2 * alpha * beta / static_cast<double>(size)) * x * accum};
+  });
+}
+
 // --- LayerNorm ---
 
 LayerNormImpl::LayerNormImpl(const LayerNormOptions& o) : Module("LayerNorm"), options(o) {

@@ -1,4 +1,4 @@
-// Normalization layers, as torch.nn.LayerNorm, RMSNorm, LocalResponseNorm, BatchNorm1d/2d/3d and
+// Normalization layers, as torch.nn.LayerNorm, RMSNorm, LocalResponseNorm, CrossMapLRN2d, BatchNorm1d/2d/3d and
 // SyncBatchNorm (GroupNorm and InstanceNorm: nn/group_norm.h).
 //
 // BatchNorm keeps running_mean, running_var and num_batches_tracked as buffers (state_dict names as
@@ -84,6 +84,27 @@ class LocalResponseNormImpl : public Module {
   LocalResponseNormOptions options;
 };
 LOCKSTEP_MODULE(LocalResponseNorm);
+
+// LibTorch's CrossMapLRN2d (Torch7's SpatialCrossMapLRN): LocalResponseNorm over 4-D input, by its own
+// running-window rule, forward and backward exactly as LibTorch computes them (its window keeps channel 0
+// in every sum and its backward reads a window shifted from the forward's; both are reproduced, so
+// results and gradients match LibTorch's, not the textbook formula's).
+struct CrossMapLRN2dOptions {
+  CrossMapLRN2dOptions(int64_t size) : size_(size) {}  // NOLINT
+  LOCKSTEP_ARG(int64_t, size, 1);
+  LOCKSTEP_ARG(double, alpha, 1e-4);
+  LOCKSTEP_ARG(double, beta, 0.75);
+  LOCKSTEP_ARG(int64_t, k, 1);
+};
+
+class CrossMapLRN2dImpl : public Module {
+ public:
+  explicit CrossMapLRN2dImpl(const CrossMapLRN2dOptions& options);
+  CrossMapLRN2dImpl(int64_t size) : CrossMapLRN2dImpl(CrossMapLRN2dOptions(size)) {}  // NOLINT
+  Tensor forward(const Tensor& input);  // [N, C, H, W]
+  CrossMapLRN2dOptions options;
+};
+LOCKSTEP_MODULE(CrossMapLRN2d);
 
 struct BatchNormOptions {
   BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT

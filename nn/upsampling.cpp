@@ -1,6 +1,7 @@
 // F::interpolate and the Upsample modules. Each spatial dimension is resampled separately: per output
 // position, a few input taps (int64 indices) with weights computed here on the host by PyTorch's coordinate
-// rules (ATen's UpSample.h and UpSampleKernel.cpp), then y = sum_t index_select(x, dim, idx_t) * w_t. The
+// rules (ATen's UpSample.h and UpSampleKernel.cpp), then y = sum_t x[..., idx_t, ...] * w_t in one pass of
+// the backend's resampling kernel each way (composed from index_select where a backend has none). The
 // weights are computed in float32 for float32 and narrower inputs and in float64 for float64, as PyTorch's
 // opmath, so float32 results round where PyTorch's do.
 #include "nn/upsampling.h"
@@ -10,6 +11,9 @@
 #include <sstream>
 
 #include "autograd/functions.h"
+#include "autograd/node.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
 
 namespace lockstep::nn {
 
@@ -28,12 +32,9 @@ const char* mode_name(InterpolateMode mode) {
 
 namespace {
 
-// One dimension's resampling: output o reads input index[o * taps + t] with weight weight[o * taps + t].
-struct Taps {
-  int64_t taps = 1;
-  std::vector<int64_t> index;
-  std::vector<double> weight;  // empty: a single tap of weight 1 (nearest)
-};
+// One dimension's resampling: output o reads input index[o * taps + t] with weight weight[o * taps + t]
+// (weight empty: a single tap of weight 1, nearest).
+using Taps = internal::ResampleTaps;
 
 // ATen's compute_scales_value: the input step per output step.
 template <typename T>
@@ -212,8 +213,16 @@ bool is_identity(const Taps& taps, int64_t in, int64_t out) {
   return true;
 }
 
-// x [..., in, ...] (dimension dim) -> [..., out, ...].
+// x [..., in, ...] (dimension dim) -> [..., out, ...]: the backend's fused kernel each way where it has
+// one, else composed from index_select, the weights and a sum over the taps.
 Tensor resample(const Tensor& x, int64_t dim, const Taps& taps, int64_t out) {
+  if (supports(x.device(), Capability::kResample, x.dtype())) {
+    Tensor y = internal::resample(x.detach(), dim, out, taps);
+    if (!autograd::needs_grad({x})) return y;
+    return autograd::record("interpolate", y, {x}, [taps, dim, shape = x.shape()](const Tensor& g) {
+      return std::vector<Tensor>{internal::resample_backward(g, shape, dim, taps)};
+    });
+  }
   Tensor picked = index_select(x, dim, tensor(taps.index, {out * taps.taps}, x.device()));  // [..., out * taps, ...]
   if (taps.weight.empty()) return picked;
   Shape split = x.shape();
@@ -318,7 +327,10 @@ Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o) {
   const bool align_corners = o.align_corners().value_or(false);
   // The coordinate map uses scale_factor itself unless told to recompute it from the sizes.
   const bool keep_scale = o.scale_factor() && !o.recompute_scale_factor().value_or(false);
-  Tensor y = input;
+  // A 16-bit input is resampled in float32 and rounded once at the end, as PyTorch's kernels (which do
+  // every dimension in one pass, in opmath) round it: a 16-bit copy between the passes would round twice.
+  const bool widen = is_reduced_floating_point(input.dtype()) && k > 1;
+  Tensor y = widen ? input.to(kFloat32) : input;
   bool resampled = false;
   for (int64_t d = 0; d < k; ++d) {
     std::optional<double> scale;
@@ -331,7 +343,8 @@ Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o) {
     resampled = true;
   }
   // PyTorch returns a new tensor even when nothing moves.
-  return resampled ? y : clone(input);
+  if (!resampled) return clone(input);
+  return widen ? y.to(input.dtype()) : y;
 }
 
 // base [D * H * W, k + 1] (x fastest, then y, then z; a 1 last) @ theta^T [N, k + 1, k] -> [N, cells, k].

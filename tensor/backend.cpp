@@ -24,6 +24,8 @@ void FusedKernels::avg_pool2d(Tensor&, const Tensor&, const AvgPool2dArgs&) { no
 void FusedKernels::avg_pool2d_backward(Tensor&, const Tensor&, const AvgPool2dArgs&) {
   no_kernel("avg_pool2d_backward");
 }
+void FusedKernels::resample(Tensor&, const Tensor&, const ResampleArgs&) { no_kernel("resample"); }
+void FusedKernels::resample_backward(Tensor&, const Tensor&, const ResampleArgs&) { no_kernel("resample_backward"); }
 void FusedKernels::conv2d(Tensor&, const Tensor&, const Tensor&, const Tensor&, const internal::Conv2dParams&) {
   no_kernel("conv2d");
 }

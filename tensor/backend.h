@@ -95,11 +95,23 @@ enum class Capability : uint8_t {
                       // on a float32 copy)
   kAvgPool2d,         // avg_pool2d and its backward, below (no: strided adds over a padded copy)
   kConv2d,            // conv2d and its backward, below (no: im2col and gemm, tensor/conv2d.cpp)
+  kResample,          // resample and its backward, below (no: index_select, weights and a sum, as
+                      // nn/upsampling.cpp composes them)
   kPhiloxRandom,      // uniform, normal, dropout_mask and bernoulli draw this dtype (no: the host
                       // generator's sequential stream, which the CPU keeps so seeds reproduce)
   kHostReadable,      // the device's values are read without a synchronization (any dtype): the ops
                       // check inputs on the host (integer divisors, class targets, probabilities);
                       // a device checks them in its kernels instead
+};
+
+// One dimension's resampling (F::interpolate's, a dimension at a time): x [outer, in, inner] ->
+// y [outer, out, inner] with y[b, o, i] = sum_t weight[o * taps + t] * x[b, index[o * taps + t], i].
+// index and weight are host arrays of out * taps entries, computed by the caller; weight null: every
+// tap weighs 1 (nearest). The sums are in x's compute dtype (float32 for 16-bit x, as PyTorch's opmath).
+struct ResampleArgs {
+  int64_t outer = 0, in = 0, out = 0, inner = 0, taps = 1;
+  const int64_t* index = nullptr;
+  const double* weight = nullptr;
 };
 
 // A backend's sizes that the layers above plan with.
@@ -126,6 +138,11 @@ class FusedKernels {
   // grad_y back into grad_x [planes, H, W]. kAvgPool2d's dtypes, computed with float32 sums.
   virtual void avg_pool2d(Tensor& y, const Tensor& x, const AvgPool2dArgs& args);
   virtual void avg_pool2d_backward(Tensor& grad_x, const Tensor& grad_y, const AvgPool2dArgs& args);
+  // Resampling (ResampleArgs) of x [outer, in, inner] into y [outer, out, inner]; its backward adds each
+  // grad_y value, times its weight, into the grad_x cells it read (grad_x [outer, in, inner], written
+  // whole). kResample's dtypes.
+  virtual void resample(Tensor& y, const Tensor& x, const ResampleArgs& args);
+  virtual void resample_backward(Tensor& grad_x, const Tensor& grad_y, const ResampleArgs& args);
   // Direct 2-D convolution (tensor/conv2d.h states the shapes), kConv2d's dtypes, non-empty operands of
   // one dtype: y = conv(x, weight) + bias (bias may be undefined).
   virtual void conv2d(Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -301,11 +318,12 @@ class Backend : public FusedKernels {
                          int64_t inner) = 0;
   // a [outer, n, inner], index and out [outer, k, inner]: out[o, j, i] = a[o, index[o, j, i], i].
   virtual void gather(Tensor& out, const Tensor& a, const Tensor& index, int64_t outer, int64_t n, int64_t inner) = 0;
-  // out [outer, n, inner] [o, index[o, j, i], i] += src[o, j, i]; index and src [outer, k, inner].
+  // out [outer, n, inner] [o, index[o, j, i], i] += src[o, j, i]; src [outer, k, inner], index the same or
+  // [outer, k] (one index per row of inner elements: index[o, j] for every i).
   virtual void scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                            int64_t inner) = 0;
   // out [outer, n, inner] [o, index[o, j, i], i] = rule(that element, src[o, j, i]) by row `op` of
-  // tensor/scatter_ops.h (scatter_, scatter_reduce_'s prod, amax, amin); index and src [outer, k, inner].
+  // tensor/scatter_ops.h (scatter_, scatter_reduce_'s prod, amax, amin); src and index as scatter_add's.
   virtual void scatter(Scatter op, Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                        int64_t inner) = 0;
   // Each row of a [rows, n] sorted (stable) into values and int64 indices, both [rows, n].

@@ -120,7 +120,15 @@ void scatter_into(Tensor& out, int64_t dim, const Tensor& index, const Tensor& s
   for (int64_t k = 0; k < index.dim(); ++k)
     if (src.shape()[k] != index.shape()[k]) src = narrow(src, k, 0, index.shape()[k]);
   src = contiguous(src);
-  Tensor idx = contiguous(index);
+  // An index that repeats along every dimension after d (a graph's edge targets expanded over the
+  // features, [edges, features] from [edges, 1]) goes to the kernels one entry per row: not copied out
+  // to src's size, read once per row of inner elements.
+  bool per_row = d + 1 < index.dim();
+  for (int64_t k = d + 1; per_row && k < index.dim(); ++k) per_row = index.stride(k) == 0 || index.size(k) == 1;
+  Tensor idx = index;
+  if (per_row)
+    for (int64_t k = d + 1; k < index.dim(); ++k) idx = narrow(idx, k, 0, std::min<int64_t>(index.size(k), 1));
+  idx = contiguous(idx);
   int64_t outer, n, inner;
   if (target.is_contiguous()) {
     split_dim(target.shape(), d, outer, n, inner);

@@ -117,7 +117,7 @@ ScanResult scan(Scan op, const Tensor& a, int64_t dim, std::optional<Dtype> dtyp
                 bool reverse = false);
 
 // --- fused kernels' ops: softmax.cpp, layer_norm.cpp, group_norm.cpp, max_pool2d.cpp, avg_pool2d.cpp,
-// nll_loss.cpp ---
+// resample.cpp, nll_loss.cpp ---
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& output, int64_t dim, bool log);
 Tensor log_softmax(const Tensor& a, int64_t dim);
@@ -155,6 +155,31 @@ bool avg_pool2d_fused_applies(const Tensor& x);
 Tensor avg_pool2d_fused(const Tensor& x, const AvgPool2dArgs& args);
 // Its input gradient [..., H, W] from grad_out [..., OH, OW] (each window's share, summed in float32).
 Tensor avg_pool2d_fused_backward(const Tensor& grad_out, const AvgPool2dArgs& args);
+// One dimension's resampling (F::interpolate's) by the backend's fused kernel (resample.cpp), where it
+// supports Capability::kResample for x's dtype: x's dimension dim -> `out` positions, output o the sum
+// over t < taps of weight[o * taps + t] * x[..., index[o * taps + t], ...] (weight empty: one tap of
+// weight 1). The backward adds grad_y back at the positions read, into a gradient of x's shape.
+struct ResampleTaps {
+  int64_t taps = 1;
+  std::vector<int64_t> index;
+  std::vector<double> weight;
+};
+Tensor resample(const Tensor& x, int64_t dim, int64_t out, const ResampleTaps& taps);
+Tensor resample_backward(const Tensor& grad_y, const Shape& x_shape, int64_t dim, const ResampleTaps& taps);
+// CTC's negative log likelihood per sample (ctc_loss.cpp), by the forward (alpha) recursion in log space:
+// log_probs [T, N, C] floating, targets int64 [N, S] or the targets concatenated [sum of target_lengths],
+// lengths int64 [N]. Returns nll [N] (log_probs' dtype; inf where no alignment exists) and log_alpha
+// [N, T, 2 S_max + 1] (float64) for the backward. ctc_loss_backward: PyTorch's gradient of log_probs from
+// grad_nll [N], by the backward (beta) recursion: exp(lp) - exp(log sum alpha beta + nll - lp) per class;
+// zero_infinity zeroes the samples whose nll is infinite.
+struct CtcResult {
+  Tensor nll, log_alpha;
+};
+CtcResult ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& input_lengths,
+                   const std::vector<int64_t>& target_lengths, int64_t blank);
+Tensor ctc_loss_backward(const Tensor& grad_nll, const Tensor& log_probs, const Tensor& targets,
+                         const std::vector<int64_t>& input_lengths, const std::vector<int64_t>& target_lengths,
+                         const CtcResult& forward, int64_t blank, bool zero_infinity);
 // Mean (or sum) over the batch of -logp[i, target[i]]; logp [N, C] floating, target int64 [N].
 Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean = true);
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean = true);

@@ -46,6 +46,7 @@ FSDPModule fully_shard(const std::shared_ptr<nn::Module>& module, FSDPOptions op
   std::vector<fsdp::FlatEntry> entries;
   for (auto& [name, p] : module->named_parameters()) {
     if (taken.count(p.impl())) continue;
+    LOCKSTEP_CHECK(p.defined(), "fully_shard(", module->name(), "): parameter '", name, "' is undefined");
     fsdp::FlatEntry e;  // the Unit lays out shape, offset and numel
     e.name = name;
     e.param = p;

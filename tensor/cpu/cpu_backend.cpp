@@ -151,6 +151,7 @@ bool CpuBackend::supports(Capability c, Dtype dtype) const {
     case Capability::kSoftmaxAnyDim: return !half;     // 16-bit rows along the last dimension only
     case Capability::kAvgPool2d: return dtype == kFloat32 || half;
     case Capability::kConv2d: return onednn_conv2d_supports(dtype);
+    case Capability::kResample: return is_floating_point(dtype);
     case Capability::kPhiloxRandom: return false;     // the host generator's stream, as seeds always gave
     case Capability::kHostReadable: return true;
   }

@@ -53,6 +53,8 @@ class CpuBackend final : public Backend {
   // --- fused kernels (cpu/fused.cpp) ---
   void avg_pool2d(Tensor& y, const Tensor& x, const AvgPool2dArgs& a) override;  // cpu/avg_pool2d.cpp's
   void avg_pool2d_backward(Tensor& gx, const Tensor& gy, const AvgPool2dArgs& a) override;
+  void resample(Tensor& y, const Tensor& x, const ResampleArgs& a) override;  // cpu/resample.cpp's
+  void resample_backward(Tensor& gx, const Tensor& gy, const ResampleArgs& a) override;
   void conv2d(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
               const internal::Conv2dParams& p) override;  // oneDNN's (cpu/conv2d_onednn.cpp)
   void conv2d_backward(Tensor& gx, Tensor& gw, Tensor& gb, const Tensor& gy, const Tensor& x, const Tensor& w,

@@ -1,6 +1,7 @@
 // The CPU backend's fused kernels (tensor/backend.h's FusedKernels): softmax along a middle
 // dimension (rows go to cpu/rows.cpp), LayerNorm (cpu/rows.cpp), GroupNorm (cpu/group_norm.cpp),
-// BatchNorm (cpu/batch_norm.cpp), max pooling, average pooling (cpu/avg_pool2d.cpp), convolutions
+// BatchNorm (cpu/batch_norm.cpp), max pooling, average pooling (cpu/avg_pool2d.cpp), interpolate's
+// resampling (cpu/resample.cpp), convolutions
 // (oneDNN, cpu/conv2d_onednn.cpp), the NLL loss, the optimizer steps (cpu/optim.cpp, by
 // tensor/optim_step.h's rules), uniform and normal draws (Philox: the reference for the device's), the
 // LSTM and GRU cells (cpu/rnn_cells.cpp, by tensor/rnn_cell_ops.h's rules) and fused attention
@@ -18,6 +19,7 @@
 #include "tensor/cpu/group_norm.h"
 #include "tensor/cpu/isa.h"
 #include "tensor/cpu/optim.h"
+#include "tensor/cpu/resample.h"
 #include "tensor/cpu/rnn_cells.h"
 #include "tensor/cpu/rows.h"
 #include "tensor/parallel.h"
@@ -364,6 +366,21 @@ void CpuBackend::attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, const Te
     LOCKSTEP_CPU_ISA_CALL(attention_backward<T>, args, q.data<T>(), k.data<T>(), v.data<T>(), m, out.data<T>(),
                           lse.data<attention_acc_t<T>>(), grad_out.data<T>(), dq.data<T>(), dk.data<T>(),
                           dv.data<T>());
+  });
+}
+
+// One dimension's resampling: one kernel per dtype, compiled per ISA (cpu/resample.h).
+void CpuBackend::resample(Tensor& y, const Tensor& x, const ResampleArgs& a) {
+  dispatch_rows(x.dtype(), "resample", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(resample<T>, x.data<T>(), y.data<T>(), a);
+  });
+}
+
+void CpuBackend::resample_backward(Tensor& gx, const Tensor& gy, const ResampleArgs& a) {
+  dispatch_rows(gy.dtype(), "resample_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LOCKSTEP_CPU_ISA_CALL(resample_backward<T>, gy.data<T>(), gx.data<T>(), a);
   });
 }
 

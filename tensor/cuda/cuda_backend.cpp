@@ -73,6 +73,7 @@ bool CudaBackend::supports(Capability c, Dtype dtype) const {
     case Capability::kMixedWithFloat32:
     case Capability::kAvgPool2d:
     case Capability::kConv2d:
+    case Capability::kResample:
     case Capability::kHostReadable: return false;
   }
   return false;

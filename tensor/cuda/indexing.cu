@@ -129,13 +129,15 @@ __device__ void atomic_apply(T* p, T v) {
 
 // The four moves in one kernel, between the small side [outer, k, inner] (element e) and the big side
 // [outer, n, inner] (row r): r = index[j] for the whole row j of the small side (kPerRow: index_select,
-// index_add), or r = index[e] for each element (gather, scatter_add). kAdd adds the small side into the
-// big one (dst; atomically: indices repeat), else the big side is copied into the small one (dst).
+// index_add), or r = index[e] for each element (gather, scatter_add), or with row_index (scatter_add's
+// [outer, k] index) r = index[e / inner]. kAdd adds the small side into the big one (dst; atomically:
+// indices repeat), else the big side is copied into the small one (dst).
 template <typename T, bool kPerRow, bool kAdd>
 __global__ void index_kernel(T* dst, const T* src, const int64_t* index, int64_t outer, int64_t k, int64_t n,
-                             int64_t inner, IndexErrorKind kind, IndexError* err) {
+                             int64_t inner, bool row_index, IndexErrorKind kind, IndexError* err) {
   LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
-    const int64_t i = e % inner, j = kPerRow ? e / inner % k : e, o = e / (inner * k), r = index[j];
+    const int64_t i = e % inner, j = kPerRow ? e / inner % k : row_index ? e / inner : e, o = e / (inner * k),
+                  r = index[j];
     if (!index_ok(err, kind, j, r, n)) continue;
     const int64_t big = (o * n + r) * inner + i;
     if constexpr (kAdd) atomic_add(&dst[big], src[e]);
@@ -151,7 +153,7 @@ __global__ void index_check_kernel(const int64_t* index, int64_t k, int64_t n, I
 // Runs index_kernel with the device's error record: the adds per dtype, the copies per word size.
 template <bool kPerRow, bool kAdd>
 void launch_index(Tensor& dst, const Tensor& src, const Tensor& index, int64_t outer, int64_t k, int64_t n,
-                  int64_t inner, IndexErrorKind kind) {
+                  int64_t inner, IndexErrorKind kind, bool row_index = false) {
   OnDevice on(dst.device());
   on.ctx.launch_checked([&](IndexError* err) {
     if (outer * inner == 0) {
@@ -163,7 +165,7 @@ void launch_index(Tensor& dst, const Tensor& src, const Tensor& index, int64_t o
       using T = typename decltype(tag)::type;
       LOCKSTEP_LAUNCH("index_kernel", index_kernel<T, kPerRow, kAdd>, grid_for(outer * k * inner, on.ctx), kThreads,
                       on.stream(), static_cast<T*>(dst.data_ptr()), static_cast<const T*>(src.data_ptr()),
-                      index.data<int64_t>(), outer, k, n, inner, kind, err);
+                      index.data<int64_t>(), outer, k, n, inner, row_index, kind, err);
     };
     if constexpr (kAdd) dispatch(dst.dtype(), run);
     else dispatch_word(src.dtype(), run);
@@ -175,10 +177,10 @@ void launch_index(Tensor& dst, const Tensor& src, const Tensor& index, int64_t o
 // as PyTorch's); the reductions apply their rule atomically.
 template <typename T, Scatter Op>
 __global__ void scatter_kernel(T* dst, const T* src, const int64_t* index, int64_t outer, int64_t k, int64_t n,
-                               int64_t inner, IndexErrorKind kind, IndexError* err) {
+                               int64_t inner, bool row_index, IndexErrorKind kind, IndexError* err) {
   LOCKSTEP_GRID_STRIDE(e, outer * k * inner) {
-    const int64_t i = e % inner, o = e / (inner * k), r = index[e];
-    if (!index_ok(err, kind, e, r, n)) continue;
+    const int64_t i = e % inner, o = e / (inner * k), at = row_index ? e / inner : e, r = index[at];
+    if (!index_ok(err, kind, at, r, n)) continue;
     const int64_t big = (o * n + r) * inner + i;
     if constexpr (Op == Scatter::Assign) dst[big] = src[e];
     else atomic_apply<T, ScatterRule<Op, compute_t<T>>>(&dst[big], src[e]);
@@ -217,23 +219,30 @@ void CudaBackend::gather(Tensor& out, const Tensor& a, const Tensor& index, int6
   if (index.numel() > 0) launch_index<false, false>(out, a, index, outer, k, n, inner, IndexErrorKind::Gather);
 }
 
+// The scatters' index: one per element of src [outer, k, inner], or one per row ([outer, k]).
+static bool row_index_of(const char* op, const Tensor& index, const Tensor& src, int64_t outer, int64_t k, int64_t inner) {
+  const bool per_row = inner > 1 && index.numel() == outer * k;
+  LOCKSTEP_CHECK(per_row || index.numel() == src.numel(), op, ": an index of ", index.numel(), " elements for a source ",
+                 "of ", src.numel(), " ([outer, k, inner] = [", outer, ", ", k, ", ", inner, "])");
+  return per_row;
+}
+
 void CudaBackend::scatter_add(Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                               int64_t inner) {
-  const int64_t k = outer * inner == 0 ? 0 : index.numel() / (outer * inner);
-  check_dims("scatter_add_", outer, n, inner, out, index, k);
-  LOCKSTEP_CHECK(src.numel() == index.numel(), "scatter_add_: source of ", src.numel(), " elements for an index of ",
-                 index.numel());
-  if (index.numel() > 0) launch_index<false, true>(out, src, index, outer, k, n, inner, IndexErrorKind::ScatterAdd);
+  const int64_t k = outer * inner == 0 ? 0 : src.numel() / (outer * inner);
+  check_dims("scatter_add_", outer, n, inner, out, src, k);
+  const bool row_index = row_index_of("scatter_add_", index, src, outer, k, inner);
+  if (src.numel() > 0)
+    launch_index<false, true>(out, src, index, outer, k, n, inner, IndexErrorKind::ScatterAdd, row_index);
 }
 
 void CudaBackend::scatter(Scatter op, Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t n,
                           int64_t inner) {
   const char* name = scatter_name(op);
-  const int64_t k = outer * inner == 0 ? 0 : index.numel() / (outer * inner);
-  check_dims(name, outer, n, inner, out, index, k);
-  LOCKSTEP_CHECK(src.numel() == index.numel(), name, ": source of ", src.numel(), " elements for an index of ",
-                 index.numel());
-  if (index.numel() == 0) return;
+  const int64_t k = outer * inner == 0 ? 0 : src.numel() / (outer * inner);
+  check_dims(name, outer, n, inner, out, src, k);
+  const bool row_index = row_index_of(name, index, src, outer, k, inner);
+  if (src.numel() == 0) return;
   const IndexErrorKind kind = op == Scatter::Assign ? IndexErrorKind::Scatter : IndexErrorKind::ScatterReduce;
   OnDevice on(out.device());
   visit_scatter(op, [&](auto s, auto kinds) {
@@ -243,9 +252,9 @@ void CudaBackend::scatter(Scatter op, Tensor& out, const Tensor& index, const Te
         fail(name, ": not defined for ", dtype_name(out.dtype()), " tensors");
       } else {
         on.ctx.launch_checked([&](IndexError* err) {
-          LOCKSTEP_LAUNCH("scatter_kernel", scatter_kernel<T, decltype(s)::value>, grid_for(index.numel(), on.ctx),
+          LOCKSTEP_LAUNCH("scatter_kernel", scatter_kernel<T, decltype(s)::value>, grid_for(src.numel(), on.ctx),
                           kThreads, on.stream(), out.data<T>(), src.data<T>(), index.data<int64_t>(), outer, k, n,
-                          inner, kind, err);
+                          inner, row_index, kind, err);
         });
       }
     });

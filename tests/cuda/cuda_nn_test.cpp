@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <functional>
 
 #include "nn/api.h"
 #include "optim/api.h"
@@ -255,5 +256,67 @@ TEST_CASE("MultiheadAttention and the Transformer layers on the GPU equal the CP
   for (size_t i = 0; i < cpu.size(); ++i) {
     INFO("tensor ", i, " ", cpu[i].shape());
     CHECK(internal::allclose(gpu[i], cpu[i], 1e-3, 1e-4));
+  }
+}
+
+// The parity layers on the GPU: most are composed there from the core kernels (interpolate from
+// index_select where the CPU has a fused resampling kernel; the transposed, 1d and 3d convolutions,
+// the pooling family, padding, folds), GroupNorm and scatter have kernels of their own. Each case runs
+// on both devices from the same leaves; values and the gradients of sum(out * g) must agree.
+TEST_CASE("the parity layers on the GPU equal the CPU: interpolate, GroupNorm, convolutions, pooling, padding, folds") {
+  REQUIRE_DEVICE();
+  namespace F = nn::functional;
+  using V = std::vector<int64_t>;
+  using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+  struct Case {
+    const char* name;
+    std::vector<Shape> shapes;
+    Fn f;
+  };
+  auto interp = [](F::InterpolateFuncOptions o) { return Fn([o](const std::vector<Tensor>& v) { return F::interpolate(v[0], o); }); };
+  const std::vector<Case> cases = {
+      {"interpolate bilinear", {{2, 3, 5, 6}}, interp(F::InterpolateFuncOptions().size(V{9, 4}).mode(nn::kBilinear).align_corners(false))},
+      {"interpolate bicubic antialias", {{2, 3, 9, 8}}, interp(F::InterpolateFuncOptions().size(V{4, 5}).mode(nn::kBicubic).antialias(true))},
+      {"interpolate nearest", {{2, 3, 5, 6}}, interp(F::InterpolateFuncOptions().scale_factor(std::vector<double>{2, 1.5}).mode(nn::kNearest))},
+      {"interpolate trilinear", {{1, 2, 3, 4, 5}}, interp(F::InterpolateFuncOptions().size(V{5, 3, 7}).mode(nn::kTrilinear).align_corners(true))},
+      {"interpolate area", {{2, 3, 11}}, interp(F::InterpolateFuncOptions().size(V{4}).mode(nn::kArea))},
+      {"group_norm", {{4, 6, 5, 5}, {6}, {6}}, [](const std::vector<Tensor>& v) { return F::group_norm(v[0], 3, v[1], v[2]); }},
+      {"conv_transpose2d", {{2, 4, 5, 5}, {4, 3, 4, 4}, {3}},
+       [](const std::vector<Tensor>& v) { return F::conv_transpose2d(v[0], v[1], v[2], 2, 1); }},
+      {"conv1d", {{2, 4, 20}, {6, 4, 3}, {6}}, [](const std::vector<Tensor>& v) { return F::conv1d(v[0], v[1], v[2], 2, 1); }},
+      {"conv3d", {{1, 2, 5, 6, 4}, {3, 2, 3, 3, 3}, {3}}, [](const std::vector<Tensor>& v) { return F::conv3d(v[0], v[1], v[2], 1, 1); }},
+      {"max_pool3d", {{2, 3, 6, 5, 6}}, [](const std::vector<Tensor>& v) { return F::max_pool3d(v[0], nn::MaxPool3dOptions(3).stride(2).padding(1)); }},
+      {"avg_pool1d", {{2, 3, 11}}, [](const std::vector<Tensor>& v) { return F::avg_pool1d(v[0], nn::AvgPool1dOptions(3).stride(2).padding(1)); }},
+      {"adaptive_max_pool2d", {{2, 3, 7, 9}}, [](const std::vector<Tensor>& v) { return F::adaptive_max_pool2d(v[0], nn::AdaptiveMaxPool2dOptions({3, 4})); }},
+      {"lp_pool2d", {{2, 3, 6, 6}}, [](const std::vector<Tensor>& v) { return F::lp_pool2d(v[0], nn::LPPool2dOptions(2, 2)); }},
+      {"pad reflect", {{2, 3, 5, 6}}, [](const std::vector<Tensor>& v) { return F::pad(v[0], F::PadFuncOptions({1, 2, 2, 1}).mode(nn::kReflect)); }},
+      {"pad circular", {{2, 3, 5}}, [](const std::vector<Tensor>& v) { return F::pad(v[0], F::PadFuncOptions({2, 1}).mode(nn::kCircular)); }},
+      {"pixel_shuffle", {{2, 8, 3, 3}}, [](const std::vector<Tensor>& v) { return F::pixel_shuffle(v[0], F::PixelShuffleFuncOptions(2)); }},
+      {"unfold", {{2, 3, 6, 5}}, [](const std::vector<Tensor>& v) { return F::unfold(v[0], F::UnfoldFuncOptions({2, 3}).padding(1).stride(2)); }},
+      {"fold", {{2, 12, 20}}, [](const std::vector<Tensor>& v) { return F::fold(v[0], F::FoldFuncOptions({5, 6}, {2, 2}).stride(1).padding(0)); }},
+  };
+  const Device gpu = Device::cuda(0);
+  for (const Case& c : cases) {
+    INFO(c.name);
+    manual_seed(7);
+    std::vector<Tensor> leaves;
+    for (const Shape& s : c.shapes) leaves.push_back(randn(s));
+    auto run = [&](Device d, std::vector<Tensor>& on) {
+      on.clear();
+      for (const Tensor& t : leaves) on.push_back(t.detach().to(d).set_requires_grad());
+      Tensor y = c.f(on);
+      manual_seed(8);
+      sum(y * randn(y.shape()).to(d)).backward();
+      return y;
+    };
+    std::vector<Tensor> cpu, dev;
+    Tensor y_cpu = run(Device::cpu(), cpu), y_gpu = run(gpu, dev);
+    CHECK(y_gpu.device() == gpu);
+    REQUIRE(y_gpu.shape() == y_cpu.shape());
+    CHECK(internal::allclose(y_gpu.cpu(), y_cpu, 1e-4, 1e-5));
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      INFO("leaf ", i);
+      CHECK(internal::allclose(dev[i].grad().cpu(), cpu[i].grad(), 1e-4, 1e-5));
+    }
   }
 }

@@ -74,6 +74,32 @@ TEST_CASE("interpolate matches PyTorch's values and gradients for every mode, in
   }
 }
 
+// 16-bit inputs are resampled in float32 and rounded once: each output (and each input gradient) is
+// within half a unit in the last place of the float64 result of the same rounded input and gradient,
+// up to the float32 sums' rounding.
+TEST_CASE("interpolate in bfloat16 and float16 rounds once, for every mode") {
+  for (const auto& c : case_names()) {
+    for (Dtype dtype : {kBFloat16, kFloat16}) {
+      INFO(c, " ", dtype_name(dtype));
+      const double half_ulp = dtype == kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      Tensor x16 = fx(c + ".x").to(dtype).set_requires_grad(), g16 = fx(c + ".gout").to(dtype);
+      Tensor x64 = x16.detach().to(kFloat64).set_requires_grad();
+      Tensor y16 = F::interpolate(x16, options_of(c)), y64 = F::interpolate(x64, options_of(c));
+      CHECK(y16.dtype() == dtype);
+      sum(y16 * g16).backward();
+      sum(y64 * g16.to(kFloat64)).backward();
+      auto within = [&](const Tensor& got, const Tensor& want, const Tensor& scale) {
+        const double slack = 1e-5 * max(abs(scale)).item<double>();
+        const Tensor err = abs(got.to(kFloat64) - want), bound = abs(want) * (half_ulp * 1.001) + slack;
+        CHECK(got.shape() == want.shape());
+        CHECK(sum(gt(err, bound)).item<double>() == 0);
+      };
+      within(y16, y64, x64.detach());
+      within(x16.grad(), x64.grad(), g16.to(kFloat64));
+    }
+  }
+}
+
 TEST_CASE("interpolate's coordinate rules on hand-computed values") {
   Tensor x = tensor({0.0, 3.0, 6.0}, {1, 1, 3});
   // nearest x2: each pixel twice; nearest to 4 of 3: floor(o * 0.75) = 0, 0, 1, 2.
