@@ -1,4 +1,5 @@
-// Adagrad (adagrad.h states the rule), composed from tensor ops in _single_tensor_adagrad's order.
+// Adagrad (adagrad.h states the rule): one fused pass per parameter, tensor/optim_step.h's adagrad_update
+// (_single_tensor_adagrad's ops in their order).
 #include "optim/adagrad.h"
 
 #include <cmath>
@@ -6,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "tensor/optim_step.h"
 
 namespace lockstep::optim {
 
@@ -51,12 +53,12 @@ void Adagrad::step() {
       increment_step(s["step"]);
       const double step = step_of(s["step"]);
       Tensor p = param, sum = s["sum"];
-      Tensor g = o.maximize() ? neg(param.grad()) : param.grad();
-      if (o.weight_decay() != 0) g = add(g, mul(p, o.weight_decay()));  // grad.add(param, alpha=weight_decay)
-      const double clr = o.lr() / (1 + (step - 1) * o.lr_decay());
-      add_(sum, mul(g, g));                                            // state_sum.addcmul_(grad, grad, value=1)
-      const Tensor std = add(sqrt(sum), o.eps());                      // state_sum.sqrt().add_(eps)
-      add_(p, div(mul(g, -clr), std));                                 // param.addcdiv_(grad, std, value=-clr)
+      OptimStepArgs args;
+      args.lr = o.lr() / (1 + (step - 1) * o.lr_decay());  // clr
+      args.eps = o.eps(), args.weight_decay = o.weight_decay(), args.maximize = o.maximize();
+      // One fused pass (tensor/optim_step.h's adagrad_update); a state loaded in another dtype is cast first.
+      if (sum.dtype() != p.dtype() || !sum.is_contiguous()) sum = s["sum"] = contiguous(to_dtype(sum, p.dtype()));
+      optim_step_(OptimRule::Adagrad, p, contiguous(param.grad()), {&sum, nullptr, nullptr}, args);
     }
   }
 }

@@ -1,11 +1,14 @@
-// RMSprop (rmsprop.h states the rule), composed from tensor ops in _single_tensor_rmsprop's order.
+// RMSprop (rmsprop.h states the rule): one fused pass per parameter, tensor/optim_step.h's rmsprop_update
+// (_single_tensor_rmsprop's ops in their order).
 #include "optim/rmsprop.h"
 
+#include <array>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
+#include "tensor/optim_step.h"
 
 namespace lockstep::optim {
 
@@ -41,28 +44,22 @@ void RMSprop::step() {
       if (o.momentum() > 0 && !s.count("momentum_buffer")) s["momentum_buffer"] = zeros_like(param);
       if (o.centered() && !s.count("grad_avg")) s["grad_avg"] = zeros_like(param);
       increment_step(s["step"]);
-      Tensor p = param, square_avg = s["square_avg"];
-      Tensor g = o.maximize() ? neg(param.grad()) : param.grad();
-      if (o.weight_decay() != 0) g = add(g, mul(p, o.weight_decay()));  // grad.add(param, alpha=weight_decay)
-      mul_(square_avg, o.alpha());                                     // square_avg.mul_(alpha)
-      add_(square_avg, mul(mul(g, 1 - o.alpha()), g));                 //   .addcmul_(grad, grad, value=1 - alpha)
-      Tensor avg;
-      if (o.centered()) {
-        Tensor grad_avg = s["grad_avg"];
-        lerp_(grad_avg, g, 1 - o.alpha());                                // grad_avg.lerp_(grad, 1 - alpha)
-        avg = sqrt(sub(square_avg, mul(grad_avg, grad_avg)));            // square_avg.addcmul(.., value=-1).sqrt_()
-      } else {
-        avg = sqrt(square_avg);
+      Tensor p = param;
+      OptimStepArgs args;
+      args.lr = o.lr(), args.eps = o.eps(), args.weight_decay = o.weight_decay(), args.alpha = o.alpha();
+      args.momentum = o.momentum(), args.maximize = o.maximize(), args.centered = o.centered();
+      // One fused pass (tensor/optim_step.h's rmsprop_update); a state loaded in another dtype is cast first.
+      std::array<Tensor, 3> st;
+      const char* keys[3] = {"square_avg", "grad_avg", "momentum_buffer"};
+      std::array<Tensor*, 3> states{};
+      for (int k = 0; k < 3; ++k) {
+        if (!s.count(keys[k])) continue;
+        Tensor& t = s[keys[k]];
+        if (t.dtype() != p.dtype() || !t.is_contiguous()) t = contiguous(to_dtype(t, p.dtype()));
+        st[k] = t;
+        states[k] = &st[k];
       }
-      avg = add(avg, o.eps());                                         // avg.add_(eps)
-      if (o.momentum() > 0) {
-        Tensor buf = s["momentum_buffer"];
-        mul_(buf, o.momentum());                                       // buf.mul_(momentum)
-        add_(buf, div(g, avg));                                        //   .addcdiv_(grad, avg)
-        add_(p, buf, -o.lr());                                         // param.add_(buf, alpha=-lr)
-      } else {
-        add_(p, div(mul(g, -o.lr()), avg));                            // param.addcdiv_(grad, avg, value=-lr)
-      }
+      optim_step_(OptimRule::RMSprop, p, contiguous(param.grad()), states, args);
     }
   }
 }

@@ -12,6 +12,8 @@
 // comments name them; the ops layer gives the others float32 copies.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <vector>
 
@@ -219,6 +221,11 @@ class FusedKernels {
   // and distinct; max_exp_avg_sq is used only with args.amsgrad.
   virtual void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                          Tensor& max_exp_avg_sq, const AdamStepArgs& args) = 0;
+  // The optimizer-step table's row `rule` (tensor/optim_step.h: Adagrad, RMSprop) for one parameter, in
+  // place: param and the states the rule uses (states[i], in its order; the others may be undefined)
+  // updated from grad, all contiguous, of one floating dtype and distinct; 16-bit ones computed in float32.
+  virtual void optim_step(OptimRule rule, Tensor& param, const Tensor& grad, std::array<Tensor*, 3> states,
+                          const OptimStepArgs& args) = 0;
   // out (contiguous, float32 or float64; on CUDA also 16-bit, drawn in float32 and rounded) =
   // low + (high - low) * u, element i's u drawn by Philox from (seed, counter + i) (tensor/philox.h):
   // rand() on a device, which draws there instead of copying host draws over.

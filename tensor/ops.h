@@ -7,6 +7,7 @@
 // functions ending in an underscore (in place, on any layout).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -252,5 +253,9 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, doubl
 // exp_avg, exp_avg_sq (and max_exp_avg_sq with args.amsgrad) are updated from grad in one pass.
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                 const AdamStepArgs& args);
+// Row `rule` of the optimizer-step table (tensor/optim_step.h) for one parameter in place: param and the
+// rule's states (`states`, in its order; undefined where the options leave one unused) from grad.
+void optim_step_(OptimRule rule, Tensor& param, const Tensor& grad, std::array<Tensor*, 3> states,
+                 const OptimStepArgs& args);
 
 }  // namespace lockstep::internal

@@ -63,4 +63,37 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
     backend_for(param.device()).adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
 }
 
+void optim_step_(OptimRule rule, Tensor& param, const Tensor& grad, std::array<Tensor*, 3> states,
+                 const OptimStepArgs& args) {
+  const char* op = rule == OptimRule::Adagrad ? "adagrad_step_" : "rmsprop_step_";
+  LOCKSTEP_CHECK(param.defined() && grad.defined(), op, ": got an undefined parameter or gradient");
+  check_param_dtype(param, op);
+  LOCKSTEP_CHECK(param.is_contiguous(), op, ": the parameter must be contiguous");
+  std::vector<const void*> ptrs = {param.data_ptr()};
+  auto check_like = [&](const Tensor& t, const char* what) {
+    LOCKSTEP_CHECK(t.defined() && t.shape() == param.shape() && t.dtype() == param.dtype() &&
+                       t.device() == param.device() && t.is_contiguous(),
+                   op, ": ", what, " ", (t.defined() ? t.shape() : Shape{}), " does not match parameter ",
+                   param.shape(), " ", param.dtype(), " on ", param.device(), " (or is not contiguous)");
+    ptrs.push_back(t.data_ptr());
+  };
+  check_like(grad, "gradient");
+  const bool used[3] = {true, rule == OptimRule::RMSprop && args.centered,
+                        rule == OptimRule::RMSprop && args.momentum > 0};
+  for (int i = 0; i < 3; ++i) {
+    if (used[i]) {
+      LOCKSTEP_CHECK(states[i], op, ": state ", i, " is missing");
+      check_like(*states[i], "state");
+    } else {
+      states[i] = nullptr;
+    }
+  }
+  // The kernels read and write the arrays as distinct memory.
+  for (size_t i = 0; i < ptrs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      LOCKSTEP_CHECK(param.numel() == 0 || ptrs[i] != ptrs[j], op,
+                     ": the parameter, its gradient and its state must be distinct tensors");
+  if (param.numel()) backend_for(param.device()).optim_step(rule, param, grad, states, args);
+}
+
 }  // namespace lockstep::internal

@@ -7,6 +7,7 @@
 
 #include <math.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "tensor/host_device.h"
@@ -21,6 +22,20 @@ struct AdamStepArgs {
   bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr * weight_decay; Adam: g += weight_decay * p
   bool amsgrad = false;
   bool maximize = false;
+};
+
+// The optimizers whose steps are a row of this table beside SGD's and Adam's own entries: each row names
+// its per-element rule below (optim/adagrad.h and optim/rmsprop.h state them), which both backends run
+// through Backend::optim_step over the parameter, its gradient and up to three state tensors.
+enum class OptimRule : uint8_t {
+  Adagrad,  // state0: sum
+  RMSprop,  // state0: square_avg; state1: grad_avg (centered); state2: momentum_buffer (momentum > 0)
+};
+
+// The host side of one step (float64): lr is Adagrad's clr = lr / (1 + (step - 1) lr_decay).
+struct OptimStepArgs {
+  double lr = 0, eps = 0, weight_decay = 0, alpha = 0, momentum = 0;
+  bool maximize = false, centered = false;
 };
 
 namespace detail {
@@ -106,6 +121,65 @@ LOCKSTEP_HOST_DEVICE inline void adam_update(T& p, T g, T& m, T& v, T& vmax, con
   }
   const T denom = adam_sqrt(second) / s.bias_correction2_sqrt + s.eps;
   p = p + s.neg_step_size * m / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
+}
+
+template <typename T>
+struct OptimScalars {
+  T neg_lr, eps, weight_decay, alpha, one_minus_alpha, momentum;
+  bool maximize, has_weight_decay, centered, has_momentum;
+  explicit OptimScalars(const OptimStepArgs& a)
+      : neg_lr(T(-a.lr)), eps(T(a.eps)), weight_decay(T(a.weight_decay)), alpha(T(a.alpha)),
+        one_minus_alpha(T(1 - a.alpha)), momentum(T(a.momentum)), maximize(a.maximize),
+        has_weight_decay(a.weight_decay != 0), centered(a.centered), has_momentum(a.momentum > 0) {}
+};
+
+// at::lerp's two forms, chosen by the weight (as adam_update's exp_avg).
+template <typename T>
+LOCKSTEP_HOST_DEVICE inline T optim_lerp(T self, T end, T w) {
+  return (w < T(0.5) && w > T(-0.5)) ? self + w * (end - self) : end - (end - self) * (T(1) - w);
+}
+
+// Each line is the PyTorch op it mirrors (_single_tensor_adagrad / _single_tensor_rmsprop), with ATen's
+// evaluation order: addcmul is self + (value * t1) * t2, addcdiv self + (value * t1) / t2.
+template <typename T>
+LOCKSTEP_HOST_DEVICE inline void adagrad_update(T& p, T g, T& sum, const OptimScalars<T>& s) {
+  if (s.maximize) g = -g;
+  if (s.has_weight_decay) g = g + s.weight_decay * p;  // grad.add(param, alpha=weight_decay)
+  sum = sum + g * g;                                   // state_sum.addcmul_(grad, grad, value=1)
+  const T std = adam_sqrt(sum) + s.eps;                // state_sum.sqrt().add_(eps)
+  p = p + (s.neg_lr * g) / std;                        // param.addcdiv_(grad, std, value=-clr)
+}
+
+template <typename T>
+LOCKSTEP_HOST_DEVICE inline void rmsprop_update(T& p, T g, T& square_avg, T& grad_avg, T& buf,
+                                                const OptimScalars<T>& s) {
+  if (s.maximize) g = -g;
+  if (s.has_weight_decay) g = g + s.weight_decay * p;                // grad.add(param, alpha=weight_decay)
+  square_avg = square_avg * s.alpha + (s.one_minus_alpha * g) * g;   // mul_(alpha).addcmul_(g, g, 1 - alpha)
+  T avg;
+  if (s.centered) {
+    grad_avg = optim_lerp(grad_avg, g, s.one_minus_alpha);           // grad_avg.lerp_(grad, 1 - alpha)
+    avg = adam_sqrt(square_avg - grad_avg * grad_avg);               // addcmul(ga, ga, value=-1).sqrt_()
+  } else {
+    avg = adam_sqrt(square_avg);                                     // square_avg.sqrt()
+  }
+  avg = avg + s.eps;                                                 // avg.add_(eps)
+  if (s.has_momentum) {
+    buf = buf * s.momentum + g / avg;                                // buf.mul_(momentum).addcdiv_(grad, avg)
+    p = p + s.neg_lr * buf;                                          // param.add_(buf, alpha=-lr)
+  } else {
+    p = p + (s.neg_lr * g) / avg;                                    // param.addcdiv_(grad, avg, value=-lr)
+  }
+}
+
+// One element of row `rule`: states in the order OptimRule lists them (unused ones are ignored).
+template <typename T>
+LOCKSTEP_HOST_DEVICE inline void optim_update(OptimRule rule, T& p, T g, T& s0, T& s1, T& s2,
+                                              const OptimScalars<T>& s) {
+  switch (rule) {
+    case OptimRule::Adagrad: adagrad_update(p, g, s0, s); return;
+    case OptimRule::RMSprop: rmsprop_update(p, g, s0, s1, s2, s); return;
+  }
 }
 
 }  // namespace detail

@@ -86,6 +86,8 @@ class CpuBackend final : public Backend {
                 double wd, bool nesterov, bool first) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
+  void optim_step(OptimRule rule, Tensor& param, const Tensor& grad, std::array<Tensor*, 3> states,
+                  const OptimStepArgs& args) override;
   void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
   void normal(Tensor& out, double mean, double std, uint64_t seed, uint64_t counter) override;
   void dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t counter) override;

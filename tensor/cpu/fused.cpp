@@ -259,6 +259,16 @@ void CpuBackend::adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, T
   });
 }
 
+void CpuBackend::optim_step(OptimRule rule, Tensor& param, const Tensor& grad, std::array<Tensor*, 3> states,
+                            const OptimStepArgs& args) {
+  dispatch_rows(param.dtype(), "optim_step", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto ptr = [](Tensor* t) { return t && t->defined() ? t->data<T>() : nullptr; };
+    LOCKSTEP_CPU_ISA_CALL(optim_step<T>, rule, param.data<T>(), grad.data<T>(), ptr(states[0]), ptr(states[1]),
+                          ptr(states[2]), param.numel(), args);
+  });
+}
+
 // Not reached by rand() or dropout on the host, which keep generator.h's stream; the references for the GPU's.
 
 void CpuBackend::uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) {

@@ -23,6 +23,9 @@
   template <typename T>                                                                                       \
   void sgd_step(T* p, const T* g, T* m, int64_t n, const detail::SgdScalars<compute_t<T>>& s, bool momentum,   \
                 bool first, bool nesterov);                                                                   \
+  /* The optimizer-step table's row `rule` over n elements; s0..s2 the rule's states (null if unused). */     \
+  template <typename T>                                                                                       \
+  void optim_step(OptimRule rule, T* p, const T* g, T* s0, T* s1, T* s2, int64_t n, const OptimStepArgs& args); \
   }
 LOCKSTEP_CPU_OPTIM_DECL(avx2)
 LOCKSTEP_CPU_OPTIM_DECL(avx512)

@@ -21,7 +21,7 @@
 //   index_select, index_add, gather,          indexing.cu
 //   scatter_add, scatter
 //   sort                                      sort.cu
-//   adam_step                                 optim.cu
+//   adam_step, optim_step                     optim.cu
 //   uniform, normal, dropout_mask, bernoulli  random.cu
 //   lstm_cell, gru_cell (+backward)           rnn_cells.cu
 //   attention_forward, attention_backward     attention.cu
@@ -95,6 +95,8 @@ class CudaBackend final : public Backend {
                 double dampening, double weight_decay, bool nesterov, bool first_step) override;
   void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
                  const AdamStepArgs& args) override;
+  void optim_step(OptimRule rule, Tensor& param, const Tensor& grad, std::array<Tensor*, 3> states,
+                  const OptimStepArgs& args) override;
   void uniform(Tensor& out, double low, double high, uint64_t seed, uint64_t counter) override;
   void normal(Tensor& out, double mean, double std, uint64_t seed, uint64_t counter) override;
   void dropout_mask(Tensor& out, double p, uint64_t seed, uint64_t counter) override;

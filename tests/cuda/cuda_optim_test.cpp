@@ -58,7 +58,7 @@ void compare(O options, Dtype dtype, double rtol) {
   for (size_t i = 0; i < cpu.size(); ++i) CHECK(internal::allclose(moved[i], cpu[i], rtol, rtol));
 }
 
-TEST_CASE("Adam, AdamW, SGD and Adadelta steps on the GPU equal the CPU's") {
+TEST_CASE("Adam, AdamW, SGD, Adadelta, Adagrad and RMSprop steps on the GPU equal the CPU's") {
   REQUIRE_DEVICE();
   for (Dtype dtype : {kFloat32, kFloat64}) {
     CAPTURE(dtype);
@@ -71,6 +71,12 @@ TEST_CASE("Adam, AdamW, SGD and Adadelta steps on the GPU equal the CPU's") {
                         rtol);
     compare<optim::Adadelta>(optim::AdadeltaOptions(1.0).weight_decay(0.1).maximize(true), dtype, rtol);
     compare<optim::Adadelta>(optim::AdadeltaOptions(0.5).rho(0.6).eps(1e-3), dtype, rtol);
+    // The optimizer-step table's rows (tensor/optim_step.h), one kernel each on both devices.
+    compare<optim::Adagrad>(optim::AdagradOptions(0.1).lr_decay(0.01).weight_decay(0.1).initial_accumulator_value(0.5),
+                            dtype, rtol);
+    compare<optim::Adagrad>(optim::AdagradOptions(0.1).maximize(true).eps(1e-3), dtype, rtol);
+    compare<optim::RMSprop>(optim::RMSpropOptions(0.01).centered(true).momentum(0.9).weight_decay(0.1), dtype, rtol);
+    compare<optim::RMSprop>(optim::RMSpropOptions(0.01).alpha(0.9).maximize(true), dtype, rtol);
   }
 }
 

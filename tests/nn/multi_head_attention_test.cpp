@@ -29,9 +29,7 @@ const char* const kLeaves[] = {"query",         "key",           "value",       
 
 TEST_CASE("multi_head_attention_forward matches PyTorch: projections, extra keys, masks, weights, gradients") {
   int cases = 0;
-  for (auto& [k, v] : fx.all()) {
-    if (k.rfind("mha.", 0) != 0 || k.size() < 5 || k.compare(k.size() - 5, 5, ".opts") != 0) continue;
-    const std::string c = k.substr(0, k.size() - 5);
+  for (const std::string& c : fx.cases("mha.")) {
     INFO(c);
     ++cases;
     const auto opts = fx(c + ".opts").to_vector<int64_t>();  // E, H, zero_attn, separate, need_weights, average, self

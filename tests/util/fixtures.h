@@ -29,6 +29,16 @@ class Fixtures {
     return it->second.clone();
   }
   bool contains(const std::string& key) const { return all().count(key) > 0; }
+  // The cases whose keys start with `prefix` ("bag." ...), each named by its key before `marker` (every
+  // case stores one key ending in it, as the fixture scripts write their options): "bag.sum" for "bag.sum.opts".
+  std::vector<std::string> cases(const std::string& prefix, const std::string& marker = ".opts") const {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : all())
+      if (k.size() > prefix.size() + marker.size() && k.rfind(prefix, 0) == 0 &&
+          k.compare(k.size() - marker.size(), marker.size(), marker) == 0)
+        names.push_back(k.substr(0, k.size() - marker.size()));
+    return names;
+  }
   const std::map<std::string, Tensor>& all() const {
     if (!loaded_) {
       for (auto& [k, v] : load_safetensors(path_).tensors) tensors_.emplace(k, v);
