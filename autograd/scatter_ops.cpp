@@ -89,16 +89,14 @@ Tensor where_scalar(const Tensor& cond, double v, const Tensor& b) {
 // counts cost one pass over the rows; else out's shape.
 Tensor scatter_counts(const Tensor& out, int64_t dim, const Tensor& index) {
   const int64_t d = dim < 0 ? dim + out.dim() : dim;
-  bool per_row = d + 1 < index.dim();
-  for (int64_t k = d + 1; per_row && k < index.dim(); ++k) per_row = index.stride(k) == 0 || index.size(k) == 1;
-  Tensor idx = index;
+  // Per row only where the index spans out's rows whole: a narrower index leaves some of a row unreached.
+  bool spans = true;
+  for (int64_t k = d + 1; k < index.dim(); ++k) spans = spans && index.size(k) == out.size(k);
+  const Tensor rows = spans ? in::row_index(index, d) : Tensor();
+  const Tensor idx = rows.defined() ? rows : index;
   Shape shape = out.shape();
-  if (per_row) {
-    for (int64_t k = d + 1; k < index.dim(); ++k) {
-      idx = in::narrow(idx, k, 0, std::min<int64_t>(index.size(k), 1));
-      shape[k] = 1;
-    }
-  }
+  if (rows.defined())
+    for (int64_t k = d + 1; k < index.dim(); ++k) shape[k] = 1;
   Tensor count = zeros(shape, {out.dtype(), out.device()});
   in::scatter_add_(count, d, idx, in::expand(ones({}, {out.dtype(), out.device()}), idx.shape()));
   return count;

@@ -33,15 +33,12 @@ Tensor ctc_loss(const Tensor& log_probs_in, const Tensor& targets_in, const Tens
   const std::vector<int64_t> tgt_len = lengths_of(target_lengths, N, "target_lengths");
   const int64_t blank = o.blank();
   const bool zero_inf = o.zero_infinity();
-  auto fwd = std::make_shared<internal::CtcResult>(
-      internal::ctc_loss(log_probs.detach(), targets, in_len, tgt_len, blank));
-  Tensor nll = fwd->nll;
+  const internal::CtcResult fwd = internal::ctc_loss(log_probs.detach(), targets, in_len, tgt_len, blank);
+  Tensor nll = fwd.nll;
   if (autograd::needs_grad({log_probs})) {
-    nll = autograd::record("ctc_loss", nll, {log_probs},
-                           [fwd, lp = log_probs.detach(), targets, in_len, tgt_len, blank, zero_inf](const Tensor& g) {
-                             return std::vector<Tensor>{internal::ctc_loss_backward(g, lp, targets, in_len, tgt_len,
-                                                                                    *fwd, blank, zero_inf)};
-                           });
+    nll = autograd::record("ctc_loss", nll, {log_probs}, [fwd, zero_inf](const Tensor& g) {
+      return std::vector<Tensor>{internal::ctc_loss_backward(g, fwd, zero_inf)};
+    });
   }
   if (zero_inf) nll = where(isinf(nll), zeros_like(nll), nll);
   switch (o.reduction()) {

@@ -2,7 +2,7 @@
 // coordinate is unnormalized to a pixel position, moved inside by the padding mode (border: clamped;
 // reflection: reflected about the borders, then clamped), and the input is read at the taps around it
 // (bilinear: 2 per dimension, bicubic: 4 with Keys' A = -0.75 and the padding applied per tap, nearest:
-// the nearest pixel, ties to even), a tap outside the input reading zero. The taps are gathered from the
+// the nearest pixel, ties to even), a tap outside the input reading zero (so does a NaN coordinate). The taps are gathered from the
 // input seen as [N, C, cells] (gather's backward adds the input's gradient back); the weights are
 // computed from the grid with tensor ops, so its gradient is theirs (floor and rounding pass none).
 #include "nn/grid_sample.h"
@@ -36,6 +36,14 @@ Tensor pad_coordinate(const Tensor& x, int64_t size, Pad pad, bool align_corners
   if (pad == Pad::Reflection)
     r = align_corners ? reflect(x, 0, 2.0 * (size - 1)) : reflect(x, -1, 2.0 * size - 1);
   return clamp(r, 0.0, static_cast<double>(size - 1));
+}
+
+// A tap's pixel index from its coordinate (a whole number, or NaN / infinite from such a grid value):
+// clamped a few pixels outside the input first, so that NaN and infinities read zero instead of reaching
+// an undefined float-to-integer conversion.
+Tensor tap_index(const Tensor& x, int64_t size) {
+  const Tensor inside = clamp(x, -8.0, static_cast<double>(size + 8));
+  return where(isnan(inside), full_like(inside, -8.0), inside).to(kInt64);
 }
 
 // Keys' cubic convolution weights (A = -0.75) of the four taps at t in [0, 1).
@@ -96,18 +104,18 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleFunc
   std::vector<std::vector<Tap>> taps(d);
   for (int64_t k = 0; k < d; ++k) {
     if (mode == kNearest) {
-      taps[k].push_back({round(pos[k]).detach().to(kInt64), Tensor()});
+      taps[k].push_back({tap_index(round(pos[k]).detach(), size[k]), Tensor()});
     } else if (mode == kBilinear) {
       Tensor lo = floor(pos[k]).detach(), t = pos[k] - lo;
-      taps[k].push_back({lo.to(kInt64), 1 - t});
-      taps[k].push_back({(lo + 1).to(kInt64), t});
+      taps[k].push_back({tap_index(lo, size[k]), 1 - t});
+      taps[k].push_back({tap_index(lo + 1, size[k]), t});
     } else {
       Tensor lo = floor(pos[k]).detach(), t = pos[k] - lo;
       const auto w = cubic_weights(t);
       for (int j = 0; j < 4; ++j) {
         // bicubic pads each tap's coordinate itself (PyTorch's get_value_bounded)
         Tensor at = pad_coordinate(lo + (j - 1), size[k], pad, align_corners).detach();
-        taps[k].push_back({pad == Pad::Zeros ? at.to(kInt64) : round(at).to(kInt64), w[j]});
+        taps[k].push_back({tap_index(pad == Pad::Zeros ? at : round(at), size[k]), w[j]});
       }
     }
   }

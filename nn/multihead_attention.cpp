@@ -58,6 +58,9 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
   LOCKSTEP_CHECK(o.dropout() >= 0 && o.dropout() <= 1, "MultiheadAttention: dropout must be in [0, 1], got ",
                  o.dropout());
   head_dim = embed_dim / num_heads;
+  std::ostringstream label;
+  label << "MultiheadAttention(embed_dim=" << embed_dim << ", num_heads=" << num_heads << ")";
+  label_ = label.str();
   // PyTorch's registration order, so parameters() and state_dict() list them as its do.
   if (kdim == embed_dim && vdim == embed_dim) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}));
@@ -230,8 +233,6 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
                                                            const Tensor& key_padding_mask, bool need_weights,
                                                            const Tensor& attn_mask, bool average_attn_weights,
                                                            bool is_causal) {
-  std::ostringstream label;
-  label << "MultiheadAttention(embed_dim=" << embed_dim << ", num_heads=" << num_heads << ")";
   auto o = functional::MultiheadAttentionForwardFuncOptions(embed_dim, num_heads, in_proj_weight, in_proj_bias, bias_k,
                                                             bias_v, options.add_zero_attn(), options.dropout(),
                                                             out_proj->weight, out_proj->bias)
@@ -245,7 +246,7 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
                .v_proj_weight(v_proj_weight)
                .average_attn_weights(average_attn_weights)
                .is_causal(is_causal);
-  return attend(query, key, value, o, label.str(), options.batch_first());
+  return attend(query, key, value, o, label_, options.batch_first());
 }
 
 }  // namespace lockstep::nn

@@ -105,6 +105,9 @@ class MultiheadAttentionImpl : public Module {
   Tensor in_proj_bias;                                // [3E] (bias)
   Tensor bias_k, bias_v;                              // [1, 1, E] (add_bias_kv)
   Linear out_proj{nullptr};
+
+ private:
+  std::string label_;  // "MultiheadAttention(embed_dim=8, num_heads=2)", for messages; made once
 };
 LOCKSTEP_MODULE(MultiheadAttention);
 

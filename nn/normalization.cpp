@@ -131,12 +131,9 @@ CrossMapLRN2dImpl::CrossMapLRN2dImpl(const CrossMapLRN2dOptions& o) : Module("Cr
 
 namespace {
 
-// Per channel c of v [N, C, H, W], the sum over channels [lo[c], up[c]) (lo, up int64 [C] on v's device),
-// from prefix sums along the channels.
-Tensor channel_windows(const Tensor& v, const Tensor& lo, const Tensor& up) {
-  Tensor P = cat({zeros_like(v.narrow(1, 0, 1)), cumsum(v, 1)}, 1);  // [N, C + 1, H, W]
-  return index_select(P, 1, up) - index_select(P, 1, lo);
-}
+// v's prefix sums along the channels: P [N, C + 1, H, W], P[:, i] the sum over channels < i, so that
+// channels [lo, up) sum to P[:, up] - P[:, lo].
+Tensor channel_prefix(const Tensor& v) { return cat({zeros_like(v.narrow(1, 0, 1)), cumsum(v, 1)}, 1); }
 
 }  // namespace
 
@@ -149,7 +146,7 @@ Tensor CrossMapLRN2dImpl::forward(const Tensor& input) {
   // C)) less [1, c - pre + 1) once c > pre (channel 0 is never taken out). The backward's: ratio = g * y /
   // scale summed over channels [c - inv, c + size - inv), inv = size - (size - 1) / 2, clipped to the input.
   const int64_t pre = (size - 1) / 2 + 1, inv = size - (size - 1) / 2;
-  std::vector<int64_t> zero(C, 0), one(C, 1), hi(C), cut(C), blo(C), bhi(C);
+  std::vector<int64_t> one(C, 1), hi(C), cut(C), blo(C), bhi(C);
   for (int64_t c = 0; c < C; ++c) {
     hi[c] = std::min(c + pre, C);
     cut[c] = c > pre ? c - pre + 1 : 1;
@@ -161,14 +158,15 @@ Tensor CrossMapLRN2dImpl::forward(const Tensor& input) {
   Tensor x = input.detach(), s, y;
   {
     NoGradGuard no_grad;
-    const Tensor sq = x * x;
-    s = (channel_windows(sq, ids(zero), ids(hi)) - channel_windows(sq, ids(one), ids(cut))) *
+    const Tensor P = channel_prefix(x * x);  // sums over [0, hi) less [1, cut)
+    s = (index_select(P, 1, ids(hi)) - index_select(P, 1, ids(cut)) + index_select(P, 1, ids(one))) *
             (alpha / static_cast<double>(size)) + k;
     y = pow(s, -beta) * x;
   }
   if (!grad) return y;
   return autograd::record("CrossMapLRN2d", y, {input}, [=, lo = ids(blo), up = ids(bhi)](const Tensor& g) {
-    const Tensor accum = channel_windows(g * y / s, lo, up);
+    const Tensor P = channel_prefix(g * y / s);
+    const Tensor accum = index_select(P, 1, up) - index_select(P, 1, lo);
     return std::vector<Tensor>{pow(s, -beta) * g - (2 * alpha * beta / static_cast<double>(size)) * x * accum};
   });
 }

@@ -1,10 +1,12 @@
 // CTC loss in log space on the host (PyTorch's LossCTC.cpp recursions), float64 throughout: per sample,
 // the extended target l' = (blank, l1, blank, l2, ..., blank) of 2 S + 1 states; alpha_t(s) sums the
 // paths that reach state s at time t, beta_t(s) those from it to the end, both including the emission at
-// t. Samples split across threads. Tensors on another device are copied here and the gradient back.
+// t. Samples split across threads. Tensors on another device are copied here and the gradient back; the
+// host copies are made and checked once, by the forward, and kept for the backward.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -21,15 +23,18 @@ double lse(double a, double b) {
   return m == kNegInf ? kNegInf : m + std::log(std::exp(a - m) + std::exp(b - m));
 }
 
-// What the recursions read, checked and on the host in float64.
-struct Problem {
+}  // namespace
+
+// What the recursions read, checked and on the host in float64, and where the gradient goes.
+struct CtcProblem {
   int64_t T, N, C, S_max, blank;
   std::vector<double> lp;            // [T, N, C]
   std::vector<int64_t> targets;      // as given
   std::vector<int64_t> target_start; // sample n's first target in `targets`
   bool concatenated;
-  const std::vector<int64_t>& in_len;
-  const std::vector<int64_t>& tgt_len;
+  std::vector<int64_t> in_len, tgt_len;
+  Dtype dtype;
+  Device device;
   double at(int64_t t, int64_t n, int64_t c) const { return lp[(t * N + n) * C + c]; }
   // Sample n's extended-target state s: blank at even s, else its ((s - 1) / 2)-th target.
   int64_t label(int64_t n, int64_t s) const {
@@ -37,7 +42,9 @@ struct Problem {
   }
 };
 
-Problem problem_of(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& in_len,
+namespace {
+
+CtcProblem problem_of(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& in_len,
                    const std::vector<int64_t>& tgt_len, int64_t blank) {
   check_defined(log_probs, "ctc_loss");
   check_defined(targets, "ctc_loss");
@@ -53,7 +60,8 @@ Problem problem_of(const Tensor& log_probs, const Tensor& targets, const std::ve
   LOCKSTEP_CHECK(targets.dtype() == kInt64 && (targets.dim() == 1 || targets.dim() == 2), "ctc_loss: expected "
                  "int64 targets [N, S] or concatenated [sum(target_lengths)], got ", targets.dtype(), " ",
                  targets.shape());
-  Problem p{T, N, C, 0, blank, {}, {}, {}, targets.dim() == 1, in_len, tgt_len};
+  CtcProblem p{T, N, C, 0, blank, {}, {}, {}, targets.dim() == 1, in_len, tgt_len, log_probs.dtype(),
+               log_probs.device()};
   int64_t pos = 0;
   for (int64_t n = 0; n < N; ++n) {
     LOCKSTEP_CHECK(in_len[n] >= 0 && in_len[n] <= T, "ctc_loss: Expected input_lengths to have value at most ", T,
@@ -86,7 +94,9 @@ Problem problem_of(const Tensor& log_probs, const Tensor& targets, const std::ve
 
 CtcResult ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& input_lengths,
                    const std::vector<int64_t>& target_lengths, int64_t blank) {
-  const Problem p = problem_of(log_probs, targets, input_lengths, target_lengths, blank);
+  auto problem = std::make_shared<const CtcProblem>(problem_of(log_probs, targets, input_lengths, target_lengths,
+                                                               blank));
+  const CtcProblem& p = *problem;
   const int64_t L_max = 2 * p.S_max + 1;
   Tensor alpha = full({p.N, p.T, L_max}, kNegInf, TensorOptions(kFloat64));
   std::vector<double> nll(p.N);
@@ -117,13 +127,14 @@ CtcResult ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::ve
     }
   });
   Tensor out = to_device(to_dtype(tensor(nll, {p.N}), log_probs.dtype()), log_probs.device());
-  return {out, alpha};
+  return {out, alpha, problem};
 }
 
-Tensor ctc_loss_backward(const Tensor& grad_nll, const Tensor& log_probs, const Tensor& targets,
-                         const std::vector<int64_t>& input_lengths, const std::vector<int64_t>& target_lengths,
-                         const CtcResult& fwd, int64_t blank, bool zero_infinity) {
-  const Problem p = problem_of(log_probs, targets, input_lengths, target_lengths, blank);
+Tensor ctc_loss_backward(const Tensor& grad_nll, const CtcResult& fwd, bool zero_infinity) {
+  LOCKSTEP_CHECK(fwd.problem, "ctc_loss_backward: the forward's result is empty");
+  const CtcProblem& p = *fwd.problem;
+  LOCKSTEP_CHECK(grad_nll.defined() && grad_nll.numel() == p.N, "ctc_loss_backward: expected a gradient of ", p.N,
+                 " values, got ", grad_nll.defined() ? grad_nll.shape() : Shape{});
   const int64_t L_max = 2 * p.S_max + 1;
   const std::vector<double> g = to_dtype(to_device(contiguous(grad_nll), Device::cpu()), kFloat64).to_vector<double>();
   const std::vector<double> nll = to_dtype(to_device(fwd.nll, Device::cpu()), kFloat64).to_vector<double>();
@@ -163,7 +174,7 @@ Tensor ctc_loss_backward(const Tensor& grad_nll, const Tensor& log_probs, const 
       }
     }
   });
-  return to_device(to_dtype(tensor(grad, log_probs.shape()), log_probs.dtype()), log_probs.device());
+  return to_device(to_dtype(tensor(grad, {p.T, p.N, p.C}), p.dtype), p.device);
 }
 
 }  // namespace lockstep::internal

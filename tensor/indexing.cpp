@@ -123,12 +123,8 @@ void scatter_into(Tensor& out, int64_t dim, const Tensor& index, const Tensor& s
   // An index that repeats along every dimension after d (a graph's edge targets expanded over the
   // features, [edges, features] from [edges, 1]) goes to the kernels one entry per row: not copied out
   // to src's size, read once per row of inner elements.
-  bool per_row = d + 1 < index.dim();
-  for (int64_t k = d + 1; per_row && k < index.dim(); ++k) per_row = index.stride(k) == 0 || index.size(k) == 1;
-  Tensor idx = index;
-  if (per_row)
-    for (int64_t k = d + 1; k < index.dim(); ++k) idx = narrow(idx, k, 0, std::min<int64_t>(index.size(k), 1));
-  idx = contiguous(idx);
+  const Tensor rows = row_index(index, d);
+  Tensor idx = contiguous(rows.defined() ? rows : index);
   int64_t outer, n, inner;
   if (target.is_contiguous()) {
     split_dim(target.shape(), d, outer, n, inner);
@@ -142,6 +138,16 @@ void scatter_into(Tensor& out, int64_t dim, const Tensor& index, const Tensor& s
   if (!work.is_same(out)) copy_(out, work);
 }
 }  // namespace
+
+Tensor row_index(const Tensor& index, int64_t dim) {
+  if (dim + 1 >= index.dim()) return Tensor();
+  Tensor rows = index;
+  for (int64_t k = dim + 1; k < index.dim(); ++k) {
+    if (index.stride(k) != 0 && index.size(k) != 1) return Tensor();
+    rows = narrow(rows, k, 0, std::min<int64_t>(index.size(k), 1));
+  }
+  return rows;
+}
 
 void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   scatter_into(out, dim, index, src, "scatter_add_",

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -169,18 +170,19 @@ Tensor resample(const Tensor& x, int64_t dim, int64_t out, const ResampleTaps& t
 Tensor resample_backward(const Tensor& grad_y, const Shape& x_shape, int64_t dim, const ResampleTaps& taps);
 // CTC's negative log likelihood per sample (ctc_loss.cpp), by the forward (alpha) recursion in log space:
 // log_probs [T, N, C] floating, targets int64 [N, S] or the targets concatenated [sum of target_lengths],
-// lengths int64 [N]. Returns nll [N] (log_probs' dtype; inf where no alignment exists) and log_alpha
-// [N, T, 2 S_max + 1] (float64) for the backward. ctc_loss_backward: PyTorch's gradient of log_probs from
-// grad_nll [N], by the backward (beta) recursion: exp(lp) - exp(log sum alpha beta + nll - lp) per class;
-// zero_infinity zeroes the samples whose nll is infinite.
+// lengths one per sample. Returns nll [N] (log_probs' dtype and device; inf where no alignment exists),
+// and for the backward log_alpha [N, T, 2 S_max + 1] (float64) and the checked problem as read on the host.
+// ctc_loss_backward: PyTorch's gradient of log_probs from grad_nll [N], by the backward (beta) recursion:
+// exp(lp) - exp(log sum alpha beta + nll - lp) per class; zero_infinity zeroes the samples whose nll is
+// infinite.
+struct CtcProblem;
 struct CtcResult {
   Tensor nll, log_alpha;
+  std::shared_ptr<const CtcProblem> problem;
 };
 CtcResult ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& input_lengths,
                    const std::vector<int64_t>& target_lengths, int64_t blank);
-Tensor ctc_loss_backward(const Tensor& grad_nll, const Tensor& log_probs, const Tensor& targets,
-                         const std::vector<int64_t>& input_lengths, const std::vector<int64_t>& target_lengths,
-                         const CtcResult& forward, int64_t blank, bool zero_infinity);
+Tensor ctc_loss_backward(const Tensor& grad_nll, const CtcResult& forward, bool zero_infinity);
 // Mean (or sum) over the batch of -logp[i, target[i]]; logp [N, C] floating, target int64 [N].
 Tensor nll_loss(const Tensor& logp, const Tensor& target, bool mean = true);
 Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& logp, const Tensor& target, bool mean = true);
@@ -235,6 +237,10 @@ void index_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src
 void index_add_(Tensor& out, const Tensor& index, const Tensor& src);  // dim 0
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
 void scatter_add_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// A scatter's index (along dim >= 0) narrowed to one entry per row when it
+// repeats along every dimension after dim (stride 0 or size 1: a graph's edge targets expanded over the
+// features), as the scatter kernels take it; undefined when it does not.
+Tensor row_index(const Tensor& index, int64_t dim);
 // out[..., index[...], ...] = rule(out there, src) by row `op` of tensor/scatter_ops.h, in place on any
 // layout (as scatter_add_: index of out's rank, no larger than src, nor than out outside dim).
 void scatter_(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src, Scatter op);

@@ -47,10 +47,12 @@ Tensor resample(const Tensor& x_in, int64_t dim, int64_t out, const ResampleTaps
 
 Tensor resample_backward(const Tensor& grad_y, const Shape& x_shape, int64_t dim, const ResampleTaps& taps) {
   check_supported(grad_y, "resample_backward");
-  const ResampleArgs a = args_of(x_shape, dim, grad_y.dim() > dim ? grad_y.size(dim) : -1, taps, "resample_backward");
+  LOCKSTEP_CHECK(taps.taps >= 1 && dim >= 0 && dim < static_cast<int64_t>(x_shape.size()),
+                 "resample_backward: dimension ", dim, " of ", x_shape, " with ", taps.taps, " taps");
   Shape want = x_shape;
-  want[dim] = a.out;
+  want[dim] = static_cast<int64_t>(taps.index.size()) / taps.taps;
   LOCKSTEP_CHECK(grad_y.shape() == want, "resample_backward: gradient ", grad_y.shape(), " for an output of ", want);
+  const ResampleArgs a = args_of(x_shape, dim, want[dim], taps, "resample_backward");
   Tensor gy = contiguous(grad_y), gx(x_shape, gy.dtype(), gy.device());
   if (gx.numel() == 0) return gx;
   if (gy.numel() == 0) return zeros_like(gx);

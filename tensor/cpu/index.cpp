@@ -22,34 +22,43 @@ void check_index(int64_t v, int64_t n, int64_t pos, const char* op) {
                  n);
 }
 
-// A row of integers sorted stably by a least-significant-digit radix sort on 8-bit digits of the value
-// as an order-preserving unsigned key (the sign bit flipped; complemented for a descending order), a
-// digit skipped where every key has the same one: a million int64 below 10^5 take 3 passes.
+// Rows of integers sorted stably by a least-significant-digit radix sort on 8-bit digits of the value as
+// an order-preserving unsigned key (the sign bit flipped; complemented for a descending order), a digit
+// skipped where every key has the same one: a million int64 below 10^5 take 3 passes. The buffers serve
+// every row; rows below kRadixMin elements take the comparison sort, which beats 256-bucket passes there.
+constexpr int64_t kRadixMin = 1024;
+
 template <typename T>
-void radix_sort_row(const T* x, T* values, int64_t* indices, int64_t n, bool descending) {
-  using U = std::make_unsigned_t<T>;
-  constexpr int kBits = 8 * sizeof(T);
-  auto key_of = [&](T value) {
-    U k = static_cast<U>(value);
-    if constexpr (std::is_signed_v<T>) k ^= U(1) << (kBits - 1);
-    return descending ? static_cast<U>(~k) : k;
-  };
-  std::vector<U> keys(n), keys2(n);
-  std::vector<int64_t> pos(n), pos2(n);
-  for (int64_t i = 0; i < n; ++i) keys[i] = key_of(x[i]), pos[i] = i;
-  for (int shift = 0; shift < kBits; shift += 8) {
-    int64_t count[257] = {};
-    for (int64_t i = 0; i < n; ++i) ++count[((keys[i] >> shift) & 0xff) + 1];
-    if (std::any_of(count + 1, count + 257, [&](int64_t c) { return c == n; })) continue;  // one digit for all
-    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+class RadixSorter {
+ public:
+  explicit RadixSorter(int64_t n) : keys_(n), keys2_(n), pos_(n), pos2_(n) {}
+  void sort(const T* x, T* values, int64_t* indices, bool descending) {
+    using U = std::make_unsigned_t<T>;
+    constexpr int kBits = 8 * sizeof(T);
+    const int64_t n = static_cast<int64_t>(keys_.size());
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t at = count[(keys[i] >> shift) & 0xff]++;
-      keys2[at] = keys[i], pos2[at] = pos[i];
+      U k = static_cast<U>(x[i]);
+      if constexpr (std::is_signed_v<T>) k ^= U(1) << (kBits - 1);
+      keys_[i] = descending ? static_cast<U>(~k) : k, pos_[i] = i;
     }
-    keys.swap(keys2), pos.swap(pos2);
+    for (int shift = 0; shift < kBits; shift += 8) {
+      int64_t count[257] = {};
+      for (int64_t i = 0; i < n; ++i) ++count[((keys_[i] >> shift) & 0xff) + 1];
+      if (std::any_of(count + 1, count + 257, [&](int64_t c) { return c == n; })) continue;  // one digit for all
+      for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t at = count[(keys_[i] >> shift) & 0xff]++;
+        keys2_[at] = keys_[i], pos2_[at] = pos_[i];
+      }
+      keys_.swap(keys2_), pos_.swap(pos2_);
+    }
+    for (int64_t i = 0; i < n; ++i) indices[i] = pos_[i], values[i] = x[pos_[i]];
   }
-  for (int64_t i = 0; i < n; ++i) indices[i] = pos[i], values[i] = x[pos[i]];
-}
+
+ private:
+  std::vector<std::make_unsigned_t<T>> keys_, keys2_;
+  std::vector<int64_t> pos_, pos2_;
+};
 
 }  // namespace
 
@@ -177,8 +186,11 @@ void CpuBackend::sort(Tensor& values, Tensor& indices, const Tensor& a, int64_t 
     T* v = values.data<T>();
     int64_t* ix = indices.data<int64_t>();
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      for (int64_t r = 0; r < rows; ++r) radix_sort_row(x + r * n, v + r * n, ix + r * n, n, descending);
-      return;
+      if (n >= kRadixMin) {
+        RadixSorter<T> sorter(n);
+        for (int64_t r = 0; r < rows; ++r) sorter.sort(x + r * n, v + r * n, ix + r * n, descending);
+        return;
+      }
     }
     // NaN sorts as the largest value, as PyTorch.
     auto less = [](C p, C q) { return !is_nan(p) && (is_nan(q) || p < q); };

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -256,7 +257,9 @@ TEST_CASE("scatters with an index expanded along the inner dimensions equal the 
     Shape self, src, rows;  // rows: the index before expand, size 1 after dim
     int64_t dim, n;
   };
-  for (const Case& c : {Case{{6, 5}, {9, 5}, {9, 1}, 0, 6}, Case{{3, 4, 2, 5}, {3, 7, 2, 5}, {3, 7, 1, 1}, 1, 4}}) {
+  // The last case's index covers 3 of self's 5 columns: the other two are never reached.
+  for (const Case& c : {Case{{6, 5}, {9, 5}, {9, 1}, 0, 6}, Case{{3, 4, 2, 5}, {3, 7, 2, 5}, {3, 7, 1, 1}, 1, 4},
+                        Case{{6, 5}, {9, 3}, {9, 1}, 0, 6}}) {
     Tensor self = randn(c.self, kFloat64), src = randn(c.src, kFloat64);
     Tensor expanded = randint(0, c.n, c.rows).expand(c.src), full = expanded.contiguous();
     CHECK(expanded.stride(-1) == 0);
@@ -279,6 +282,35 @@ TEST_CASE("scatters with an index expanded along the inner dimensions equal the 
     CHECK(internal::allclose(self.scatter_add(c.dim, expanded, src), self.scatter_add(c.dim, full, src), 0, 1e-12));
     CHECK(internal::allclose(self.scatter(c.dim, expanded, src), self.scatter(c.dim, full, src), 0, 0));
   }
+}
+
+// Integer rows of kRadixMin (1024) elements or more sort by radix, shorter ones by comparison: both are
+// stable (equal values keep their order, also descending) and agree with float64's order.
+TEST_CASE("sort: integer rows by radix and by comparison, stable, both directions, negative values") {
+  manual_seed(9);
+  for (int64_t n : {300, 3000}) {
+    Tensor a = randint(-50, 50, {2, n});  // many repeats, both signs
+    for (bool descending : {false, true}) {
+      INFO("n ", n, " descending ", descending);
+      auto [v, i] = sort(a, -1, descending);
+      auto [fv, fi] = sort(a.to(kFloat64), -1, descending);  // the comparison sort
+      CHECK(internal::allclose(v.to(kFloat64), fv, 0, 0));
+      CHECK(sum(ne(i, fi)).item<double>() == 0);  // the same stable order, position for position
+      // stability by hand: along each run of equal values the positions increase
+      const auto vv = v.to_vector<int64_t>(), iv = i.to_vector<int64_t>();
+      bool stable = true;
+      for (size_t k = 1; k < vv.size(); ++k)
+        if (static_cast<int64_t>(k) % n != 0 && vv[k] == vv[k - 1]) stable = stable && iv[k] > iv[k - 1];
+      CHECK(stable);
+    }
+    CHECK(std::get<0>(sort(tensor(std::vector<int64_t>{INT64_MIN, 5, -1, INT64_MAX}, {4}))).to_vector<int64_t>() ==
+          std::vector<int64_t>{INT64_MIN, -1, 5, INT64_MAX});
+  }
+  Tensor big = randint(-1000000000000, 1000000000000, {5000});  // digits above the first three vary
+  auto [v, i] = sort(big);
+  auto [fv, fi] = sort(big.to(kFloat64));
+  CHECK(internal::allclose(v.to(kFloat64), fv, 0, 0));
+  CHECK(sum(ne(i, fi)).item<double>() == 0);
 }
 
 TEST_CASE("nn::utils::parameters_to_vector and vector_to_parameters") {

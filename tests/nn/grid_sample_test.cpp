@@ -6,6 +6,8 @@
 // nn_layers_test binary.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -64,6 +66,21 @@ TEST_CASE("grid_sample over affine_grid's identity reproduces the input; gradche
           return F::grid_sample(v[0], v[1], F::GridSampleFuncOptions().mode(mode).padding_mode(nn::kReflection));
         },
         {randn({1, 2, 3, 4}, kFloat64), grid});
+}
+
+TEST_CASE("grid_sample: NaN and infinite grid positions read zero under zero padding, in every mode") {
+  Tensor x = randn({1, 2, 3, 4});
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  Tensor grid = tensor(std::vector<float>{static_cast<float>(nan), 0.f, static_cast<float>(inf), 0.f,
+                                          static_cast<float>(-inf), static_cast<float>(nan)},
+                       {1, 1, 3, 2});
+  for (auto mode : {nn::kBilinear, nn::kNearest, nn::kBicubic}) {
+    INFO(nn::mode_name(mode));
+    Tensor y = F::grid_sample(x, grid, F::GridSampleFuncOptions().mode(mode));
+    CHECK(y.shape() == Shape{1, 2, 1, 3});
+    // zero padding: every tap lies outside the input (NaN counts as outside), so every output is 0
+    CHECK(sum(abs(y)).item<double>() == 0);
+  }
 }
 
 TEST_CASE("grid_sample rejects bad input in PyTorch's words") {
