@@ -3,6 +3,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"

@@ -2,6 +2,7 @@
 // reverse topological order. Also grad mode, recording, AccumulateGrad and hooks.
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 
@@ -156,26 +157,65 @@ void queue_callback(std::function<void()> fn) {
 bool in_backward() { return backward_running; }
 uint64_t backward_pass_id() { return pass_id; }
 
-void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
-  LOCKSTEP_CHECK(root.defined(), "backward: called on an undefined tensor");
-  std::shared_ptr<Node> root_node = gradient_edge(root);
-  LOCKSTEP_CHECK(root_node, "backward: tensor of shape ", root.shape(),
+namespace {
+
+// One root of a pass: its node and the gradient it starts from.
+struct Root {
+  std::shared_ptr<Node> node;
+  Tensor grad;
+};
+
+// `op`'s check of one root and its gradient (1 for an undefined gradient of a one-element root).
+Root make_root(const char* op, const Tensor& root, const Tensor& gradient) {
+  LOCKSTEP_CHECK(root.defined(), op, ": called on an undefined tensor");
+  std::shared_ptr<Node> node = gradient_edge(root);
+  LOCKSTEP_CHECK(node, op, ": tensor of shape ", root.shape(),
                  " does not require grad and has no grad_fn (did you forget requires_grad_() or run under NoGradGuard?)");
   Tensor grad = gradient;
   if (!grad.defined()) {
-    LOCKSTEP_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for one-element outputs, got shape ",
+    LOCKSTEP_CHECK(root.numel() == 1, op, ": grad can be implicitly created only for one-element outputs, got shape ",
                    root.shape());
     grad = ones_like(root);
   }
-  LOCKSTEP_CHECK(grad.shape() == root.shape() && grad.dtype() == root.dtype() && grad.device() == root.device(),
-                 "backward: gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(),
-                 " does not match the output ", root.shape(), " ", root.dtype(), " on ", root.device());
+  LOCKSTEP_CHECK(grad.shape() == root.shape() && grad.dtype() == root.dtype() && grad.device() == root.device(), op,
+                 ": gradient ", grad.shape(), " ", grad.dtype(), " on ", grad.device(), " does not match the output ",
+                 root.shape(), " ", root.dtype(), " on ", root.device());
+  return {std::move(node), std::move(grad)};
+}
+
+std::vector<Root> make_roots(const char* op, const std::vector<Tensor>& tensors, const std::vector<Tensor>& grads) {
+  LOCKSTEP_CHECK(!tensors.empty(), op, ": no tensors to differentiate");
+  LOCKSTEP_CHECK(grads.empty() || grads.size() == tensors.size(), op, ": got ", grads.size(), " gradients for ",
+                 tensors.size(), " tensors");
+  std::vector<Root> roots;
+  for (size_t i = 0; i < tensors.size(); ++i) roots.push_back(make_root(op, tensors[i], grads.empty() ? Tensor() : grads[i]));
+  return roots;
+}
+
+void refuse_create_graph(const char* op, bool create_graph) {
+  LOCKSTEP_CHECK(!create_graph, op, ": create_graph (higher-order gradients) is not supported: lockstep's backward "
+                 "formulas are not themselves recorded, so a gradient cannot be differentiated again");
+}
+
+// Where a pass stops: the nodes whose incoming gradient is wanted (grad()'s inputs, or backward()'s
+// `inputs`). Their gradients are captured when they become ready; with `accumulate`, a captured leaf
+// still accumulates into its .grad (backward with inputs), otherwise nothing accumulates (grad).
+struct Targets {
+  std::vector<Node*> nodes;
+  bool accumulate = false;
+  std::unordered_map<Node*, Tensor> captured;
+};
+
+// The pass: dependency counting over the graph reachable from the roots, then one sweep in reverse
+// topological order. With targets, only the nodes from which a target can be reached run.
+void execute(std::vector<Root> roots, bool retain_graph, Targets* targets) {
   LOCKSTEP_CHECK(!backward_running, "backward: a backward pass is already running on this thread");
 
   // Count, for every reachable node, how many edges lead into it.
   std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack{root_node.get()};
-  deps[root_node.get()] = 0;
+  std::vector<Node*> stack;
+  for (const Root& r : roots)
+    if (deps.emplace(r.node.get(), 0).second) stack.push_back(r.node.get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -183,6 +223,31 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       if (!next) continue;
       if (deps.emplace(next.get(), 0).second) stack.push_back(next.get());
       ++deps[next.get()];
+    }
+  }
+
+  // With targets: which nodes lead to one (a post-order walk; a target leads to itself).
+  auto is_target = [&](Node* n) {
+    return targets && std::find(targets->nodes.begin(), targets->nodes.end(), n) != targets->nodes.end();
+  };
+  std::unordered_map<Node*, bool> leads;
+  if (targets) {
+    for (const Root& r : roots) {
+      if (!leads.emplace(r.node.get(), false).second) continue;
+      std::vector<std::pair<Node*, size_t>> walk{{r.node.get(), 0}};
+      while (!walk.empty()) {
+        Node* n = walk.back().first;
+        size_t& i = walk.back().second;
+        if (i < n->next.size()) {
+          Node* next = n->next[i++].get();
+          if (next && leads.emplace(next, false).second) walk.push_back({next, 0});
+          continue;
+        }
+        bool l = is_target(n);
+        for (auto& next : n->next) l = l || (next && leads[next.get()]);
+        leads[n] = l;
+        walk.pop_back();
+      }
     }
   }
 
@@ -196,8 +261,13 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   ++pass_id;
   NoGradGuard no_grad;  // gradients themselves are not differentiated (no double backward)
   std::unordered_map<Node*, Tensor> grads;
-  grads[root_node.get()] = grad;
-  std::vector<Node*> ready{root_node.get()};
+  std::vector<Node*> ready;
+  for (Root& r : roots) {
+    Tensor& slot = grads[r.node.get()];
+    slot = slot.defined() ? internal::add(slot, r.grad) : std::move(r.grad);
+    if (deps[r.node.get()] == 0 && std::find(ready.begin(), ready.end(), r.node.get()) == ready.end())
+      ready.push_back(r.node.get());
+  }
   while (!ready.empty()) {
     Node* n = ready.back();
     ready.pop_back();
@@ -206,8 +276,18 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       g = std::move(it->second);
       grads.erase(it);
     }
+    bool run = true;
+    if (targets) {
+      const bool target = is_target(n);
+      if (target && g.defined()) targets->captured[n] = g;
+      // A target leaf accumulates only in backward(inputs); other nodes run only on the way to a target.
+      const bool leaf = dynamic_cast<AccumulateGrad*>(n) != nullptr;
+      run = leaf ? target && targets->accumulate : leads[n] && std::any_of(n->next.begin(), n->next.end(), [&](auto& x) {
+        return x && leads[x.get()];
+      });
+    }
     std::vector<Tensor> in_grads;
-    if (g.defined()) {
+    if (g.defined() && run) {
       LOCKSTEP_CHECK(g.shape() == n->output_shape, "backward: ", n->name(), " received a gradient of shape ", g.shape(),
                      " for an output of shape ", n->output_shape);
       check_versions(*n);
@@ -217,8 +297,9 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     }
     // The node's saved tensors are not read again: free them now, as PyTorch does, rather than hold
     // every activation until the whole pass ends while the gradients pile up beside them.
-    if (!retain_graph) n->release();
+    if (!retain_graph && run) n->release();
     g = Tensor();
+    if (!run) continue;  // nothing past it is wanted
     for (size_t i = 0; i < n->next.size(); ++i) {
       Node* next = n->next[i].get();
       if (!next) continue;
@@ -236,6 +317,59 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     auto fn = std::move(callbacks[i]);
     fn();
   }
+}
+
+// The nodes whose gradient stands for `inputs`' (a leaf's accumulator or a result's grad_fn).
+std::vector<Node*> target_nodes(const char* op, const std::vector<Tensor>& inputs) {
+  LOCKSTEP_CHECK(!inputs.empty(), op, ": no inputs to differentiate with respect to");
+  std::vector<Node*> nodes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    LOCKSTEP_CHECK(inputs[i].defined(), op, ": input ", i, " is undefined");
+    std::shared_ptr<Node> edge = gradient_edge(inputs[i]);
+    LOCKSTEP_CHECK(edge, op, ": input ", i, " (shape ", inputs[i].shape(), ") does not require grad");
+    nodes.push_back(edge.get());
+  }
+  return nodes;
+}
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  execute({make_root("backward", root, gradient)}, retain_graph, nullptr);
+}
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph, bool create_graph, const std::vector<Tensor>& inputs) {
+  refuse_create_graph("backward", create_graph);
+  std::vector<Root> roots = make_roots("backward", tensors, grad_tensors);
+  if (inputs.empty()) return execute(std::move(roots), retain_graph.value_or(create_graph), nullptr);
+  Targets targets{target_nodes("backward", inputs), /*accumulate=*/true, {}};
+  // A non-leaf input accumulates into its own .grad, as PyTorch's backward(inputs=...) does.
+  execute(std::move(roots), retain_graph.value_or(create_graph), &targets);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].is_leaf()) continue;
+    auto it = targets.captured.find(targets.nodes[i]);
+    if (it == targets.captured.end()) continue;
+    AutogradMeta& meta = const_cast<Tensor&>(inputs[i]).autograd_meta();
+    meta.grad = meta.grad.defined() ? internal::add(meta.grad, it->second) : internal::clone(it->second);
+  }
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
+                         bool allow_unused) {
+  refuse_create_graph("grad", create_graph);
+  std::vector<Root> roots = make_roots("grad", outputs, grad_outputs);
+  Targets targets{target_nodes("grad", inputs), /*accumulate=*/false, {}};
+  execute(std::move(roots), retain_graph.value_or(create_graph), &targets);
+  std::vector<Tensor> result;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto it = targets.captured.find(targets.nodes[i]);
+    LOCKSTEP_CHECK(it != targets.captured.end() || allow_unused, "grad: input ", i, " (shape ", inputs[i].shape(),
+                   ") appears not to have been used in the graph; pass allow_unused = true if this is intended");
+    result.push_back(it == targets.captured.end() ? Tensor() : it->second);
+  }
+  return result;
 }
 
 }  // namespace autograd

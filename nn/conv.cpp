@@ -5,6 +5,8 @@
 // image; Conv3d a sum of such nodes, one per kernel depth offset, over depth slices folded into the batch.
 #include "nn/conv.h"
 
+#include <ostream>
+
 #include <algorithm>
 #include <cmath>
 
@@ -203,6 +205,26 @@ Tensor ConvNdImpl<D, T>::forward(const Tensor& x) {
       return functional::conv_transpose3d(xc, wc, bias, o.stride(), o.padding(), o.output_padding(), o.groups(),
                                           o.dilation());
   }
+}
+
+template <size_t D, bool Transposed>
+void ConvNdImpl<D, Transposed>::pretty_print(std::ostream& os) const {
+  const Options& o = options;
+  auto all = [](const ExpandingArray<D>& a, int64_t v) {
+    for (size_t i = 0; i < D; ++i)
+      if (a[i] != v) return false;
+    return true;
+  };
+  os << name() << "(" << o.in_channels() << ", " << o.out_channels() << ", kernel_size=" << o.kernel_size()
+     << ", stride=" << o.stride();
+  if (!all(o.padding(), 0)) os << ", padding=" << o.padding();
+  if (!all(o.dilation(), 1)) os << ", dilation=" << o.dilation();
+  if constexpr (Transposed) {
+    if (!all(o.output_padding(), 0)) os << ", output_padding=" << o.output_padding();
+  }
+  if (o.groups() != 1) os << ", groups=" << o.groups();
+  if (!o.bias()) os << ", bias=false";
+  os << ")";
 }
 
 template class ConvNdImpl<1, false>;

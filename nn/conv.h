@@ -58,6 +58,7 @@ class ConvNdImpl : public Module {
   ConvNdImpl(const Options& options, const char* name);
   void reset_parameters();
   Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& os) const override;
 
   Options options;
   Tensor weight;

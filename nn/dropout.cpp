@@ -4,6 +4,7 @@
 #include "nn/dropout.h"
 
 #include <cmath>
+#include <ostream>
 
 #include "tensor/factory.h"
 
@@ -71,3 +72,9 @@ Tensor feature_alpha_dropout(const Tensor& x, const FeatureAlphaDropoutFuncOptio
 }
 
 }  // namespace lockstep::nn::functional
+
+namespace lockstep::nn {
+
+void DropoutImpl::pretty_print(std::ostream& os) const { os << "Dropout(p=" << p << ")"; }
+
+}  // namespace lockstep::nn

@@ -64,6 +64,7 @@ class DropoutImpl : public Module {
   }
   explicit DropoutImpl(const DropoutOptions& options) : DropoutImpl(options.p()) {}
   Tensor forward(const Tensor& input) { return functional::dropout(input, p, is_training()); }
+  void pretty_print(std::ostream& os) const override;
   double p;
 };
 LOCKSTEP_MODULE(Dropout);

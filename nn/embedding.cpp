@@ -3,6 +3,8 @@
 // reduced into [bags, dim] by index_add (sum, mean) or scatter_reduce's amax, bag ids from the offsets.
 #include "nn/embedding.h"
 
+#include <ostream>
+
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "nn/functional.h"
@@ -51,6 +53,12 @@ void reset_table(Tensor& weight, std::optional<int64_t> padding) {
 }
 
 }  // namespace
+
+void EmbeddingImpl::pretty_print(std::ostream& os) const {
+  os << "Embedding(" << options.num_embeddings() << ", " << options.embedding_dim();
+  if (options.padding_idx()) os << ", padding_idx=" << *options.padding_idx();
+  os << ")";
+}
 
 EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o) : Module("Embedding"), options(o) {
   options.padding_idx(checked_padding("Embedding", o.num_embeddings(), o.embedding_dim(), o.padding_idx()));

@@ -30,6 +30,7 @@ class EmbeddingImpl : public Module {
       : EmbeddingImpl(EmbeddingOptions(num_embeddings, embedding_dim)) {}
   void reset_parameters();
   Tensor forward(const Tensor& indices);  // int64 [...] -> [..., embedding_dim]
+  void pretty_print(std::ostream& os) const override;
   EmbeddingOptions options;
   Tensor weight;
 };

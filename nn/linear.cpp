@@ -2,6 +2,7 @@
 #include "nn/linear.h"
 
 #include <cmath>
+#include <ostream>
 #include <string>
 
 #include "autograd/autocast.h"
@@ -41,6 +42,11 @@ Tensor LinearImpl::forward(const Tensor& x) {
   LOCKSTEP_CHECK(x.device() == weight.device(), "Linear(", in_features, ", ", out_features, "): input on ", x.device(),
                  " but the layer on ", weight.device(), " (move one with .to(device))");
   return linear(xc, wc, bias);  // the casts made here: linear's own find them in their dtype
+}
+
+void LinearImpl::pretty_print(std::ostream& os) const {
+  os << "Linear(in_features=" << in_features << ", out_features=" << out_features
+     << ", bias=" << (bias.defined() ? "true" : "false") << ")";
 }
 
 }  // namespace lockstep::nn

@@ -22,6 +22,7 @@ class LinearImpl : public Module {
   LinearImpl(int64_t in_features, int64_t out_features) : LinearImpl(LinearOptions(in_features, out_features)) {}
   void reset_parameters();
   Tensor forward(const Tensor& input);  // input [..., in] -> [..., out]
+  void pretty_print(std::ostream& os) const override;
 
   LinearOptions options;
   int64_t in_features, out_features;

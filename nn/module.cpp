@@ -1,10 +1,13 @@
 // Module: registration, traversal in registration order, state_dict, device moves and modes.
 #include "nn/module.h"
 
+#include <ostream>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "common/type_name.h"
 #include "tensor/ops.h"
 
 namespace lockstep::nn {
@@ -113,6 +116,28 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
 void Module::apply(const std::function<void(Module&)>& fn) {
   for (auto& [_, c] : children_) c->apply(fn);
   fn(*this);
+}
+
+void Module::pretty_print(std::ostream& os) const {
+  // A user's module keeps the default name: its class name, as LibTorch prints it.
+  if (name_ == "Module") os << type_name(typeid(*this));
+  else os << name_ << (children_.empty() ? "()" : "");
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& module) {
+  module.pretty_print(os);
+  const auto children = module.named_children();
+  if (children.empty()) return os;
+  os << "(\n";
+  for (const auto& [name, child] : children) {
+    std::ostringstream sub;
+    sub << *child;
+    // The child's lines indented by two more spaces.
+    std::string text = sub.str(), indented;
+    for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    os << "  (" << name << "): " << indented << "\n";
+  }
+  return os << ")";
 }
 
 NamedTensors Module::state_dict() const {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <functional>
+#include <iosfwd>
 #include <tuple>
 #include <memory>
 #include <string>
@@ -37,6 +38,11 @@
 namespace lockstep::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module;
+// Prints the module tree as PyTorch's print(model) does: the module's line and then, indented, each
+// child as "(name): " followed by its own tree. `std::cout << *model` (or `<< model`, a holder).
+std::ostream& operator<<(std::ostream& os, const Module& module);
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -99,6 +105,10 @@ class Module : public std::enable_shared_from_this<Module> {
   void zero_grad(bool set_to_none = true);
 
   const std::string& name() const { return name_; }
+  // This module's own line in `os << module` (LibTorch's pretty_print): a layer's name and its options,
+  // as `Linear(in_features=4, out_features=2, bias=true)`; by default the name given to the constructor
+  // ("Dropout2d()" for a layer without children), or the class name of a user's module ("NetImpl").
+  virtual void pretty_print(std::ostream& os) const;
   // This module as T (a Module subclass or a holder's type, as LibTorch's as<T>()); null when it is not.
   template <typename T>
   auto* as() {

@@ -85,6 +85,12 @@ class ModuleHolder {
   std::shared_ptr<Contained> impl_;
 };
 
+// `std::cout << model`: the held module's tree (nn/module.h).
+template <typename T>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<T>& holder) {
+  return os << *holder;
+}
+
 }  // namespace lockstep::nn
 
 // Declares `Name` as the holder of `NameImpl`, as LibTorch's TORCH_MODULE.

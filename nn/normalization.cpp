@@ -2,6 +2,8 @@
 // BatchNorm (1d/2d/3d) and SyncBatchNorm modules over nn/batch_norm.h's function.
 #include "nn/normalization.h"
 
+#include <ostream>
+
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "common/env.h"
@@ -172,6 +174,19 @@ Tensor CrossMapLRN2dImpl::forward(const Tensor& input) {
 }
 
 // --- LayerNorm ---
+
+void LayerNormImpl::pretty_print(std::ostream& os) const {
+  os << "LayerNorm(" << Shape(options.normalized_shape()) << ", eps=" << options.eps()
+     << ", elementwise_affine=" << (options.elementwise_affine() ? "true" : "false") << ")";
+}
+
+void BatchNormImpl::pretty_print(std::ostream& os) const {
+  os << name() << "(" << options.num_features() << ", eps=" << options.eps() << ", momentum=";
+  if (options.momentum()) os << *options.momentum();
+  else os << "None";
+  os << ", affine=" << (options.affine() ? "true" : "false")
+     << ", track_running_stats=" << (options.track_running_stats() ? "true" : "false") << ")";
+}
 
 LayerNormImpl::LayerNormImpl(const LayerNormOptions& o) : Module("LayerNorm"), options(o) {
   LOCKSTEP_CHECK(!o.normalized_shape().empty(), "LayerNorm: normalized_shape must not be empty");

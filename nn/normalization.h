@@ -41,6 +41,7 @@ class LayerNormImpl : public Module {
   explicit LayerNormImpl(const LayerNormOptions& options);
   void reset_parameters();  // weight 1, bias 0
   Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& os) const override;
   LayerNormOptions options;
   Tensor weight, bias;  // normalized_shape; undefined without elementwise_affine (or bias)
 };
@@ -123,6 +124,7 @@ class BatchNormImpl : public Module {
   void reset_running_stats();
   void reset_parameters();
   Tensor forward(const Tensor& input);
+  void pretty_print(std::ostream& os) const override;
 
   BatchNormOptions options;
   Tensor weight, bias;                                   // [C] (affine)

@@ -24,7 +24,7 @@ while (($#)); do
 done
 pkg=.cache/libtorch_examples
 mkdir -p "$pkg"
-programs=(mnist regression dcgan)
+programs=(mnist regression dcgan autograd)
 for p in "${programs[@]}"; do
   [ -f "$src/cpp/$p/$p.cpp" ] || { echo "libtorch_examples.sh: $src/cpp/$p/$p.cpp not found" >&2; exit 1; }
   sed 's@#include <torch/torch.h>@#include <lockstep/torch.h>@' "$src/cpp/$p/$p.cpp" >"$pkg/$p.cpp"

@@ -2,6 +2,7 @@
 // F::gumbel_softmax (its rules, whatever the draw), ParameterList and ParameterDict; gradchecks and errors.
 #include <doctest/doctest.h>
 
+#include <sstream>
 #include <vector>
 
 #include "nn/api.h"
@@ -85,4 +86,45 @@ TEST_CASE("ParameterList and ParameterDict register their tensors as parameters,
   CHECK(!(*dict)["shift"].requires_grad());
   CHECK(contains(error_of([&] { dict->insert("scale", ones({1})); }), "key 'scale' is already present"));
   CHECK(contains(error_of([&] { (*dict)["bias"]; }), "no key 'bias'"));
+}
+
+namespace {
+struct PrintNetImpl : nn::Module {
+  PrintNetImpl() {
+    conv = register_module("conv", nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1).bias(false)));
+    seq = register_module("seq", nn::Sequential(nn::Linear(4, 2), nn::ReLU(), nn::Dropout(0.25)));
+    bn = register_module("bn", nn::BatchNorm2d(8));
+    emb = register_module("emb", nn::Embedding(10, 3));
+    norm = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({6})));
+    up = register_module("up", nn::ConvTranspose2d(nn::ConvTranspose2dOptions(8, 4, 4).stride(2).output_padding(1)));
+  }
+  nn::Conv2d conv{nullptr};
+  nn::Sequential seq{nullptr};
+  nn::BatchNorm2d bn{nullptr};
+  nn::Embedding emb{nullptr};
+  nn::LayerNorm norm{nullptr};
+  nn::ConvTranspose2d up{nullptr};
+};
+LOCKSTEP_MODULE(PrintNet);
+}  // namespace
+
+TEST_CASE("a module tree prints as PyTorch's print(model), options included") {
+  PrintNet net;
+  std::ostringstream os, holder;
+  os << *net;
+  holder << net;
+  CHECK(os.str() ==
+        "(anonymous namespace)::PrintNetImpl(\n"
+        "  (conv): Conv2d(1, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=false)\n"
+        "  (seq): Sequential(\n"
+        "    (0): Linear(in_features=4, out_features=2, bias=true)\n"
+        "    (1): ReLU()\n"
+        "    (2): Dropout(p=0.25)\n"
+        "  )\n"
+        "  (bn): BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)\n"
+        "  (emb): Embedding(10, 3)\n"
+        "  (norm): LayerNorm([6], eps=1e-05, elementwise_affine=true)\n"
+        "  (up): ConvTranspose2d(8, 4, kernel_size=(4, 4), stride=(2, 2), output_padding=(1, 1))\n"
+        ")");
+  CHECK(holder.str() == os.str());
 }

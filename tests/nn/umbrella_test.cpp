@@ -1,8 +1,9 @@
-// `#include "lockstep.h"` with `deps = ["//:lockstep"]` alone brings gradient clipping (nn::utils) and
-// checkpoints, as `#include <torch/torch.h>` brings torch::nn::utils and torch::save.
+// `#include <lockstep.h>` with `deps = ["//:lockstep"]` alone (in this tree as where lockstep is
+// installed) brings gradient clipping (nn::utils) and checkpoints, as `#include <torch/torch.h>` brings
+// torch::nn::utils and torch::save.
 #include <doctest/doctest.h>
 
-#include "lockstep.h"
+#include <lockstep.h>
 #include "tests/util/test_util.h"
 
 using namespace lockstep;
