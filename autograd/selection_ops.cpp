@@ -152,7 +152,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& a, bool retu
 Tensor bincount(const Tensor& a, const Tensor& weights, int64_t minlength) {
   LOCKSTEP_CHECK(a.defined(), "bincount: got an undefined tensor");
   LOCKSTEP_CHECK(minlength >= 0, "bincount: minlength should be >= 0, got ", minlength);
-  LOCKSTEP_CHECK(a.dim() == 1 && (a.dtype() == kInt64 || a.dtype() == kUInt8),
+  LOCKSTEP_CHECK(a.dim() == 1 && !is_floating_point(a.dtype()) && a.dtype() != kBool,
                  "bincount only supports 1-d non-negative integral inputs (got ", a.dtype(), " ", a.shape(), ")");
   const std::vector<int64_t> v = a.detach().to_vector<int64_t>();
   int64_t length = minlength;

@@ -17,7 +17,8 @@ namespace lockstep::nn {
 Tensor functional::embedding(const Tensor& input, const Tensor& weight, int64_t padding_idx) {
   LOCKSTEP_CHECK(input.defined() && weight.defined(), "embedding: got an undefined tensor");
   LOCKSTEP_CHECK(weight.dim() == 2, "embedding: expected weight [num_embeddings, embedding_dim], got ", weight.shape());
-  LOCKSTEP_CHECK(input.dtype() == kInt64, "embedding: expected int64 indices, got ", input.dtype());
+  LOCKSTEP_CHECK(input.dtype() == kInt64 || input.dtype() == kInt32, "embedding: expected int64 or int32 indices, got ",
+                 input.dtype());
   Shape out_shape = input.shape();
   out_shape.push_back(weight.size(1));
   Tensor flat = reshape(input, {-1});
@@ -69,8 +70,8 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o) : Module("Embedding"), o
 void EmbeddingImpl::reset_parameters() { reset_table(weight, options.padding_idx()); }
 
 Tensor EmbeddingImpl::forward(const Tensor& indices) {
-  LOCKSTEP_CHECK(indices.defined() && indices.dtype() == kInt64, "Embedding(", options.num_embeddings(), ", ",
-                 options.embedding_dim(), "): expected int64 indices, got ",
+  LOCKSTEP_CHECK(indices.defined() && (indices.dtype() == kInt64 || indices.dtype() == kInt32), "Embedding(",
+                 options.num_embeddings(), ", ", options.embedding_dim(), "): expected int64 or int32 indices, got ",
                  indices.defined() ? dtype_name(indices.dtype()) : "an undefined tensor");
   return functional::embedding(indices, weight, options.padding_idx().value_or(-1));
 }

@@ -37,8 +37,9 @@ struct BFloat16 {
 
 // float64 exists for gradient checks; int64 holds labels and indices; bool is what comparisons return;
 // uint8 holds raw image bytes; bfloat16 and float16 halve the memory of float32 weights, activations and
-// the gradients DDP sends.
-enum class Dtype : uint8_t { Float32, Float64, Int64, Bool, UInt8, BFloat16, Float16 };
+// the gradients DDP sends; int8, int16 and int32 are the narrower integers data and checkpoints bring
+// (token ids, masks, quantized weights), stored and computed as themselves.
+enum class Dtype : uint8_t { Float32, Float64, Int64, Bool, UInt8, BFloat16, Float16, Int8, Int16, Int32 };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
@@ -47,21 +48,31 @@ constexpr Dtype kBool = Dtype::Bool;
 constexpr Dtype kUInt8 = Dtype::UInt8;
 constexpr Dtype kBFloat16 = Dtype::BFloat16;
 constexpr Dtype kFloat16 = Dtype::Float16;
+constexpr Dtype kInt8 = Dtype::Int8;
+constexpr Dtype kInt16 = Dtype::Int16;
+constexpr Dtype kInt32 = Dtype::Int32;
 // PyTorch's aliases.
 constexpr Dtype kFloat = kFloat32;
 constexpr Dtype kDouble = kFloat64;
 constexpr Dtype kLong = kInt64;
 constexpr Dtype kHalf = kFloat16;
+constexpr Dtype kByte = kUInt8;
+constexpr Dtype kChar = kInt8;
+constexpr Dtype kShort = kInt16;
+constexpr Dtype kInt = kInt32;
 
 inline size_t element_size(Dtype d) {
   switch (d) {
-    case Dtype::Float32: return 4;
+    case Dtype::Float32:
+    case Dtype::Int32: return 4;
     case Dtype::Float64:
     case Dtype::Int64: return 8;
     case Dtype::Bool:
-    case Dtype::UInt8: return 1;
+    case Dtype::UInt8:
+    case Dtype::Int8: return 1;
     case Dtype::BFloat16:
-    case Dtype::Float16: return 2;
+    case Dtype::Float16:
+    case Dtype::Int16: return 2;
   }
   return 0;
 }
@@ -78,6 +89,9 @@ inline const char* dtype_name(Dtype d) {
     case Dtype::UInt8: return "uint8";
     case Dtype::BFloat16: return "bfloat16";
     case Dtype::Float16: return "float16";
+    case Dtype::Int8: return "int8";
+    case Dtype::Int16: return "int16";
+    case Dtype::Int32: return "int32";
   }
   return "?";
 }
@@ -92,24 +106,31 @@ inline const char* dtype_constant(Dtype d) {
     case Dtype::UInt8: return "kUInt8";
     case Dtype::BFloat16: return "kBFloat16";
     case Dtype::Float16: return "kFloat16";
+    case Dtype::Int8: return "kInt8";
+    case Dtype::Int16: return "kInt16";
+    case Dtype::Int32: return "kInt32";
   }
   return "?";
 }
 
 // The dtype two operands are computed in, by PyTorch's promotion order for tensors:
-// bool < uint8 < int64 < bfloat16, float16 < float32 < float64; bfloat16 with float16 is float32 (neither
-// holds the other's values).
+// bool < uint8, int8 < int16 < int32 < int64 < bfloat16, float16 < float32 < float64; uint8 with int8 is
+// int16 and bfloat16 with float16 is float32 (neither holds the other's values).
 inline Dtype promote_types(Dtype a, Dtype b) {
   if (is_reduced_floating_point(a) && is_reduced_floating_point(b) && a != b) return kFloat32;
+  if ((a == kUInt8 && b == kInt8) || (a == kInt8 && b == kUInt8)) return kInt16;
   auto rank = [](Dtype d) {
     switch (d) {
       case Dtype::Bool: return 0;
-      case Dtype::UInt8: return 1;
-      case Dtype::Int64: return 2;
+      case Dtype::UInt8:
+      case Dtype::Int8: return 1;
+      case Dtype::Int16: return 2;
+      case Dtype::Int32: return 3;
+      case Dtype::Int64: return 4;
       case Dtype::BFloat16:
-      case Dtype::Float16: return 3;
-      case Dtype::Float32: return 4;
-      case Dtype::Float64: return 5;
+      case Dtype::Float16: return 5;
+      case Dtype::Float32: return 6;
+      case Dtype::Float64: return 7;
     }
     return 0;
   };
@@ -124,6 +145,9 @@ template <> struct dtype_of<bool> { static constexpr Dtype value = Dtype::Bool; 
 template <> struct dtype_of<uint8_t> { static constexpr Dtype value = Dtype::UInt8; };
 template <> struct dtype_of<BFloat16> { static constexpr Dtype value = Dtype::BFloat16; };
 template <> struct dtype_of<Float16> { static constexpr Dtype value = Dtype::Float16; };
+template <> struct dtype_of<int8_t> { static constexpr Dtype value = Dtype::Int8; };
+template <> struct dtype_of<int16_t> { static constexpr Dtype value = Dtype::Int16; };
+template <> struct dtype_of<int32_t> { static constexpr Dtype value = Dtype::Int32; };
 
 template <typename T> struct type_tag { using type = T; };
 
@@ -139,6 +163,9 @@ decltype(auto) dispatch(Dtype d, Fn&& fn) {
     case Dtype::UInt8: return fn(type_tag<uint8_t>{});
     case Dtype::BFloat16: return fn(type_tag<BFloat16>{});
     case Dtype::Float16: return fn(type_tag<Float16>{});
+    case Dtype::Int8: return fn(type_tag<int8_t>{});
+    case Dtype::Int16: return fn(type_tag<int16_t>{});
+    case Dtype::Int32: return fn(type_tag<int32_t>{});
   }
   fail("dispatch: unknown dtype ", int(d));
 }
@@ -164,6 +191,9 @@ decltype(auto) dispatch_compute(Dtype d, const char* op, Fn&& fn) {
     case Dtype::Int64: return fn(type_tag<int64_t>{});
     case Dtype::Bool: return fn(type_tag<bool>{});
     case Dtype::UInt8: return fn(type_tag<uint8_t>{});
+    case Dtype::Int8: return fn(type_tag<int8_t>{});
+    case Dtype::Int16: return fn(type_tag<int16_t>{});
+    case Dtype::Int32: return fn(type_tag<int32_t>{});
     default: fail(op, ": no kernel for ", dtype_name(d));
   }
 }

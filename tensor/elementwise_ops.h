@@ -414,9 +414,17 @@ LOCKSTEP_UNARY(IsNan, is_nan(x))
 LOCKSTEP_UNARY(IsInf, is_inf(x))
 LOCKSTEP_UNARY(IsFinite, !is_nan(x) && !is_inf(x))
 
-LOCKSTEP_BINARY(Add, static_cast<T>(x + y))
-LOCKSTEP_BINARY(Sub, static_cast<T>(x - y))
-LOCKSTEP_BINARY(Mul, static_cast<T>(x * y))
+// Signed integers wrap on overflow, as PyTorch's do: computed on unsigned 64-bit words, where wrapping
+// is defined (int32's x + y would be undefined behaviour in C++), and truncated to T. The low bits are
+// the same, so the compiler still uses T-wide instructions.
+template <typename T>
+inline constexpr bool kWraps = std::is_integral_v<T> && std::is_signed_v<T>;
+#define LOCKSTEP_WRAPPING(expr_wrap, expr) \
+  kWraps<T> ? static_cast<T>(expr_wrap) : static_cast<T>(expr)
+LOCKSTEP_BINARY(Add, LOCKSTEP_WRAPPING(static_cast<uint64_t>(x) + static_cast<uint64_t>(y), x + y))
+LOCKSTEP_BINARY(Sub, LOCKSTEP_WRAPPING(static_cast<uint64_t>(x) - static_cast<uint64_t>(y), x - y))
+LOCKSTEP_BINARY(Mul, LOCKSTEP_WRAPPING(static_cast<uint64_t>(x) * static_cast<uint64_t>(y), x * y))
+#undef LOCKSTEP_WRAPPING
 LOCKSTEP_BINARY(Maximum, max_nan(x, y))
 LOCKSTEP_BINARY(Minimum, min_nan(x, y))
 LOCKSTEP_BINARY(Pow, math::pow(x, y))

@@ -21,8 +21,11 @@ void check_index(const Tensor& index, const Tensor& a, const char* op) {
 }
 }  // namespace
 
-Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index) {
+Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
   check_defined(a_in, "index_select");
+  check_defined(index_in, "index_select");
+  // An int32 index is taken as PyTorch's index_select takes it (token ids are often stored so).
+  const Tensor index = index_in.dtype() == kInt32 ? to_dtype(index_in, kInt64) : index_in;
   check_index(index, a_in, "index_select");
   LOCKSTEP_CHECK(index.dim() <= 1, "index_select: expected a 1-D index, got ", index.shape());
   LOCKSTEP_CHECK(a_in.dim() >= 1, "index_select: cannot index a 0-D tensor");

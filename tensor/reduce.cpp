@@ -15,8 +15,9 @@ Tensor reduce(Reduction op, const Tensor& a_in, int64_t dim, bool keepdim, const
   check_defined(a_in, name);
   const ReductionInfo info = reduction_info(op);
   if (info.dtypes == OpDtypes::kFloating) check_floating(a_in, name);
-  // A sum (product) of bools counts (ands) them in int64, as PyTorch.
-  if (a_in.dtype() == kBool && info.dtypes == OpDtypes::kNumeric)
+  // A sum (product) of bools counts (ands) them, and one of narrower integers is taken, in int64, as
+  // PyTorch's (torch.sum of uint8 or int32 is int64).
+  if (!is_floating_point(a_in.dtype()) && a_in.dtype() != kInt64 && info.dtypes == OpDtypes::kNumeric)
     return reduce(op, to_dtype(a_in, kInt64), dim, keepdim, name);
   // Both devices reduce 16-bit tensors as they are, by each row's rule (tensor/reduce_ops.h).
   // A 0-D tensor reduces over its one element along "dimension 0", as PyTorch allows.

@@ -12,7 +12,8 @@
 //
 // The accumulation rule, the same on both devices and in every layout (inner == 1 and inner > 1):
 // floating sums, means and products accumulate in double and round once at the end; integer ones in
-// int64 (a uint8 sum wraps once, at the end). bfloat16 and float16 are read at 16 bits on both
+// int64 (the ops layer gives sums and products of bool and the narrower integers int64 results, as
+// PyTorch's). bfloat16 and float16 are read at 16 bits on both
 // devices: sums, means and products accumulate in double and round once; max, min and the arg rows
 // compare in float32, where every 16-bit value is exact. The NaN rule: max and min propagate NaN;
 // argmax and argmin give the first NaN, else the first extreme (PyTorch's rule).
@@ -27,7 +28,8 @@
 
 namespace lockstep {
 
-// X(Name, "name", dtypes). bool reaches Sum and Prod as int64 (the ops layer converts: a count).
+// X(Name, "name", dtypes). bool and the integers narrower than int64 reach Sum and Prod as int64 (the ops
+// layer converts).
 #define LOCKSTEP_REDUCTIONS(X)          \
   X(Sum, "sum", OpDtypes::kNumeric)     \
   X(Mean, "mean", OpDtypes::kFloating)  \

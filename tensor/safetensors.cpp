@@ -28,7 +28,7 @@ namespace {
 // Each dtype and its name in the safetensors header.
 constexpr std::pair<Dtype, const char*> kDtypeNames[] = {
     {kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}, {kBool, "BOOL"},
-    {kUInt8, "U8"}, {kBFloat16, "BF16"}, {kFloat16, "F16"},
+    {kUInt8, "U8"}, {kBFloat16, "BF16"}, {kFloat16, "F16"}, {kInt8, "I8"}, {kInt16, "I16"}, {kInt32, "I32"},
 };
 
 const char* st_dtype(Dtype d) {

@@ -117,6 +117,12 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template int8_t Tensor::item<int8_t>() const;
+template int16_t Tensor::item<int16_t>() const;
+template int32_t Tensor::item<int32_t>() const;
+template std::vector<int8_t> Tensor::to_vector<int8_t>() const;
+template std::vector<int16_t> Tensor::to_vector<int16_t>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 
 // --- autograd fields ---------------------------------------------------------------------------
 

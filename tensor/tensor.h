@@ -232,8 +232,13 @@ class Tensor {
   Tensor amin(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;  // int64, not differentiable
   Tensor argmin(int64_t dim, bool keepdim = false) const;
+  // Without a dimension: the index into the flattened tensor, as PyTorch's.
+  Tensor argmax() const { return reshape({-1}).argmax(0); }
+  Tensor argmin() const { return reshape({-1}).argmin(0); }
   Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor norm(double p = 2, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  // One dimension, as LibTorch's IntArrayRef takes a single integer: x.norm(2, 1).
+  Tensor norm(double p, int64_t dim, bool keepdim = false) const { return norm(p, std::vector<int64_t>{dim}, keepdim); }
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
   // Scans along dim; `dtype` as torch.cumsum's.

@@ -129,6 +129,9 @@ MPI_Datatype mpi_type(Dtype d, const char* op) {
     case Dtype::Float64: return MPI_DOUBLE;
     case Dtype::Int64: return MPI_INT64_T;
     case Dtype::UInt8: return MPI_UINT8_T;
+    case Dtype::Int8: return MPI_INT8_T;
+    case Dtype::Int16: return MPI_INT16_T;
+    case Dtype::Int32: return MPI_INT32_T;
     case Dtype::Bool: return MPI_C_BOOL;
     case Dtype::BFloat16:
     case Dtype::Float16: return MPI_UINT16_T;

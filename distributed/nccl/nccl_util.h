@@ -17,10 +17,14 @@ inline ncclDataType_t nccl_dtype(Dtype d) {
     case Dtype::Int64: return ncclInt64;
     case Dtype::BFloat16: return ncclBfloat16;  // reduced in float32 inside NCCL's kernels
     case Dtype::Float16: return ncclFloat16;
+    case Dtype::Int32: return ncclInt32;
+    case Dtype::Int8: return ncclInt8;
+    case Dtype::UInt8: return ncclUint8;
     case Dtype::Bool:
-    case Dtype::UInt8: break;
+    case Dtype::Int16: break;  // NCCL has no 16-bit integer and no bool
   }
-  fail("NCCL: unsupported dtype ", dtype_name(d), " (float32, float64, int64, bfloat16 and float16 are supported)");
+  fail("NCCL: unsupported dtype ", dtype_name(d),
+       " (float32, float64, bfloat16, float16, int64, int32, int8 and uint8 are supported)");
 }
 
 inline ncclRedOp_t nccl_op(ReduceOp op) {

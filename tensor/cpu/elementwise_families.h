@@ -2,7 +2,7 @@
 // tensor/cpu/isa.h) so that the build compiles them side by side: elementwise.cpp takes the calls
 // (tensor/cpu/elementwise.h) and hands each to its family.
 //   elementwise_floating.cpp  float32, float64: every row instantiated for the dtype, in strided_loop.h
-//   elementwise_integral.cpp  int64, uint8, bool: the same
+//   elementwise_integral.cpp  int64, int32, int16, int8, uint8, bool: the same
 //   elementwise_half.cpp      bfloat16, float16, and either beside float32: no instantiation per dtype;
 //                             the operands are converted to float32 in blocks (float_blocks.h), the
 //                             row's float32 loop runs on the blocks, and the result is rounded once on
@@ -51,6 +51,9 @@ LOCKSTEP_ELEMENTWISE_EXTERN(double)
 LOCKSTEP_ELEMENTWISE_EXTERN(int64_t)
 LOCKSTEP_ELEMENTWISE_EXTERN(uint8_t)
 LOCKSTEP_ELEMENTWISE_EXTERN(bool)
+LOCKSTEP_ELEMENTWISE_EXTERN(int8_t)
+LOCKSTEP_ELEMENTWISE_EXTERN(int16_t)
+LOCKSTEP_ELEMENTWISE_EXTERN(int32_t)
 #undef LOCKSTEP_ELEMENTWISE_EXTERN
 
 // elementwise_half.cpp: a bfloat16 or float16 operand, alone, with one of its dtype, or beside a float32

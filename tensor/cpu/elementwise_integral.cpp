@@ -1,4 +1,4 @@
-// The elementwise rows on int64, uint8 and bool (tensor/cpu/elementwise_families.h), compiled once per
+// The elementwise rows on the integers and bool (tensor/cpu/elementwise_families.h), compiled once per
 // ISA (tensor/cpu/isa.h).
 #include "tensor/cpu/elementwise_families.h"
 #include "tensor/cpu/isa.h"
@@ -11,5 +11,11 @@ template void unary_same<uint8_t>(UnaryOp, const OpScalars&, const StridedPlan&,
 template void binary_same<uint8_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
 template void unary_same<bool>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
 template void binary_same<bool>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<int8_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
+template void binary_same<int8_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<int16_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
+template void binary_same<int16_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
+template void unary_same<int32_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
+template void binary_same<int32_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
 
 LOCKSTEP_ISA_END

@@ -28,27 +28,30 @@ void dispatch_word(Dtype d, Fn&& fn) {
 }
 
 // *p += v for every dtype a kernel computes in, atomically (indices may repeat): CUDA's atomicAdd for
-// float and double, its unsigned 64-bit overload for int64 (two's-complement addition is the same on
-// unsigned words), and for the 1-byte bool and uint8 a compare-and-swap on the aligned 32-bit word that
-// holds the byte (a word inside the same allocation: allocations are at least 4-byte aligned and sized).
-// The sum is converted back to T, as the CPU backend does (uint8 wraps, bool becomes "or").
+// float, double and int32, its unsigned 64-bit overload for int64 (two's-complement addition is the same
+// on unsigned words), and for the 1- and 2-byte integers (bool, uint8, int8, int16) a compare-and-swap on
+// the aligned 32-bit word that holds the element (a word inside the same allocation: allocations are at
+// least 4-byte aligned and sized). The sum is converted back to T, as the CPU backend does (the integers
+// wrap, bool becomes "or").
 __device__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ void atomic_add(int32_t* p, int32_t v) { atomicAdd(p, v); }
 __device__ void atomic_add(int64_t* p, int64_t v) {
   atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
 template <typename T>
-  requires(sizeof(T) == 1)
+  requires(std::is_integral_v<T> && (sizeof(T) == 1 || sizeof(T) == 2))
 __device__ void atomic_add(T* p, T v) {
+  using Bits = std::conditional_t<sizeof(T) == 1, uint8_t, uint16_t>;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   unsigned* word = reinterpret_cast<unsigned*>(addr & ~uintptr_t{3});
-  const unsigned shift = static_cast<unsigned>(addr & 3) * 8;
+  const unsigned shift = static_cast<unsigned>(addr & (4 - sizeof(T))) * 8, mask = sizeof(T) == 1 ? 0xffu : 0xffffu;
   unsigned old = *word, assumed;
   do {
     assumed = old;
-    const T sum = static_cast<T>(static_cast<T>((assumed >> shift) & 0xffu) + v);
-    const unsigned byte = static_cast<uint8_t>(sum);
-    const unsigned updated = (assumed & ~(0xffu << shift)) | (byte << shift);
+    const T sum = static_cast<T>(static_cast<T>((assumed >> shift) & mask) + v);
+    const unsigned bits = static_cast<Bits>(sum);
+    const unsigned updated = (assumed & ~(mask << shift)) | (bits << shift);
     old = atomicCAS(word, assumed, updated);
   } while (old != assumed);
 }

@@ -33,8 +33,8 @@ const Device kGpu = Device::cuda(0);
 Backend& cpu_backend() { return backend_for(DeviceType::CPU); }
 Backend& gpu_backend() { return backend_for(DeviceType::CUDA); }
 
-const Dtype kComputeDtypes[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8};
-const Dtype kEveryDtype[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8, kBFloat16, kFloat16};
+const Dtype kComputeDtypes[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8, kInt8, kInt16, kInt32};
+const Dtype kEveryDtype[] = {kFloat32, kFloat64, kInt64, kBool, kUInt8, kInt8, kInt16, kInt32, kBFloat16, kFloat16};
 
 const UnaryOp kUnaryOps[] = {
 #define LOCKSTEP_ROW(Name, str, kinds) UnaryOp::Name,

@@ -167,3 +167,12 @@ TEST_CASE("accumulation: a float32 product accumulates in double, in both layout
   for (int64_t i = 0; i < 3; ++i) CHECK(cols.data<float>()[i] == expect);
   CHECK(prod(x.t().contiguous(), 1).data<float>()[0] == expect);
 }
+
+TEST_CASE("LibTorch's spellings: norm over one integer dimension, argmax and argmin without one") {
+  Tensor x = tensor({3.0, 4.0, 0.0, -2.0}, {2, 2});
+  CHECK(values_of(x.norm(2, 1)) == std::vector<double>{5.0, 2.0});
+  CHECK(values_of(x.norm(1, 0, true)) == std::vector<double>{3.0, 6.0});
+  CHECK(x.argmax().item<int64_t>() == 1);
+  CHECK(x.argmin().item<int64_t>() == 3);
+  CHECK(x.argmax().dim() == 0);
+}

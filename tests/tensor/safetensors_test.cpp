@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 
 #include "tensor/api.h"
 #include "tensor/safetensors.h"
@@ -38,7 +39,10 @@ TEST_CASE("round trip keeps names, order, dtypes, shapes, values and metadata") 
                 {"flag", internal::to_dtype(tensor({1.0, 0.0, 1.0}, {3}), kBool)},
                 {"bytes", internal::to_dtype(tensor({0.0, 7.0, 255.0}, {3}), kUInt8)},
                 {"half", internal::to_dtype(tensor({1.5, -2.0}, {2}), kBFloat16)},
-                {"fp16", internal::to_dtype(tensor({65504.0, -6.103515625e-05, 5.960464477539063e-08}, {3}), kFloat16)}};
+                {"fp16", internal::to_dtype(tensor({65504.0, -6.103515625e-05, 5.960464477539063e-08}, {3}), kFloat16)},
+                {"i8", internal::to_dtype(tensor({-128.0, 127.0}, {2}), kInt8)},
+                {"i16", internal::to_dtype(tensor({-32768.0, 1234.0}, {2}), kInt16)},
+                {"i32", internal::to_dtype(tensor({-2147483648.0, 7.0}, {2}), kInt32)}};
   std::string path = temp_path("round.safetensors");
   save_safetensors(path, in, {{"epoch", "7"}});
   SafetensorsFile f = load_safetensors(path);
@@ -89,6 +93,25 @@ TEST_CASE("reads a file written by Python's safetensors") {
   CHECK(f.tensors[1].second.shape() == Shape{2, 2});
   CHECK(f.tensors[1].second.to_vector<float>() == std::vector<float>{1.5f, -2.f, 3.25f, 4.f});
   CHECK(f.metadata.at("epoch") == "3");
+}
+
+TEST_CASE("reads Python's I8, I16 and I32 tensors") {
+  // safetensors.numpy.save({'a': [-128, 127] int8, 'b': [-32768, 1234] int16, 'c': [-2**31, 7] int32})
+  std::string path = temp_path("py_ints.safetensors");
+  write_bytes(path, from_hex(
+      "a8000000000000007b2263223a7b226474797065223a22493332222c227368617065223a5b325d2c22646174615f6f6666736574"
+      "73223a5b302c385d7d2c2262223a7b226474797065223a22493136222c227368617065223a5b325d2c22646174615f6f66667365"
+      "7473223a5b382c31325d7d2c2261223a7b226474797065223a224938222c227368617065223a5b325d2c22646174615f6f666673"
+      "657473223a5b31322c31345d7d7d20202020202000000080070000000080d204807f"));
+  SafetensorsFile f = load_safetensors(path);
+  REQUIRE(f.tensors.size() == 3);
+  std::map<std::string, Tensor> by_name(f.tensors.begin(), f.tensors.end());
+  CHECK(by_name.at("a").dtype() == kInt8);
+  CHECK(by_name.at("a").to_vector<int64_t>() == std::vector<int64_t>{-128, 127});
+  CHECK(by_name.at("b").dtype() == kInt16);
+  CHECK(by_name.at("b").to_vector<int64_t>() == std::vector<int64_t>{-32768, 1234});
+  CHECK(by_name.at("c").dtype() == kInt32);
+  CHECK(by_name.at("c").to_vector<int32_t>() == std::vector<int32_t>{-2147483647 - 1, 7});
 }
 
 TEST_CASE("truncated and corrupt files are clear errors naming the file") {
