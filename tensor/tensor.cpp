@@ -108,21 +108,19 @@ Scalar Tensor::item() const {
   return Scalar(item<int64_t>());
 }
 
-template float Tensor::item<float>() const;
-template double Tensor::item<double>() const;
-template int64_t Tensor::item<int64_t>() const;
+// item<T>() and to_vector<T>() for each C++ type a dtype has (bool's item reads a byte).
+#define LOCKSTEP_ITEM_TYPE(T)               \
+  template T Tensor::item<T>() const;       \
+  template std::vector<T> Tensor::to_vector<T>() const;
+LOCKSTEP_ITEM_TYPE(float)
+LOCKSTEP_ITEM_TYPE(double)
+LOCKSTEP_ITEM_TYPE(int64_t)
+LOCKSTEP_ITEM_TYPE(int32_t)
+LOCKSTEP_ITEM_TYPE(int16_t)
+LOCKSTEP_ITEM_TYPE(int8_t)
+LOCKSTEP_ITEM_TYPE(uint8_t)
+#undef LOCKSTEP_ITEM_TYPE
 template bool Tensor::item<bool>() const;
-template uint8_t Tensor::item<uint8_t>() const;
-template std::vector<float> Tensor::to_vector<float>() const;
-template std::vector<double> Tensor::to_vector<double>() const;
-template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
-template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
-template int8_t Tensor::item<int8_t>() const;
-template int16_t Tensor::item<int16_t>() const;
-template int32_t Tensor::item<int32_t>() const;
-template std::vector<int8_t> Tensor::to_vector<int8_t>() const;
-template std::vector<int16_t> Tensor::to_vector<int16_t>() const;
-template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 
 // --- autograd fields ---------------------------------------------------------------------------
 

@@ -5,17 +5,15 @@
 
 LOCKSTEP_ISA_BEGIN
 
-template void unary_same<int64_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
-template void binary_same<int64_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
-template void unary_same<uint8_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
-template void binary_same<uint8_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
-template void unary_same<bool>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
-template void binary_same<bool>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
-template void unary_same<int8_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
-template void binary_same<int8_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
-template void unary_same<int16_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
-template void binary_same<int16_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
-template void unary_same<int32_t>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*);
-template void binary_same<int32_t>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
+#define LOCKSTEP_ELEMENTWISE_INSTANTIATE(T)                                                        \
+  template void unary_same<T>(UnaryOp, const OpScalars&, const StridedPlan&, void*, const void*); \
+  template void binary_same<T>(BinaryOp, const OpScalars&, const StridedPlan&, void*, const void*, const void*);
+LOCKSTEP_ELEMENTWISE_INSTANTIATE(int64_t)
+LOCKSTEP_ELEMENTWISE_INSTANTIATE(int32_t)
+LOCKSTEP_ELEMENTWISE_INSTANTIATE(int16_t)
+LOCKSTEP_ELEMENTWISE_INSTANTIATE(int8_t)
+LOCKSTEP_ELEMENTWISE_INSTANTIATE(uint8_t)
+LOCKSTEP_ELEMENTWISE_INSTANTIATE(bool)
+#undef LOCKSTEP_ELEMENTWISE_INSTANTIATE
 
 LOCKSTEP_ISA_END
