@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -201,7 +202,7 @@ void refuse_create_graph(const char* op, bool create_graph) {
 // `inputs`). Their gradients are captured when they become ready; with `accumulate`, a captured leaf
 // still accumulates into its .grad (backward with inputs), otherwise nothing accumulates (grad).
 struct Targets {
-  std::vector<Node*> nodes;
+  std::vector<Node*> nodes;  // in the inputs' order (one node may stand for two inputs)
   bool accumulate = false;
   std::unordered_map<Node*, Tensor> captured;
 };
@@ -227,9 +228,9 @@ void execute(std::vector<Root> roots, bool retain_graph, Targets* targets) {
   }
 
   // With targets: which nodes lead to one (a post-order walk; a target leads to itself).
-  auto is_target = [&](Node* n) {
-    return targets && std::find(targets->nodes.begin(), targets->nodes.end(), n) != targets->nodes.end();
-  };
+  std::unordered_set<Node*> target_set;
+  if (targets) target_set.insert(targets->nodes.begin(), targets->nodes.end());
+  auto is_target = [&](Node* n) { return target_set.count(n) > 0; };
   std::unordered_map<Node*, bool> leads;
   if (targets) {
     for (const Root& r : roots) {

@@ -57,12 +57,12 @@ struct CustomFunctionNode final : Node {
     for (const Tensor& t : inputs) inputs_.push_back({t.shape(), t.dtype(), t.device()});
   }
 
-  // The single-output form: `g` is the output's gradient. With several outputs, `g` is the placeholder
-  // and the gradients are in grads_.
+  // One output: `g` is its gradient. With several, `g` is the placeholder and the gradients are in
+  // grads_ (OutputNode).
   std::vector<Tensor> apply(const Tensor& g) override {
     LOCKSTEP_CHECK(!ctx_->released_, name_, ": trying to backward through the graph a second time (its saved "
                    "tensors were freed); pass retain_graph = true to the first backward");
-    variable_list grad_outputs = outputs_.size() == 1 && !multi_ ? variable_list{g} : std::move(grads_);
+    variable_list grad_outputs = outputs_.size() == 1 ? variable_list{g} : std::move(grads_);
     grads_.assign(outputs_.size(), Tensor());
     for (size_t i = 0; i < outputs_.size(); ++i)
       if (!grad_outputs[i].defined() && ctx_->materialize_grads_)
@@ -112,7 +112,6 @@ struct CustomFunctionNode final : Node {
   std::vector<OutputInfo> inputs_;
   std::vector<OutputInfo> outputs_;
   variable_list grads_;  // with several outputs: each output's gradient, filled by its OutputNode
-  bool multi_ = false;
   variable_list (*backward_)(AutogradContext*, variable_list);
 
  private:
@@ -178,7 +177,6 @@ variable_list wrap_outputs(const std::shared_ptr<AutogradContext>& ctx, const st
     outputs[0] = record(hub, outputs[0], inputs, saved_output(0) ? Output::Saved : Output::NotSaved);
     return outputs;
   }
-  hub->multi_ = true;
   // The hub's own output is the 0-d placeholder each OutputNode passes on.
   Tensor placeholder = record(hub, zeros(Shape{}), inputs);
   for (size_t i : diff)
